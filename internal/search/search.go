@@ -1,0 +1,45 @@
+// Package search finds the exact largest batch size that runs. It is pure
+// logic over a Prober: it decides which sizes to try and when the boundary is
+// known, and never touches processes, clocks or GPUs itself.
+package search
+
+import (
+	"context"
+
+	"github.com/batchfit/batchfit/internal/classify"
+)
+
+// Observation is one finished trial as the search sees it.
+type Observation struct {
+	Size    int
+	Outcome classify.Outcome
+	// Memory is the trial's measured peak, used by model-guided strategies.
+	// Zero fields are unknown.
+	Memory Memory
+	// Retry marks a re-run of a size whose first result contradicted the
+	// others (a monotonicity check) or a confirmation run.
+	Retry bool
+}
+
+// Memory is a trial's measured peak memory in bytes; zero means unknown.
+type Memory struct {
+	Allocated uint64 // PyTorch max_memory_allocated (adapter)
+	Reserved  uint64 // PyTorch max_memory_reserved (adapter)
+	Device    uint64 // NVML: peak sum over the trial's process tree
+}
+
+// Prober runs trials. Probe runs the given sizes (concurrently where it can)
+// and returns one observation per size in the same order. An error means the
+// search cannot go on (canceled, or the trial could not be started); a trial
+// that ran and failed is an observation, not an error.
+type Prober interface {
+	Probe(ctx context.Context, sizes []int) ([]Observation, error)
+}
+
+// ProberFunc adapts a function to Prober.
+type ProberFunc func(ctx context.Context, sizes []int) ([]Observation, error)
+
+// Probe calls f.
+func (f ProberFunc) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
+	return f(ctx, sizes)
+}
