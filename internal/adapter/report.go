@@ -1,0 +1,99 @@
+// Package adapter is the Go side of the PyTorch adapter: it places the
+// embedded Python package on a trial's PYTHONPATH and reads the reports the
+// adapter writes to the private channel named by BATCHFIT_REPORT.
+package adapter
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// ReportEnv names the file, in the trial's environment, that the adapter
+// appends its events to. It is private: stdout belongs to the user's program.
+const ReportEnv = "BATCHFIT_REPORT"
+
+// Event is one JSON line of the report file. Every process that loads the
+// adapter (each torchrun rank, say) appends its own "exit" event, so a
+// trial's report can hold several.
+type Event struct {
+	Version int    `json:"version"`
+	Event   string `json:"event"` // "exit" (at interpreter exit); others may follow
+	PID     int    `json:"pid"`
+	Rank    int    `json:"rank,omitempty"` // from RANK/LOCAL_RANK when set
+
+	Torch           string `json:"torch,omitempty"`            // torch.__version__
+	CUDAInitialized bool   `json:"cuda_initialized,omitempty"` // torch.cuda.is_initialized()
+	Device          string `json:"device,omitempty"`           // torch.cuda.get_device_name()
+	DeviceIndex     int    `json:"device_index,omitempty"`
+	DeviceTotal     uint64 `json:"device_total,omitempty"` // bytes
+
+	MaxAllocated uint64 `json:"max_memory_allocated,omitempty"` // bytes
+	MaxReserved  uint64 `json:"max_memory_reserved,omitempty"`  // bytes
+
+	// OOM is set when a torch out-of-memory error ended the program.
+	OOM bool `json:"oom,omitempty"`
+	// Exception is "Type: message" (first line) of the exception that ended
+	// the program, if any.
+	Exception string `json:"exception,omitempty"`
+
+	// StepTimes are seconds between optimizer steps, when the adapter could
+	// observe them (torch's global optimizer step hook).
+	StepTimes []float64 `json:"step_times,omitempty"`
+}
+
+// Append writes ev as one JSON line to the report file at path. Each event is
+// one write on an O_APPEND file so that events from concurrent processes do
+// not interleave.
+func Append(path string, ev Event) error {
+	if ev.Version == 0 {
+		ev.Version = 1
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode report event: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open report: %w", err)
+	}
+	_, werr := f.Write(append(b, '\n'))
+	cerr := f.Close()
+	if werr != nil {
+		return fmt.Errorf("write report: %w", werr)
+	}
+	return cerr
+}
+
+// Read parses every event in the report file. A missing file is no events.
+// Lines that are not valid events are skipped and counted in bad, so a
+// caller can warn and fall back to the trial's exit status and output.
+func Read(path string) (events []Event, bad int, err error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("open report: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		var ev Event
+		if json.Unmarshal(line, &ev) != nil || ev.Version < 1 || ev.Event == "" {
+			bad++
+			continue
+		}
+		events = append(events, ev)
+	}
+	if err := sc.Err(); err != nil {
+		return events, bad + 1, nil
+	}
+	return events, bad, nil
+}
