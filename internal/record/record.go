@@ -1,0 +1,138 @@
+// Package record defines the record of one search run: its facts, every
+// trial and the answer. It is what --json prints, what the store keeps and
+// what reports draw, so all three agree on one shape.
+package record
+
+import (
+	"time"
+
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/gpu"
+)
+
+// Status is where a run stands.
+type Status string
+
+// Run statuses. A run is "running" while it is stored as it happens; one that
+// stays "running" after its process died is shown as interrupted.
+const (
+	Running     Status = "running"
+	Found       Status = "found"
+	NothingFits Status = "nothing_fits"
+	Failed      Status = "failed"      // a crash or an error stopped it
+	Interrupted Status = "interrupted" // canceled (Ctrl-C) or killed
+)
+
+// Run is one batchfit search, as recorded.
+type Run struct {
+	ID          string    `json:"id,omitempty"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	Status      Status    `json:"status"`
+	Started     time.Time `json:"started"`
+	Finished    time.Time `json:"finished,omitempty"`
+	Seconds     float64   `json:"seconds"`
+
+	Command   []string `json:"command"` // with the {} placeholder kept
+	Dir       string   `json:"dir"`
+	Simulated bool     `json:"simulated,omitempty"`
+	Settings  Settings `json:"settings"`
+	GPU       *GPUInfo `json:"gpu,omitempty"`
+	Torch     string   `json:"torch,omitempty"` // version the adapter reported
+	Version   string   `json:"batchfit_version"`
+
+	Answer       int      `json:"answer"`                  // 0 when nothing fits or not found
+	FirstFailure int      `json:"first_failure,omitempty"` // the failing size that proves the answer
+	Margin       int      `json:"margin_size,omitempty"`   // the --margin answer
+	Recommended  int      `json:"recommended,omitempty"`   // smallest size within 2 % of the best throughput
+	Trials       []Trial  `json:"trials"`
+	Rounds       int      `json:"rounds"`
+	NonMonotonic []Pair   `json:"non_monotonic,omitempty"`
+	Model        *Model   `json:"model,omitempty"`
+	Error        string   `json:"error,omitempty"`
+	LogDir       string   `json:"log_dir,omitempty"`
+	Cached       bool     `json:"cached,omitempty"` // answered from the store
+	Warnings     []string `json:"warnings,omitempty"`
+}
+
+// Settings are the search options that shape the answer.
+type Settings struct {
+	Min         int     `json:"min"`
+	Max         int     `json:"max"`
+	Start       int     `json:"start,omitempty"`
+	MultipleOf  int     `json:"multiple_of"`
+	Steps       int     `json:"steps"`
+	Strategy    string  `json:"strategy"`
+	Confirm     int     `json:"confirm,omitempty"`
+	TimeoutSecs float64 `json:"timeout_seconds"`
+	MemoryLimit uint64  `json:"memory_limit_bytes,omitempty"`
+	Margin      float64 `json:"margin_percent,omitempty"`
+	Parallel    int     `json:"parallel,omitempty"`
+	Torch       bool    `json:"torch_hook"`
+}
+
+// GPUInfo is the device the search ran on.
+type GPUInfo struct {
+	Devices  []gpu.Device `json:"devices"`
+	Capacity uint64       `json:"capacity_bytes"` // what the trial may use: the card or --memory-limit
+}
+
+// Trial is one finished trial.
+type Trial struct {
+	N         int              `json:"n"` // 1, 2, … in start order
+	Size      int              `json:"batch_size"`
+	Outcome   classify.Outcome `json:"outcome"`
+	Reason    string           `json:"reason,omitempty"`
+	Seconds   float64          `json:"seconds"`
+	ExitCode  int              `json:"exit_code"`
+	Signal    string           `json:"signal,omitempty"`
+	Retry     bool             `json:"retry,omitempty"`
+	Phase     string           `json:"phase,omitempty"`
+	GPUs      []int            `json:"gpus,omitempty"`
+	Allocated uint64           `json:"peak_allocated_bytes,omitempty"`
+	Reserved  uint64           `json:"peak_reserved_bytes,omitempty"`
+	Device    uint64           `json:"peak_device_bytes,omitempty"` // NVML, whole process tree
+	StepTimes []float64        `json:"step_seconds,omitempty"`
+	Stdout    string           `json:"stdout_log,omitempty"`
+	Stderr    string           `json:"stderr_log,omitempty"`
+	Tail      string           `json:"stderr_tail,omitempty"` // kept for crashes only
+}
+
+// Throughput is samples per second from the median step time, or 0.
+func (t Trial) Throughput() float64 {
+	if len(t.StepTimes) == 0 || !t.Outcome.Fits() {
+		return 0
+	}
+	s := median(t.StepTimes)
+	if s <= 0 {
+		return 0
+	}
+	return float64(t.Size) / s
+}
+
+// Pair is a contradiction that held after a retry.
+type Pair struct {
+	OK   int `json:"ok_size"`
+	Fail int `json:"fail_size"`
+}
+
+// Model is the fitted memory model, peak = Intercept + Slope × size.
+type Model struct {
+	Figure    string  `json:"figure"` // "allocated" or "device"
+	Intercept float64 `json:"intercept_bytes"`
+	Slope     float64 `json:"bytes_per_sample"`
+	Residual  float64 `json:"max_residual_bytes"`
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
