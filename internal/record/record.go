@@ -4,6 +4,7 @@
 package record
 
 import (
+	"slices"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/classify"
@@ -124,12 +125,8 @@ type Model struct {
 }
 
 func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	n := len(s)
 	if n%2 == 1 {
 		return s[n/2]
