@@ -1,0 +1,154 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// stateDir is the simulated device memory, shared through the file system by
+// the trial children and the Backend:
+//
+//	<pid>.mem     "<device> <bytes>\n": what a live child holds on a device
+//	leak-<device> "<bytes>\n": memory earlier trials left behind, owned by no live process
+//	lock          flock'd around every allocation, so allocations on the
+//	              card are atomic as cudaMalloc is
+//
+// A child's file is removed when it exits; the files of dead processes
+// (killed, crashed hard) are ignored and cleaned up by readers, as the
+// driver frees a dead process's memory.
+type stateDir string
+
+const memSuffix = ".mem"
+
+func (d stateDir) memPath(pid int) string {
+	return filepath.Join(string(d), strconv.Itoa(pid)+memSuffix)
+}
+
+func (d stateDir) leakPath(dev int) string {
+	return filepath.Join(string(d), "leak-"+strconv.Itoa(dev))
+}
+
+// lock takes the card-wide allocation lock.
+func (d stateDir) lock() (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(string(d), "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open simulated card lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock simulated card: %w", err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// register records that pid now holds n bytes on dev. The write is a rename
+// so readers never see a half-written file.
+func (d stateDir) register(pid, dev int, n uint64) error {
+	tmp := d.memPath(pid) + ".tmp"
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", dev, n), 0o600); err != nil {
+		return fmt.Errorf("record simulated memory: %w", err)
+	}
+	if err := os.Rename(tmp, d.memPath(pid)); err != nil {
+		return fmt.Errorf("record simulated memory: %w", err)
+	}
+	return nil
+}
+
+func (d stateDir) unregister(pid int) {
+	os.Remove(d.memPath(pid))
+}
+
+// usage returns the bytes each live process holds on dev. A missing
+// directory is an idle card.
+func (d stateDir) usage(dev int) (map[int]uint64, error) {
+	out := map[int]uint64{}
+	entries, err := os.ReadDir(string(d))
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read simulated card state: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		pid, err := strconv.Atoi(strings.TrimSuffix(name, memSuffix))
+		if !strings.HasSuffix(name, memSuffix) || err != nil || pid <= 0 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(string(d), name))
+		if err != nil {
+			continue // removed by its process while we listed
+		}
+		var fdev int
+		var n uint64
+		if _, err := fmt.Sscanf(string(b), "%d %d", &fdev, &n); err != nil {
+			continue
+		}
+		if !alive(pid) {
+			os.Remove(filepath.Join(string(d), name))
+			continue
+		}
+		if fdev == dev {
+			out[pid] = n
+		}
+	}
+	return out, nil
+}
+
+// leak returns the unowned memory on dev left by earlier trials.
+func (d stateDir) leak(dev int) uint64 {
+	b, err := os.ReadFile(d.leakPath(dev))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// raiseLeak sets the leak on dev to at least n. Call it under lock.
+func (d stateDir) raiseLeak(dev int, n uint64) error {
+	if n <= d.leak(dev) {
+		return nil
+	}
+	tmp := d.leakPath(dev) + ".tmp"
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d\n", n), 0o600); err != nil {
+		return fmt.Errorf("record simulated leak: %w", err)
+	}
+	if err := os.Rename(tmp, d.leakPath(dev)); err != nil {
+		return fmt.Errorf("record simulated leak: %w", err)
+	}
+	return nil
+}
+
+// alive reports whether pid is a running process. A zombie (exited, not yet
+// reaped by its parent) holds no GPU memory, so it counts as dead.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
+			return true // no procfs here: trust kill
+		}
+		return false // exited between the two checks
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself contain spaces or parentheses.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
