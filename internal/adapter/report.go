@@ -38,8 +38,13 @@ type Event struct {
 	// the program, if any.
 	Exception string `json:"exception,omitempty"`
 
-	// StepTimes are seconds between optimizer steps, when the adapter could
-	// observe them (torch's global optimizer step hook).
+	// Steps counts the optimizer steps the adapter observed (those of the
+	// first optimizer that stepped), so a run of one step is told from a run
+	// of none.
+	Steps int `json:"steps,omitempty"`
+	// StepTimes are seconds between consecutive optimizer steps (one fewer
+	// than Steps), when the adapter could observe them (torch's global
+	// optimizer step hook; before torch 2.0, a wrapper of Optimizer.step).
 	StepTimes []float64 `json:"step_times,omitempty"`
 }
 

@@ -1,0 +1,299 @@
+package adapter
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// These tests run the real hook in real Python processes; those marked torch
+// need torch (Debian's python3-torch is enough: CPU only, torch 1.13).
+
+var (
+	pythonOnce             sync.Once
+	torchPython, anyPython string
+	tried                  []string
+)
+
+// findPython returns an interpreter for the hook tests, one with torch when
+// needTorch, and skips the test when there is none. BATCHFIT_TEST_PYTHON
+// names one explicitly; /usr/bin/python3 comes next because a pyenv python3
+// earlier on PATH usually lacks torch.
+func findPython(t *testing.T, needTorch bool) string {
+	t.Helper()
+	pythonOnce.Do(func() {
+		candidates := []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3"}
+		if p, err := exec.LookPath("python3"); err == nil {
+			candidates = append(candidates, p)
+		}
+		for _, c := range candidates {
+			if c == "" {
+				continue
+			}
+			tried = append(tried, c)
+			// find_spec, not import: importing torch takes seconds.
+			err := exec.Command(c, "-c", "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)").Run()
+			var exit *exec.ExitError
+			switch {
+			case err == nil:
+				if torchPython == "" {
+					torchPython = c
+				}
+				if anyPython == "" {
+					anyPython = c
+				}
+			case errors.As(err, &exit):
+				if anyPython == "" {
+					anyPython = c
+				}
+			}
+		}
+	})
+	switch {
+	case needTorch && torchPython == "":
+		t.Skipf("no python with torch found (tried %s; set BATCHFIT_TEST_PYTHON or install python3-torch)", strings.Join(tried, ", "))
+	case needTorch:
+		return torchPython
+	case torchPython != "":
+		return torchPython
+	case anyPython == "":
+		t.Skipf("no python interpreter found (tried %s)", strings.Join(tried, ", "))
+	}
+	return anyPython
+}
+
+type pyRun struct {
+	stdout, stderr string
+	code           int
+	events         []Event
+	bad            int
+	reportExists   bool
+}
+
+// baseEnv is the test process's environment without anything that would
+// change how the hook behaves, and without bytecode caches in testdata.
+func baseEnv() []string {
+	return append(without(os.Environ(), "PYTHONPATH", ReportEnv, "RANK", "LOCAL_RANK", "PYTHONDONTWRITEBYTECODE"),
+		"PYTHONDONTWRITEBYTECODE=1")
+}
+
+// runHooked runs python with the adapter installed and a report file set, as
+// a trial runs; env adds to the environment.
+func runHooked(t *testing.T, python string, env []string, args ...string) pyRun {
+	t.Helper()
+	dir := t.TempDir()
+	pythonPath, err := Install(filepath.Join(dir, "adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.jsonl")
+	return runPython(t, python, Env(append(baseEnv(), env...), pythonPath, report), report, args...)
+}
+
+func runPython(t *testing.T, python string, env []string, report string, args ...string) pyRun {
+	t.Helper()
+	cmd := exec.Command(python, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := pyRun{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s: %v", python, err)
+	}
+	if report != "" {
+		_, statErr := os.Stat(report)
+		r.reportExists = statErr == nil
+		r.events, r.bad, err = Read(report)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// onlyEvent asserts the report holds exactly one well-formed exit event from
+// the process itself.
+func onlyEvent(t *testing.T, r pyRun) Event {
+	t.Helper()
+	if len(r.events) != 1 || r.bad != 0 {
+		t.Fatalf("report: %d events, %d bad lines, want 1 event; stdout:\n%s\nstderr:\n%s", len(r.events), r.bad, r.stdout, r.stderr)
+	}
+	ev := r.events[0]
+	if ev.Version != 1 || ev.Event != "exit" || ev.PID <= 0 {
+		t.Errorf("event header = %+v, want version 1 exit with a pid", ev)
+	}
+	return ev
+}
+
+func testdata(name string) string { return filepath.Join("testdata", name) }
+
+func TestHookWithoutTorch(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	for _, tc := range []struct {
+		mode      string
+		code      int
+		exception string
+	}{
+		{"ok", 0, ""},
+		{"exit3", 3, ""},
+		{"raise", 1, "ValueError: boom"},
+		{"own-excepthook", 1, "KeyError: 'lost'"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			r := runHooked(t, py, nil, testdata("notorch.py"), tc.mode)
+			if r.code != tc.code {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "torch imported: False\n") {
+				t.Errorf("torch was imported, or the program's atexit did not run; stdout:\n%s", r.stdout)
+			}
+			if !strings.Contains(r.stdout, "hook loaded: True\n") {
+				t.Errorf("hook not loaded; stdout:\n%s", r.stdout)
+			}
+			ev := onlyEvent(t, r)
+			if ev.Exception != tc.exception || ev.OOM || ev.Torch != "" || ev.Steps != 0 {
+				t.Errorf("event = %+v, want exception %q, no oom, no torch, no steps", ev, tc.exception)
+			}
+		})
+	}
+}
+
+func TestHookForkedChildDoesNotReport(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	r := runHooked(t, py, nil, testdata("notorch.py"), "fork")
+	if r.code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+	}
+	onlyEvent(t, r)
+}
+
+func TestHookRank(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	r := runHooked(t, py, []string{"LOCAL_RANK=3"}, testdata("notorch.py"))
+	if ev := onlyEvent(t, r); ev.Rank != 3 {
+		t.Errorf("rank = %d, want 3 (from LOCAL_RANK)", ev.Rank)
+	}
+}
+
+func TestHookSilentWithoutReportEnv(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	dir := t.TempDir()
+	pythonPath, err := Install(filepath.Join(dir, "adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runPython(t, py, Env(baseEnv(), pythonPath, ""), "", testdata("notorch.py"))
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "hook loaded: False\n") {
+		t.Errorf("the hook loaded without %s; stdout:\n%s", ReportEnv, r.stdout)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("files appeared beside the adapter: %v", entries)
+	}
+}
+
+func TestHookChainsUserSitecustomize(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	usersite, err := filepath.Abs(testdata("usersite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runHooked(t, py, []string{"PYTHONPATH=" + usersite}, testdata("usersite_main.py"))
+	if r.code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"user sitecustomize ran\n",
+		filepath.Join("usersite", "sitecustomize.py") + "\n",
+		"user path kept: True\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	onlyEvent(t, r)
+}
+
+func TestHookTorchSteps(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	const steps = 4
+	hooked := runHooked(t, py, nil, testdata("train.py"), "4")
+	if hooked.code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", hooked.code, hooked.stderr)
+	}
+	ev := onlyEvent(t, hooked)
+	if ev.Torch == "" || ev.Exception != "" || ev.OOM {
+		t.Errorf("event = %+v, want a torch version, no exception", ev)
+	}
+	if ev.Steps != steps || len(ev.StepTimes) != steps-1 {
+		t.Errorf("steps = %d with %d step times, want %d and %d", ev.Steps, len(ev.StepTimes), steps, steps-1)
+	}
+	for _, d := range ev.StepTimes {
+		if d <= 0 {
+			t.Errorf("step time %v, want > 0", d)
+		}
+	}
+	// Without CUDA there are no memory figures.
+	if ev.CUDAInitialized || ev.MaxAllocated != 0 || ev.Device != "" {
+		t.Errorf("event = %+v, want no CUDA figures on CPU", ev)
+	}
+
+	// The hook must not change what the program prints.
+	plain := runPython(t, py, baseEnv(), "", testdata("train.py"), "4")
+	if plain.code != 0 {
+		t.Fatalf("exit code without hook %d; stderr:\n%s", plain.code, plain.stderr)
+	}
+	if hooked.stdout != plain.stdout || hooked.stderr != plain.stderr {
+		t.Errorf("output differs with the hook:\n--- with\n%s%s--- without\n%s%s", hooked.stdout, hooked.stderr, plain.stdout, plain.stderr)
+	}
+}
+
+func TestHookTorchOOM(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	for _, tc := range []struct {
+		mode, exception string
+	}{
+		{"uncaught", "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"},
+		{"chained", "RuntimeError: training failed"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			r := runHooked(t, py, nil, testdata("oom.py"), tc.mode)
+			if r.code != 1 {
+				t.Errorf("exit code = %d, want 1", r.code)
+			}
+			ev := onlyEvent(t, r)
+			if !ev.OOM || !strings.HasSuffix(ev.Exception, tc.exception) || ev.Torch == "" {
+				t.Errorf("event = %+v, want oom with exception ending %q", ev, tc.exception)
+			}
+			// The program's own traceback still reaches stderr.
+			if !strings.Contains(r.stderr, "Traceback") {
+				t.Errorf("stderr lacks the traceback:\n%s", r.stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package adapter
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestAppendRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.jsonl")
+	want := []Event{
+		{Version: 1, Event: "exit", PID: 10, Rank: 0, Torch: "2.11.0", CUDAInitialized: true, Device: "NVIDIA H200",
+			DeviceTotal: 150 << 30, MaxAllocated: 20 << 30, MaxReserved: 22 << 30, Steps: 3, StepTimes: []float64{0.5, 0.25}},
+		{Version: 1, Event: "exit", PID: 11, Rank: 1, OOM: true, Exception: "torch.OutOfMemoryError: CUDA out of memory."},
+	}
+	for _, ev := range want {
+		ev.Version = 0 // Append fills it in
+		if err := Append(path, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, bad, err := Read(path)
+	if err != nil || bad != 0 {
+		t.Fatalf("Read: bad %d, err %v", bad, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Read = %+v, want %+v", got, want)
+	}
+}
+
+// The Python side writes the fields by name; this is one line as it writes
+// them, so a renamed tag on either side shows here.
+func TestReadPythonLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.jsonl")
+	line := `{"version":1,"event":"exit","pid":7,"rank":2,"exception":"RuntimeError: wrapped","oom":true,"torch":"2.11.0+cu130",` +
+		`"cuda_initialized":true,"device_index":1,"max_memory_allocated":123,"max_memory_reserved":456,"device":"NVIDIA H200",` +
+		`"device_total":789,"steps":2,"step_times":[0.1]}` + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err := Read(path)
+	if err != nil || bad != 0 || len(got) != 1 {
+		t.Fatalf("Read = %v, bad %d, err %v", got, bad, err)
+	}
+	want := Event{Version: 1, Event: "exit", PID: 7, Rank: 2, Exception: "RuntimeError: wrapped", OOM: true, Torch: "2.11.0+cu130",
+		CUDAInitialized: true, DeviceIndex: 1, MaxAllocated: 123, MaxReserved: 456, Device: "NVIDIA H200", DeviceTotal: 789,
+		Steps: 2, StepTimes: []float64{0.1}}
+	if !reflect.DeepEqual(got[0], want) {
+		t.Errorf("Read = %+v, want %+v", got[0], want)
+	}
+}
+
+func TestReadBadLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.jsonl")
+	content := `{"version":1,"event":"exit","pid":1}
+not json
+{"version":0,"event":"exit","pid":2}
+{"version":1,"pid":3}
+
+{"version":1,"event":"exit","pid":"four"}
+{"version":1,"event":"exit","pid":5`
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].PID != 1 || bad != 5 {
+		t.Errorf("Read = %+v with %d bad, want pid 1 and 5 bad (blank lines are not bad)", got, bad)
+	}
+}
+
+func TestReadMissing(t *testing.T) {
+	got, bad, err := Read(filepath.Join(t.TempDir(), "none.jsonl"))
+	if got != nil || bad != 0 || err != nil {
+		t.Errorf("Read of a missing file = %v, %d, %v; want nothing", got, bad, err)
+	}
+}

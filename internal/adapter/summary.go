@@ -1,0 +1,82 @@
+package adapter
+
+// Summary is what a trial's exit events say, folded over every process that
+// reported (each torchrun rank, spawned dataloader workers).
+type Summary struct {
+	// Events is how many exit events were read; zero means the hook never
+	// reached a normal interpreter exit (or the command is not Python).
+	Events int
+	// OOM is set when any process ended on a torch out-of-memory error.
+	OOM bool
+	// Exception is the exception that ended the first process that ended on
+	// an OOM, or else on any exception, rank 0 first.
+	Exception string
+	// MaxAllocated and MaxReserved are the largest peaks of any one process
+	// (the max over ranks), in bytes; zero when CUDA was not used.
+	MaxAllocated, MaxReserved uint64
+	// Torch is the torch version, Device and DeviceTotal (bytes) the GPU of
+	// the process with the largest allocated peak.
+	Torch       string
+	Device      string
+	DeviceTotal uint64
+	// Ranks is how many distinct ranks reported.
+	Ranks int
+	// Steps and StepTimes (seconds between consecutive optimizer steps) are
+	// those of rank 0, or of the first process that stepped at all.
+	Steps     int
+	StepTimes []float64
+}
+
+// Summarize folds a trial's events (from Read) into one Summary. Only "exit"
+// events count.
+func Summarize(events []Event) Summary {
+	var s Summary
+	ranks := map[int]bool{}
+	var kept *Event     // whose exception is reported
+	var stepper *Event  // whose step figures are reported
+	var deviceOf *Event // whose device is reported
+	for i := range events {
+		ev := &events[i]
+		if ev.Event != "exit" {
+			continue
+		}
+		s.Events++
+		ranks[ev.Rank] = true
+		s.OOM = s.OOM || ev.OOM
+		if ev.Exception != "" && (kept == nil || betterException(ev, kept)) {
+			kept = ev
+		}
+		if s.Torch == "" {
+			s.Torch = ev.Torch
+		}
+		if ev.Device != "" && (deviceOf == nil || ev.MaxAllocated > deviceOf.MaxAllocated) {
+			deviceOf = ev
+		}
+		s.MaxAllocated = max(s.MaxAllocated, ev.MaxAllocated)
+		s.MaxReserved = max(s.MaxReserved, ev.MaxReserved)
+		if ev.Steps > 0 && (stepper == nil || (ev.Rank == 0 && stepper.Rank != 0)) {
+			stepper = ev
+		}
+	}
+	s.Ranks = len(ranks)
+	if kept != nil {
+		s.Exception = kept.Exception
+	}
+	if deviceOf != nil {
+		s.Device, s.DeviceTotal = deviceOf.Device, deviceOf.DeviceTotal
+	}
+	if stepper != nil {
+		s.Steps, s.StepTimes = stepper.Steps, stepper.StepTimes
+	}
+	return s
+}
+
+// betterException says whether ev's exception explains the trial better than
+// kept's: an OOM beats any other exception, then rank 0 beats other ranks,
+// then the first one read wins.
+func betterException(ev, kept *Event) bool {
+	if ev.OOM != kept.OOM {
+		return ev.OOM
+	}
+	return ev.Rank == 0 && kept.Rank != 0
+}

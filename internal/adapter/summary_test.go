@@ -1,0 +1,65 @@
+package adapter
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestSummarize(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []Event
+		want   Summary
+	}{
+		{name: "none", want: Summary{}},
+		{
+			name:   "no torch",
+			events: []Event{{Version: 1, Event: "exit", PID: 1}},
+			want:   Summary{Events: 1, Ranks: 1},
+		},
+		{
+			name: "single gpu process",
+			events: []Event{{Version: 1, Event: "exit", Torch: "2.11.0", Device: "H200", DeviceTotal: 100,
+				MaxAllocated: 10, MaxReserved: 12, Steps: 3, StepTimes: []float64{1, 2}}},
+			want: Summary{Events: 1, Torch: "2.11.0", Device: "H200", DeviceTotal: 100, MaxAllocated: 10, MaxReserved: 12,
+				Ranks: 1, Steps: 3, StepTimes: []float64{1, 2}},
+		},
+		{
+			name: "ranks: max memory, rank 0 steps, oom exception preferred",
+			events: []Event{
+				{Version: 1, Event: "exit", Rank: 1, Torch: "2.11.0", Device: "B", DeviceTotal: 200, MaxAllocated: 30, MaxReserved: 31,
+					Steps: 2, StepTimes: []float64{9}, Exception: "RuntimeError: peer died"},
+				{Version: 1, Event: "exit", Rank: 0, Torch: "2.11.0", Device: "A", DeviceTotal: 100, MaxAllocated: 20, MaxReserved: 40,
+					Steps: 3, StepTimes: []float64{1, 2}, Exception: "torch.OutOfMemoryError: CUDA out of memory.", OOM: true},
+				{Version: 1, Event: "exit", Rank: 2, Torch: "2.11.0", Device: "C", DeviceTotal: 300, MaxAllocated: 5,
+					Exception: "torch.OutOfMemoryError: CUDA out of memory. rank 2", OOM: true},
+				{Version: 1, Event: "start", Rank: 7, MaxAllocated: 1000},
+			},
+			want: Summary{Events: 3, OOM: true, Exception: "torch.OutOfMemoryError: CUDA out of memory.", MaxAllocated: 30, MaxReserved: 40,
+				Torch: "2.11.0", Device: "B", DeviceTotal: 200, Ranks: 3, Steps: 3, StepTimes: []float64{1, 2}},
+		},
+		{
+			name: "rank 0 preferred among plain exceptions; first stepper when no rank 0 steps",
+			events: []Event{
+				{Version: 1, Event: "exit", Rank: 1, Exception: "ValueError: one", Steps: 1},
+				{Version: 1, Event: "exit", Rank: 0, Exception: "ValueError: zero"},
+				{Version: 1, Event: "exit", Rank: 2, Exception: "ValueError: two", Steps: 5, StepTimes: []float64{1}},
+			},
+			want: Summary{Events: 3, Exception: "ValueError: zero", Ranks: 3, Steps: 1},
+		},
+		{
+			name: "dataloader workers share the rank",
+			events: []Event{
+				{Version: 1, Event: "exit", PID: 1, Torch: "2.11.0"},
+				{Version: 1, Event: "exit", PID: 2, Torch: "2.11.0", Device: "H200", MaxAllocated: 7, Steps: 2, StepTimes: []float64{3}},
+			},
+			want: Summary{Events: 2, Torch: "2.11.0", Device: "H200", MaxAllocated: 7, Ranks: 1, Steps: 2, StepTimes: []float64{3}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Summarize(tc.events); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Summarize =\n%+v, want\n%+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,27 @@
+"""batchfit's Python side: the PyTorch adapter of the batchfit batch-size finder.
+
+The batchfit binary embeds this package and, for every trial, puts its start-up
+hook (batchfit/_hook/sitecustomize.py) on PYTHONPATH; a trial needs no code
+change. This module holds the small public API that trial code may use; it
+imports only the standard library, never torch.
+"""
+
+import os
+
+__all__ = ["__version__", "REPORT_ENV", "report_path", "in_trial"]
+
+__version__ = "0.1.0"
+
+#: The environment variable that names a trial's private report file.
+REPORT_ENV = "BATCHFIT_REPORT"
+
+
+def report_path():
+    """The report file of the current batchfit trial, or None when the process
+    does not run as a batchfit trial."""
+    return os.environ.get(REPORT_ENV) or None
+
+
+def in_trial():
+    """Whether the process runs as a batchfit trial."""
+    return report_path() is not None

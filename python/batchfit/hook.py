@@ -1,0 +1,372 @@
+"""The at-exit report of a batchfit trial.
+
+batchfit runs every trial as a fresh process. Its sitecustomize calls
+install() at start-up when BATCHFIT_REPORT names a report file; at interpreter
+exit one "exit" event (a JSON line, version 1) is appended to that file with
+torch's peak memory counters, the device, the time between optimizer steps and
+whether a torch out-of-memory error ended the program.
+
+Rules this module keeps, because it runs inside someone else's program:
+
+- torch is never imported here. A post-import hook notices when the program
+  imports it, and only then are the optimizer step hooks registered.
+- Every error of our own is swallowed; the program's behaviour is unchanged
+  apart from one torch.cuda.synchronize() per optimizer step (only when CUDA
+  is initialized), so that step times cover the GPU work.
+- Only the process that installed the hook reports: a forked child inherits
+  the atexit handler but is not a trial of its own.
+"""
+
+import atexit
+import os
+import sys
+import time
+
+REPORT_ENV = "BATCHFIT_REPORT"
+EVENT_VERSION = 1
+
+# Bounds that keep one event a reasonable single write even for a long run.
+_MAX_STEP_TIMES = 10000
+_MAX_EXCEPTION = 1000
+_MAX_CHAIN = 100
+
+
+class _State(object):
+    def __init__(self):
+        self.path = None
+        self.pid = None
+        self.exception = None
+        self.optimizer = None  # id() of the first optimizer that stepped
+        self.last_step = None
+        self.steps = 0
+        self.step_times = []
+        self.depth = 0  # nesting of timed step() calls (old torch only)
+
+
+_state = _State()
+
+
+def install(path=None):
+    """Arrange for an exit event to be appended to path (default: the file
+    named by BATCHFIT_REPORT). Returns False, doing nothing, when there is no
+    report file or the hook is already installed."""
+    if _state.path is not None:
+        return False
+    path = path or os.environ.get(REPORT_ENV)
+    if not path:
+        return False
+    _state.path = path
+    _state.pid = os.getpid()
+    # Registered before the program runs, so it runs after the program's own
+    # atexit handlers (atexit is last-in, first-out).
+    atexit.register(_at_exit)
+    _wrap_excepthook()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        _torch_imported(torch)
+    else:
+        sys.meta_path.insert(0, _TorchFinder())
+    return True
+
+
+def _wrap_excepthook():
+    previous = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        _state.exception = exc
+        return previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+
+
+class _TorchFinder(object):
+    """A meta path finder that answers only for the top-level module "torch":
+    it finds the real spec through the finders after it and wraps the loader
+    so that _torch_imported runs once torch has finished importing."""
+
+    def __init__(self):
+        self._busy = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch" or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = _find_real_spec(self, fullname, path, target)
+            if spec is None or spec.loader is None:
+                return None
+            if not hasattr(spec.loader, "exec_module"):
+                return None
+            _wrap_loader(spec.loader)
+            return spec
+        except Exception:
+            # Let the normal import machinery try, and fail, on its own.
+            return None
+        finally:
+            self._busy = False
+
+    def invalidate_caches(self):
+        pass
+
+
+def _find_real_spec(me, fullname, path, target):
+    for finder in list(sys.meta_path):
+        if finder is me:
+            continue
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        spec = find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _wrap_loader(loader):
+    original = loader.exec_module
+
+    def exec_module(module):
+        try:
+            original(module)
+        finally:
+            # An instance attribute shadowed the class's method; drop it so the
+            # loader is as it was.
+            try:
+                del loader.exec_module
+            except Exception:
+                pass
+        _remove_finder()
+        try:
+            _torch_imported(module)
+        except Exception:
+            pass
+
+    loader.exec_module = exec_module
+
+
+def _remove_finder():
+    try:
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _TorchFinder)]
+    except Exception:
+        pass
+
+
+def _torch_imported(torch):
+    """Register step timing once the program has imported torch."""
+    optim = getattr(torch, "optim", None)
+    optimizer_module = getattr(optim, "optimizer", None)
+    register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
+    if callable(register):  # torch >= 2.0
+        register(_step_post_hook)
+        return
+    _patch_old_optimizer(getattr(optim, "Optimizer", None))
+
+
+def _step_post_hook(optimizer, args, kwargs):
+    _on_step(optimizer)
+
+
+def _patch_old_optimizer(optimizer_class):
+    """Before torch 2.0 there is no global step hook. Every Optimizer calls
+    _hook_for_profile() from __init__, where torch wraps the class's step() for
+    the profiler; we wrap it once more, the same way, to time it."""
+    original = getattr(optimizer_class, "_hook_for_profile", None)
+    if original is None:
+        return
+
+    def _hook_for_profile(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        try:
+            _time_step_of(type(self))
+        except Exception:
+            pass
+        return result
+
+    optimizer_class._hook_for_profile = _hook_for_profile
+
+
+def _time_step_of(cls):
+    import functools
+
+    step = getattr(cls, "step", None)
+    if step is None or getattr(step, "_batchfit_timed", False):
+        return
+
+    @functools.wraps(step)
+    def timed_step(*args, **kwargs):
+        # Only the outermost call counts: a subclass's step() may call
+        # super().step(), which may be timed too.
+        _state.depth += 1
+        try:
+            result = step(*args, **kwargs)
+        finally:
+            _state.depth -= 1
+        if _state.depth == 0 and args:
+            _on_step(args[0])
+        return result
+
+    timed_step._batchfit_timed = True
+    cls.step = timed_step
+
+
+def _on_step(optimizer):
+    try:
+        key = id(optimizer)
+        if _state.optimizer is None:
+            _state.optimizer = key
+        elif key != _state.optimizer:
+            # A second optimizer (a GAN's, say) would halve the step times.
+            return
+        cuda = getattr(sys.modules.get("torch"), "cuda", None)
+        if cuda is not None and cuda.is_initialized():
+            cuda.synchronize()
+        now = time.perf_counter()
+        if _state.last_step is not None and len(_state.step_times) < _MAX_STEP_TIMES:
+            _state.step_times.append(now - _state.last_step)
+        _state.last_step = now
+        _state.steps += 1
+    except Exception:
+        pass
+
+
+def _at_exit():
+    try:
+        if os.getpid() != _state.pid:
+            return
+        append(_state.path, exit_event())
+    except Exception:
+        pass
+
+
+def exit_event():
+    """The exit event for this process as a dict (the JSON object written)."""
+    event = {"version": EVENT_VERSION, "event": "exit", "pid": os.getpid()}
+    rank = _rank()
+    if rank is not None:
+        event["rank"] = rank
+    exc = _ending_exception()
+    if exc is not None:
+        try:
+            event["exception"] = describe(exc)
+            if caused_by_oom(exc):
+                event["oom"] = True
+        except Exception:
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            event["torch"] = str(torch.__version__)
+        except Exception:
+            pass
+        try:
+            event.update(_cuda_memory(torch))
+        except Exception:
+            pass
+    if _state.steps:
+        event["steps"] = _state.steps
+    if _state.step_times:
+        event["step_times"] = list(_state.step_times)
+    return event
+
+
+def _rank():
+    for name in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        try:
+            return int(value.strip())
+        except ValueError:
+            continue
+    return None
+
+
+def _ending_exception():
+    if _state.exception is not None:
+        return _state.exception
+    # The program may have replaced sys.excepthook after us. Python keeps the
+    # exception it printed as sys.last_value (sys.last_exc from 3.12); an
+    # interactive session sets these for errors it survived, so not there.
+    if hasattr(sys, "ps1") or sys.flags.interactive:
+        return None
+    exc = getattr(sys, "last_exc", None)
+    if exc is None:
+        exc = getattr(sys, "last_value", None)
+    return exc
+
+
+def _cuda_memory(torch):
+    cuda = getattr(torch, "cuda", None)
+    # is_initialized() first: it asks nothing of the driver, whereas
+    # is_available() might start CUDA at exit in a program that never used it.
+    if cuda is None or not cuda.is_initialized() or not cuda.is_available():
+        return {}
+    index = cuda.current_device()
+    out = {"cuda_initialized": True, "device_index": index}
+    out["max_memory_allocated"] = int(cuda.max_memory_allocated(index))
+    out["max_memory_reserved"] = int(cuda.max_memory_reserved(index))
+    try:
+        out["device"] = str(cuda.get_device_name(index))
+        out["device_total"] = int(cuda.get_device_properties(index).total_memory)
+    except Exception:
+        pass
+    return out
+
+
+def describe(exc):
+    """"Type: first line of the message", as a traceback would name the type."""
+    cls = type(exc)
+    name = getattr(cls, "__qualname__", None) or cls.__name__
+    module = getattr(cls, "__module__", None)
+    if module and module not in ("builtins", "__main__"):
+        name = module + "." + name
+    try:
+        message = str(exc).strip()
+    except Exception:
+        message = "<unprintable>"
+    if message:
+        name = name + ": " + message.splitlines()[0]
+    return name[:_MAX_EXCEPTION]
+
+
+def caused_by_oom(exc):
+    """Whether exc, or an exception it was raised from or while handling, is a
+    GPU out-of-memory error of torch."""
+    seen = set()
+    while exc is not None and id(exc) not in seen and len(seen) < _MAX_CHAIN:
+        seen.add(id(exc))
+        if is_oom(exc):
+            return True
+        exc = exc.__cause__ if exc.__cause__ is not None else exc.__context__
+    return False
+
+
+def is_oom(exc):
+    """Whether exc itself is a torch GPU out-of-memory error."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        classes = []
+        for owner in (torch, getattr(torch, "cuda", None)):
+            cls = getattr(owner, "OutOfMemoryError", None)
+            if isinstance(cls, type):
+                classes.append(cls)
+        if classes and isinstance(exc, tuple(classes)):
+            return True
+    if isinstance(exc, RuntimeError):
+        # torch before 1.13 raised a plain RuntimeError; ROCm says HIP.
+        message = str(exc)
+        return "out of memory" in message and ("CUDA" in message or "HIP" in message)
+    return False
+
+
+def append(path, event):
+    """Append event to the report file as one JSON line, in one write on an
+    O_APPEND file so that lines from several processes never interleave."""
+    import json
+
+    data = (json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
