@@ -1,0 +1,171 @@
+package classify
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+)
+
+// Input is everything known about a finished trial.
+type Input struct {
+	ExitCode int            // exit status; meaningless when Signal is set
+	Signal   syscall.Signal // signal that killed the trial's leader; 0 if it exited
+	TimedOut bool           // batchfit killed it for running past its time limit
+	Canceled bool           // batchfit killed it because the user canceled (Ctrl-C)
+	// HostOOMEvidence is set when the kernel recorded an OOM kill during the
+	// trial (the cgroup's oom_kill count rose, or the kernel said so).
+	HostOOMEvidence bool
+	Output          []byte         // tail of stderr, then tail of stdout
+	Event           *adapter.Event // the adapter's exit event; nil if none
+}
+
+// Result is the verdict on one trial.
+type Result struct {
+	Outcome Outcome
+	// Reason is a short human reason: the matched line of output, "exit
+	// status 3", "killed by SIGKILL (kernel OOM kill)", ...
+	Reason string
+	// Signature names the error text that decided the outcome; empty when
+	// none did.
+	Signature string
+}
+
+// maxReason bounds Reason: it goes on one line of a summary, the full
+// output is in the log file.
+const maxReason = 200
+
+// Classify decides how a trial ended. The order matters: batchfit's own
+// kills first (they explain any status), then the adapter's structured
+// event, then the exit status, then known error texts; anything unexplained
+// is a crash, which stops the search, because guessing "too large" for a
+// broken command would make the answer wrong.
+func Classify(in Input) Result {
+	if in.Canceled {
+		return Result{Outcome: Canceled, Reason: "canceled"}
+	}
+	if in.TimedOut {
+		return Result{Outcome: Timeout, Reason: "timed out; its process group was killed"}
+	}
+	exception := ""
+	if in.Event != nil {
+		exception = firstLine(in.Event.Exception)
+		if in.Event.OOM {
+			if exception == "" {
+				exception = "torch.OutOfMemoryError"
+			}
+			return Result{Outcome: OOM, Reason: shorten(exception) + " (adapter)", Signature: "adapter"}
+		}
+	}
+	if in.ExitCode == 0 && in.Signal == 0 {
+		return Result{Outcome: OK, Reason: "exit status 0"}
+	}
+
+	status := describeStatus(in.ExitCode, in.Signal)
+	// A shell that runs the trainer as a child reports the child's SIGKILL
+	// as exit status 137; treat it like a SIGKILL of the leader.
+	sigkilled := in.Signal == syscall.SIGKILL || (in.Signal == 0 && in.ExitCode == 128+int(syscall.SIGKILL))
+	if sigkilled && in.HostOOMEvidence {
+		return Result{Outcome: HostOOM, Reason: status + " (kernel OOM kill)", Signature: "oom_kill"}
+	}
+
+	// The adapter's exception is the one that ended the program, so it is
+	// read before the output, where earlier (caught) errors may also show.
+	var fallback *Result
+	for _, text := range [][]byte{[]byte(exception), in.Output} {
+		r, weak, ok := matchSignatures(text, in.HostOOMEvidence)
+		if !ok {
+			continue
+		}
+		if !weak {
+			return r
+		}
+		if fallback == nil {
+			fallback = &r
+		}
+	}
+	if fallback != nil {
+		return *fallback
+	}
+
+	reason := status
+	switch {
+	case sigkilled:
+		reason += " (not sent by batchfit; no OOM kill recorded)"
+	case in.HostOOMEvidence:
+		reason += " (an OOM kill was recorded during the trial)"
+	}
+	if exception != "" {
+		reason += ": " + exception
+	}
+	return Result{Outcome: Crash, Reason: shorten(reason)}
+}
+
+// matchSignatures finds the first signature in table order that matches
+// text. A "was killed" signature without evidence comes back as a weak
+// crash: a better explanation elsewhere may still win over it.
+func matchSignatures(text []byte, evidence bool) (r Result, weak, ok bool) {
+	if len(text) == 0 {
+		return Result{}, false, false
+	}
+	for _, s := range signatures {
+		start, end, ok := s.match(text)
+		if !ok {
+			continue
+		}
+		line := shorten(lineAround(text, start, end))
+		if s.killed && !evidence {
+			return Result{Outcome: Crash, Reason: line + " (no OOM kill recorded)", Signature: s.name}, true, true
+		}
+		return Result{Outcome: s.outcome, Reason: line, Signature: s.name}, false, true
+	}
+	return Result{}, false, false
+}
+
+func describeStatus(code int, sig syscall.Signal) string {
+	if sig != 0 {
+		name := unix.SignalName(sig)
+		if name == "" {
+			name = sig.String()
+		}
+		return "killed by " + name
+	}
+	return fmt.Sprintf("exit status %d", code)
+}
+
+// lineAround returns the whole line holding b[start:end], trimmed.
+func lineAround(b []byte, start, end int) string {
+	i := bytes.LastIndexByte(b[:start], '\n') + 1
+	j := bytes.IndexByte(b[end:], '\n')
+	if j < 0 {
+		j = len(b)
+	} else {
+		j += end
+	}
+	return strings.TrimSpace(string(b[i:j]))
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
+}
+
+// shorten cuts s to maxReason bytes on a rune boundary.
+func shorten(s string) string {
+	if len(s) <= maxReason {
+		return s
+	}
+	cut := maxReason
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

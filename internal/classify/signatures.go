@@ -1,0 +1,113 @@
+package classify
+
+import (
+	"bytes"
+	"regexp"
+)
+
+// signature is one known error text. text is matched as a case-sensitive
+// substring, because frameworks print these messages verbatim; re is used
+// instead where a bare word would match too much (Python's "MemoryError" is
+// a suffix of "torch.OutOfMemoryError", a shell's "Killed" is an ordinary
+// English word).
+type signature struct {
+	name    string
+	outcome Outcome
+	text    string
+	re      *regexp.Regexp
+	// killed marks texts that only say "some process of the trial got
+	// SIGKILL". That is host_oom only when the kernel confirms an OOM kill;
+	// otherwise something else (a scheduler, a user) killed it: crash.
+	killed bool
+}
+
+// rankPrefix is what torchrun and DeepSpeed put before each line of a rank's
+// output ("[rank0]: "), so line-anchored patterns allow it.
+const rankPrefix = `(?:\[(?:rank|default)\d+\]:\s*)?`
+
+// signatures is the one table of error texts. Order is priority: the first
+// entry that matches wins.
+//   - Not-OOM look-alikes come first: after an illegal access the CUDA
+//     context is broken and later calls can fail in any way, so an
+//     "out of memory" next to it is a symptom, not the cause.
+//   - TensorFlow's CPU-allocator OOM before its GPU OOM (same words).
+//   - GPU memory before host memory: thrust reports a failed cudaMalloc as
+//     "std::bad_alloc: cudaErrorMemoryAllocation: out of memory".
+//   - Size limits after memory: they are the weakest evidence.
+//   - Bare "was killed" texts last, and only with OOM-kill evidence.
+var signatures = []signature{
+	// Not OOM, even though they mention memory or come from the same
+	// libraries as OOM errors. The command is broken at this size or any.
+	{name: "illegal memory access", outcome: Crash, text: "an illegal memory access was encountered"},
+	{name: "illegal memory access", outcome: Crash, text: "CUDA_ERROR_ILLEGAL_ADDRESS"},
+	{name: "device-side assert", outcome: Crash, text: "device-side assert triggered"},
+	{name: "cuBLAS execution failed", outcome: Crash, text: "CUBLAS_STATUS_EXECUTION_FAILED"},
+	{name: "cuDNN execution failed", outcome: Crash, text: "CUDNN_STATUS_EXECUTION_FAILED"},
+	{name: "misaligned address", outcome: Crash, text: "CUDA error: misaligned address"},
+
+	{name: "TensorFlow CPU allocator", outcome: HostOOM, re: regexp.MustCompile(`OOM when allocating tensor .*/device:CPU:\d+ by allocator`)},
+
+	// GPU memory.
+	{name: "PyTorch CUDA out of memory", outcome: OOM, text: "CUDA out of memory."},
+	{name: "PyTorch HIP out of memory", outcome: OOM, text: "HIP out of memory."},
+	{name: "PyTorch MPS out of memory", outcome: OOM, text: "MPS backend out of memory"},
+	{name: "torch.OutOfMemoryError", outcome: OOM, re: regexp.MustCompile(`(?m)^` + rankPrefix + `torch\.(?:cuda\.)?OutOfMemoryError\b`)},
+	{name: "CUDA error: out of memory", outcome: OOM, text: "CUDA error: out of memory"},
+	{name: "HIP error: out of memory", outcome: OOM, text: "HIP error: out of memory"},
+	{name: "CUDA runtime out of memory", outcome: OOM, text: "cuda runtime error (2) : out of memory"},
+	{name: "cudaErrorMemoryAllocation", outcome: OOM, text: "cudaErrorMemoryAllocation"},
+	{name: "CUDA driver out of memory", outcome: OOM, text: "CUDA_ERROR_OUT_OF_MEMORY"},
+	{name: "cuBLAS allocation failed", outcome: OOM, text: "CUBLAS_STATUS_ALLOC_FAILED"},
+	{name: "cuDNN allocation failed", outcome: OOM, text: "CUDNN_STATUS_ALLOC_FAILED"},
+	{name: "XLA out of memory", outcome: OOM, text: "RESOURCE_EXHAUSTED: Out of memory"},
+	{name: "XLA out of memory", outcome: OOM, text: "Resource exhausted: Out of memory"},
+	{name: "XLA out of memory", outcome: OOM, text: "RESOURCE_EXHAUSTED: Failed to allocate request"},
+	{name: "XLA out of memory", outcome: OOM, text: "Ran out of memory in memory space hbm"},
+	{name: "TensorFlow OOM", outcome: OOM, text: "OOM when allocating tensor"},
+	{name: "TensorFlow ResourceExhaustedError", outcome: OOM, text: "ResourceExhaustedError"},
+
+	// Host (CPU) memory: the process reports that an allocation failed, or
+	// Slurm reports an OOM kill in the job's cgroup.
+	{name: "Slurm oom_kill event", outcome: HostOOM, re: regexp.MustCompile(`oom[-_]kill event`)},
+	{name: "PyTorch CPU allocator", outcome: HostOOM, text: "DefaultCPUAllocator: can't allocate memory"},
+	{name: "PyTorch CPU allocator", outcome: HostOOM, text: "DefaultCPUAllocator: not enough memory"},
+	{name: "NumPy MemoryError", outcome: HostOOM, text: "_ArrayMemoryError: Unable to allocate"},
+	{name: "Python MemoryError", outcome: HostOOM, re: regexp.MustCompile(`(?m)^` + rankPrefix + `MemoryError\b`)},
+	{name: "std::bad_alloc", outcome: HostOOM, text: "std::bad_alloc"},
+
+	// Too large for a reason other than memory: 32-bit index limits and
+	// kernel launch limits that only large inputs reach.
+	{name: "32-bit index math", outcome: SizeLimit, text: "canUse32BitIndexMath"},
+	{name: "32-bit index math", outcome: SizeLimit, text: "must fit into 32-bit index math"},
+	{name: "int32 element count", outcome: SizeLimit, text: "numel needs to be smaller than int32_t max"},
+	{name: "int32 element count", outcome: SizeLimit, text: "Number of elements was larger than representable by 32-bit"},
+	{name: "invalid launch configuration", outcome: SizeLimit, text: "invalid configuration argument"},
+	// cuDNN says NOT_SUPPORTED for tensors past its element limits (2^31
+	// elements at a large batch), and PyTorch adds a misleading hint about
+	// non-contiguous input. A genuinely unsupported layout fails at every
+	// size, which the search then reports as "nothing fits", with this text.
+	{name: "cuDNN not supported (size)", outcome: SizeLimit, text: "CUDNN_STATUS_NOT_SUPPORTED"},
+
+	// Some process of the trial was SIGKILLed; host_oom only with evidence.
+	{name: "DataLoader worker killed", outcome: HostOOM, killed: true, text: "is killed by signal: Killed"},
+	{name: "torchrun child got SIGKILL", outcome: HostOOM, killed: true, text: "Signal 9 (SIGKILL) received by PID"},
+	{name: "shell: Killed", outcome: HostOOM, killed: true, re: regexp.MustCompile(`(?m)^(?:Killed|.*: line \d+: +\d+ Killed\b.*)$`)},
+}
+
+// match reports where s last matches b. The last match is the one nearest
+// the end of the output, which is where the fatal error is printed.
+func (s signature) match(b []byte) (start, end int, ok bool) {
+	if s.re != nil {
+		all := s.re.FindAllIndex(b, -1)
+		if all == nil {
+			return 0, 0, false
+		}
+		loc := all[len(all)-1]
+		return loc[0], loc[1], true
+	}
+	i := bytes.LastIndex(b, []byte(s.text))
+	if i < 0 {
+		return 0, 0, false
+	}
+	return i, i + len(s.text), true
+}
