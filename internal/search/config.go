@@ -1,0 +1,110 @@
+package search
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Strategy names how the search chooses the sizes to try.
+type Strategy string
+
+// The strategies. Both find the same, exact answer; they differ in how many
+// trials it takes.
+const (
+	// Model fits peak memory against batch size and probes the predicted
+	// boundary; it needs memory figures and a Capacity, and otherwise
+	// searches like Bisect.
+	Model Strategy = "model"
+	// Bisect grows ×2 from the start until a size does not fit, then
+	// bisects (k-ary with Parallel > 1).
+	Bisect Strategy = "bisect"
+)
+
+// Config says what to search and how.
+type Config struct {
+	// Min and Max bound the answer. Only multiples of MultipleOf are tried:
+	// Min is rounded up to the grid and Max down.
+	Min, Max   int
+	MultipleOf int // the grid step; 0 means 1
+	// Start is the first size tried; 0 leaves it to the strategy (Bisect:
+	// Min; Model: a small size, at least 8, that is cheap to run).
+	Start int
+	// Parallel is how many sizes one round may try at once; 0 means 1.
+	Parallel int
+	// Confirm re-runs the answer this many more times, each in a fresh
+	// trial. If any of them does not fit, the answer is not trusted: the
+	// size counts as a failure and the search goes on below it.
+	Confirm  int
+	Strategy Strategy // "" means Model
+	// Capacity is the memory the workload may use, in the units of the
+	// memory figures the trials report; 0 means unknown (Model then
+	// searches like Bisect).
+	Capacity uint64
+	// MarginPercent, when above 0, also asks for the largest size whose
+	// measured peak leaves this share of Capacity free.
+	MarginPercent float64
+	// OnEvent, when set, is called with the search's progress, from the
+	// goroutine that called Run.
+	OnEvent func(Event)
+}
+
+// Validate reports the first thing wrong with c, in words a user can act on.
+func (c Config) Validate() error {
+	switch {
+	case c.Min < 1:
+		return fmt.Errorf("min batch size %d: must be at least 1", c.Min)
+	case c.Max < 1:
+		return fmt.Errorf("max batch size %d: must be at least 1", c.Max)
+	case c.Min > c.Max:
+		return fmt.Errorf("min batch size %d is above max %d", c.Min, c.Max)
+	case c.MultipleOf < 0:
+		return fmt.Errorf("multiple-of %d: must be at least 1", c.MultipleOf)
+	case c.Parallel < 0:
+		return fmt.Errorf("parallel %d: must be at least 1", c.Parallel)
+	case c.Confirm < 0:
+		return fmt.Errorf("confirm %d: must not be negative", c.Confirm)
+	case c.Start < 0:
+		return fmt.Errorf("start %d: must not be negative", c.Start)
+	case c.Start != 0 && (c.Start < c.Min || c.Start > c.Max):
+		return fmt.Errorf("start %d is outside [%d, %d]", c.Start, c.Min, c.Max)
+	case c.Strategy != "" && c.Strategy != Model && c.Strategy != Bisect:
+		return fmt.Errorf("unknown strategy %q (want %q or %q)", c.Strategy, Model, Bisect)
+	case c.MarginPercent < 0 || c.MarginPercent > 90 || c.MarginPercent != c.MarginPercent:
+		return fmt.Errorf("margin %g%%: must be between 0 and 90", c.MarginPercent)
+	case c.MarginPercent > 0 && c.Capacity == 0:
+		return errors.New("a margin needs the memory capacity, which is unknown")
+	}
+	g := c.grid()
+	if g.min > g.max {
+		return fmt.Errorf("no multiple of %d lies in [%d, %d]", g.step, c.Min, c.Max)
+	}
+	return nil
+}
+
+// grid is the set of sizes the search may try: multiples of step in
+// [min, max].
+type grid struct{ min, max, step int }
+
+func (c Config) grid() grid {
+	step := max(c.MultipleOf, 1)
+	return grid{
+		min:  (c.Min + step - 1) / step * step,
+		max:  c.Max / step * step,
+		step: step,
+	}
+}
+
+// floor returns the largest grid size at or below x (which may be outside
+// the range).
+func (g grid) floor(x int) int {
+	if x >= 0 {
+		return x / g.step * g.step
+	}
+	return -((-x + g.step - 1) / g.step * g.step)
+}
+
+// ceil returns the smallest grid size at or above x.
+func (g grid) ceil(x int) int { return g.floor(x + g.step - 1) }
+
+// clamp puts a grid size into [min, max].
+func (g grid) clamp(x int) int { return min(max(x, g.min), g.max) }

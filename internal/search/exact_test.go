@@ -1,0 +1,117 @@
+package search
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestExactEveryBoundary runs both strategies, one and three sizes per
+// round, against workloads whose exact answer is every size from 1 to 300.
+func TestExactEveryBoundary(t *testing.T) {
+	for _, strategy := range []Strategy{Model, Bisect} {
+		for _, k := range []int{1, 3} {
+			total := 0
+			for answer := 1; answer <= 300; answer++ {
+				r := rand.New(rand.NewPCG(uint64(answer), 7))
+				w := withAnswer(24*gib, uint64(300+r.IntN(300))*mib, uint64(1+r.IntN(4))*gib, answer, 0.5)
+				w.noise, w.seed = w.perSample/4, uint64(answer)
+				cfg := Config{Min: 1, Max: 1000, Parallel: k, Strategy: strategy, Capacity: w.capacity}
+				if got := w.truth(cfg); got != answer {
+					t.Fatalf("fixture: workload for %d has answer %d", answer, got)
+				}
+				res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+				if err != nil {
+					t.Fatalf("%s k=%d answer %d: %v", strategy, k, answer, err)
+				}
+				checkProof(t, res, cfg, answer)
+				total += len(res.Trials)
+			}
+			t.Logf("%s k=%d: %.2f trials on average", strategy, k, float64(total)/300)
+		}
+	}
+}
+
+// checkProof asserts that res reports answer, and that its trials prove it:
+// the answer was seen ok and its next grid size seen too large.
+func checkProof(t *testing.T, res Result, cfg Config, answer int) {
+	t.Helper()
+	if !res.Found || res.Max != answer {
+		t.Fatalf("found %v max %d, want %d (trials %v)", res.Found, res.Max, answer, sizesOf(res.Trials))
+	}
+	g := cfg.grid()
+	var sawOK, sawFail bool
+	for _, o := range res.Trials {
+		sawOK = sawOK || (o.Size == answer && o.Outcome.Fits())
+		sawFail = sawFail || (o.Size == answer+g.step && o.Outcome.TooLarge())
+	}
+	if !sawOK {
+		t.Errorf("answer %d was never seen ok", answer)
+	}
+	if answer < g.max && (!sawFail || res.FirstFailure != answer+g.step) {
+		t.Errorf("answer %d: first failure %d, seen failing %v", answer, res.FirstFailure, sawFail)
+	}
+	if answer == g.max && res.FirstFailure != 0 {
+		t.Errorf("answer is the top, first failure %d, want 0", res.FirstFailure)
+	}
+	seen := map[int]bool{}
+	for _, o := range res.Trials {
+		if !o.Retry && seen[o.Size] {
+			t.Errorf("size %d probed twice as a new trial", o.Size)
+		}
+		seen[o.Size] = true
+	}
+}
+
+func sizesOf(obs []Observation) []int {
+	var s []int
+	for _, o := range obs {
+		s = append(s, o.Size)
+	}
+	return s
+}
+
+// randomWorkload draws a training job: a card of 16 to 80 GiB, 0.5 to 6 GiB
+// that does not scale with the batch, a hidden context of 300 to 600 MiB,
+// and a per-sample cost that puts the answer anywhere from 16 to 512
+// (log-uniform), with noise below a quarter of a sample.
+func randomWorkload(r *rand.Rand) workload {
+	caps := []uint64{16 * gib, 24 * gib, 40 * gib, 48 * gib, 80 * gib}
+	capacity := caps[r.IntN(len(caps))]
+	ctx := uint64(300+r.IntN(301)) * mib
+	fixed := uint64(512+r.IntN(5633)) * mib
+	answer := int(math.Exp(math.Log(16) + r.Float64()*(math.Log(512)-math.Log(16))))
+	w := withAnswer(capacity, ctx, fixed, answer, r.Float64())
+	w.noise = uint64(r.Float64() * float64(w.perSample) / 4)
+	w.seed = r.Uint64()
+	return w
+}
+
+// TestTrialCounts: over 100 random shapes the model strategy is exact and
+// needs at most 5 trials on average; bisection's count is logged beside it.
+func TestTrialCounts(t *testing.T) {
+	for _, strategy := range []Strategy{Model, Bisect} {
+		for _, k := range []int{1, 2, 4} {
+			r := rand.New(rand.NewPCG(2026, 11))
+			trials, rounds, worst := 0, 0, 0
+			for range 100 {
+				w := randomWorkload(r)
+				cfg := Config{Min: 1, Max: 4096, Parallel: k, Strategy: strategy, Capacity: w.capacity}
+				res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+				if err != nil {
+					t.Fatalf("%+v: %v", w, err)
+				}
+				checkProof(t, res, cfg, w.truth(cfg))
+				trials += len(res.Trials)
+				rounds += res.Rounds
+				worst = max(worst, len(res.Trials))
+			}
+			mean := float64(trials) / 100
+			t.Logf("%s k=%d: %.2f trials, %.2f rounds on average, worst %d", strategy, k, mean, float64(rounds)/100, worst)
+			if strategy == Model && k == 1 && mean > 5 {
+				t.Errorf("model strategy: %.2f trials on average, want ≤ 5", mean)
+			}
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package search
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/batchfit/batchfit/internal/classify"
+)
+
+const (
+	mib = 1 << 20
+	gib = 1 << 30
+)
+
+// workload is a simulated training job on a simulated GPU: a pure function
+// from batch size to what a trial would report. Peak allocated memory is
+// fixed + perSample·size plus a little noise, rounded up to the allocator's
+// blocks; the trial runs out of memory when that exceeds the capacity less
+// a context overhead that no memory figure shows (the CUDA context), so the
+// model cannot know exactly where the limit is.
+type workload struct {
+	capacity  uint64 // device memory, given to the search
+	ctx       uint64 // context overhead, hidden from the search
+	fixed     uint64 // weights, gradients, optimizer state
+	perSample uint64
+	round     uint64 // allocator block
+	noise     uint64 // amplitude of the peak's noise; < perSample/2 keeps it monotonic
+	seed      uint64
+}
+
+func (w workload) allocated(size int) uint64 {
+	b := w.fixed + w.perSample*uint64(size)
+	if w.noise > 0 {
+		// Deterministic per size: the same size always peaks the same.
+		r := rand.New(rand.NewPCG(w.seed, uint64(size)))
+		b += r.Uint64N(w.noise)
+	}
+	if w.round > 0 {
+		b = (b + w.round - 1) / w.round * w.round
+	}
+	return b
+}
+
+func (w workload) fits(size int) bool { return w.allocated(size)+w.ctx <= w.capacity }
+
+// observe is what a clean trial at size reports.
+func (w workload) observe(size int) Observation {
+	if !w.fits(size) {
+		return Observation{Size: size, Outcome: classify.OOM}
+	}
+	return Observation{Size: size, Outcome: classify.OK, Memory: w.memory(size)}
+}
+
+// memory is what the adapter and NVML would report for a run at size.
+func (w workload) memory(size int) Memory {
+	a := w.allocated(size)
+	reserved := (a + 20*mib - 1) / (20 * mib) * (20 * mib)
+	return Memory{Allocated: a, Reserved: reserved, Device: reserved + w.ctx}
+}
+
+// truth is the exact answer on cfg's grid, by scanning; 0 when nothing fits.
+func (w workload) truth(cfg Config) int {
+	g := cfg.grid()
+	best := 0
+	for s := g.min; s <= g.max && w.fits(s); s += g.step {
+		best = s
+	}
+	return best
+}
+
+// withAnswer returns a workload of the given shape whose boundary is at
+// answer+frac samples, before noise and rounding.
+func withAnswer(capacity, ctx, fixed uint64, answer int, frac float64) workload {
+	avail := float64(capacity - ctx - fixed)
+	return workload{
+		capacity:  capacity,
+		ctx:       ctx,
+		fixed:     fixed,
+		perSample: uint64(avail / (float64(answer) + frac)),
+		round:     2 * mib,
+	}
+}
+
+// fakeProber runs trials against a workload. script, when set, may replace
+// an outcome (to inject flakes, crashes and contradictions); attempt counts
+// the trials at that size so far, from 0.
+type fakeProber struct {
+	w      workload
+	script func(size, attempt int) (classify.Outcome, bool)
+	err    func(call int) error
+
+	mu    sync.Mutex
+	runs  map[int]int
+	calls [][]int
+	fresh []bool
+}
+
+var _ Prober = (*fakeProber)(nil)
+
+func (f *fakeProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runs == nil {
+		f.runs = map[int]int{}
+	}
+	f.calls = append(f.calls, append([]int(nil), sizes...))
+	f.fresh = append(f.fresh, Fresh(ctx))
+	if f.err != nil {
+		if err := f.err(len(f.calls) - 1); err != nil {
+			return nil, err
+		}
+	}
+	obs := make([]Observation, len(sizes))
+	for i, s := range sizes {
+		obs[i] = f.w.observe(s)
+		if f.script != nil {
+			if o, ok := f.script(s, f.runs[s]); ok {
+				obs[i] = Observation{Size: s, Outcome: o}
+				if o == classify.OK {
+					obs[i].Memory = f.w.memory(s)
+				}
+			}
+		}
+		f.runs[s]++
+	}
+	return obs, nil
+}

@@ -1,0 +1,212 @@
+package search
+
+import (
+	"math"
+
+	"github.com/batchfit/batchfit/internal/memmodel"
+)
+
+// planner chooses the next sizes to probe. Every size it returns lies
+// strictly inside the open bracket (v.lo, v.hi), so no settled size is ever
+// run twice; there is always at least one such size when it is called.
+type planner interface {
+	next(v view) (sizes []int, predicted float64)
+}
+
+// view is what a planner sees of the search.
+type view struct {
+	g grid
+	k int // sizes per round
+	// lo is the largest size believed to fit (g.min-step when none) and hi
+	// the smallest believed not to (g.max+step when none).
+	lo, hi int
+	// points are the measured peaks of the sizes believed to fit below hi,
+	// and fit the model made from them (nil when none could be made).
+	points []memmodel.Point
+	fit    *memmodel.Fit
+	// [cLo, cHi] is where the peak at the boundary is expected to be, in
+	// units of the memory figure.
+	cLo, cHi float64
+}
+
+func (v view) growing() bool { return v.hi > v.g.max }
+func (v view) seenOK() bool  { return v.lo >= v.g.min }
+
+// The CUDA context and other memory outside PyTorch's counters take about
+// 0.3–0.6 GiB per process (DESIGN.md), so a workload whose figure is peak
+// allocated memory is expected to run out when it comes within that much
+// of the capacity. This only decides where to look first; the search stays
+// exact wherever the boundary really is.
+const (
+	allocatedOverheadLo = 0.3 * (1 << 30)
+	allocatedOverheadHi = 0.6 * (1 << 30)
+)
+
+// expectedPeak returns the window in which the peak at the boundary is
+// expected, for a capacity in units of fig. NVML figures include the
+// context, so their window is the capacity itself.
+func expectedPeak(capacity uint64, fig Figure) (lo, hi float64) {
+	c := float64(capacity)
+	if fig == FigureAllocated {
+		return max(c-allocatedOverheadHi, 0), max(c-allocatedOverheadLo, 0)
+	}
+	return c, c
+}
+
+// bisectPlanner grows ×2 from the start until a size fails or the top of
+// the range runs, then splits the bracket into k+1 parts per round.
+type bisectPlanner struct{ start int }
+
+func (b *bisectPlanner) next(v view) ([]int, float64) {
+	return bisectStep(v, b.start), 0
+}
+
+func bisectStep(v view, start int) []int {
+	if !v.growing() {
+		return spread(v.g, v.lo, v.hi, v.k)
+	}
+	from := start
+	if v.seenOK() {
+		from = 2 * v.lo
+	}
+	return grow(v.g, from, v.k)
+}
+
+// grow returns k sizes doubling from `from`, the last clamped to the top.
+func grow(g grid, from, k int) []int {
+	var sizes []int
+	for s := from; len(sizes) < k; s *= 2 {
+		sizes = append(sizes, g.clamp(g.floor(s)))
+		if s >= g.max {
+			break
+		}
+	}
+	return sizes
+}
+
+// spread returns up to k grid sizes strictly between x and y, evenly
+// spaced: all of them when there are no more than k, else the k that cut
+// the interval into k+1 near-equal parts (the middle one when k is 1).
+func spread(g grid, x, y, k int) []int {
+	m := (y - x) / g.step // parts of one step between x and y
+	if m <= 1 {
+		return nil
+	}
+	var sizes []int
+	if m-1 <= k {
+		for s := x + g.step; s < y; s += g.step {
+			sizes = append(sizes, s)
+		}
+		return sizes
+	}
+	for i := 1; i <= k; i++ {
+		sizes = append(sizes, x+i*m/(k+1)*g.step)
+	}
+	return sizes
+}
+
+// modelPlanner probes where the memory model predicts the boundary, and
+// falls back to bisection steps when the model is missing or keeps missing.
+//
+// It starts small (two cheap sizes give the first fit), then asks the fit
+// where the peak reaches the expected capacity window, widened by the fit's
+// error bound. The window's candidate answers that the bracket still allows
+// are probed: the middle one, or all of them with their upper neighbour
+// when they fit in one round. Every success near the boundary is refitted,
+// which makes the slope and the bound tight. When the window lies outside
+// the bracket the prediction has missed: the planner probes a band of the
+// bracket next to the window, twice as wide at every consecutive miss, which
+// becomes plain bisection after a few.
+type modelPlanner struct {
+	start  int
+	misses int
+}
+
+func (m *modelPlanner) next(v view) ([]int, float64) {
+	if v.fit == nil {
+		return m.start1(v), 0
+	}
+	sizes, hit, predicted := windowPlan(v, m.misses)
+	if hit {
+		m.misses = 0
+	} else {
+		m.misses++
+	}
+	return sizes, predicted
+}
+
+// start1 plans before there is a fit.
+func (m *modelPlanner) start1(v view) []int {
+	if v.growing() && v.seenOK() && len(v.points) == 1 {
+		// One measured peak m0 at s0. Peaks are affine with a
+		// non-negative intercept, so the per-sample cost is at most
+		// m0/s0, and s0·c/m0 fits when c bytes are free: jump there.
+		// It is the largest size that is safe to expect to fit, and the
+		// far point makes the first slope good.
+		p := v.points[0]
+		jump := 2 * p.Size
+		if p.Bytes > 0 {
+			if j := float64(p.Size) * v.cLo / float64(p.Bytes); j > float64(jump) && j < float64(v.g.max) {
+				jump = int(j)
+			} else if j >= float64(v.g.max) {
+				jump = v.g.max
+			}
+		}
+		return grow(v.g, max(jump, v.lo+v.g.step), v.k)
+	}
+	return bisectStep(v, m.start)
+}
+
+// windowPlan probes the candidate answers that the predicted window and the
+// bracket share; hit is false when they share none.
+func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64) {
+	f, g := v.fit, v.g
+	lo64, hi64 := uint64(v.cLo), uint64(v.cHi)
+	pLo := f.MaxSize(lo64) - f.Bound(lo64)
+	pHi := f.MaxSize(hi64) + f.Bound(hi64)
+	predicted = (f.MaxSize(lo64) + f.MaxSize(hi64)) / 2
+	if math.IsNaN(pLo) || math.IsNaN(pHi) {
+		return bisectStep(v, g.min), false, 0
+	}
+	// Candidate answers: the window's, on the grid, and the bracket's.
+	wLo, wHi := g.floor(toInt(pLo, g)), g.floor(toInt(pHi, g))
+	aLo, aHi := v.lo, v.hi-g.step
+	if iLo, iHi := max(wLo, aLo), min(wHi, aHi); iLo <= iHi {
+		// Proving answer a takes a at or above lo and a+step below hi.
+		return spread(g, max(v.lo, iLo-g.step), min(v.hi, iHi+2*g.step), v.k), true, predicted
+	}
+	band := (wHi - wLo + g.step) << min(misses, 30)
+	if band <= 0 || band > v.hi-v.lo {
+		band = v.hi - v.lo
+	}
+	if wLo > aHi {
+		// The boundary is below the window: look just under hi.
+		return spread(g, max(v.lo, v.hi-band-g.step), v.hi, v.k), false, predicted
+	}
+	return spread(g, v.lo, min(v.hi, v.lo+band+g.step), v.k), false, predicted
+}
+
+// toInt converts a predicted size to an int just outside the grid's range
+// at most, so that wild predictions cannot overflow.
+func toInt(x float64, g grid) int {
+	lo, hi := float64(g.min-2*g.step), float64(g.max+2*g.step)
+	return int(math.Floor(min(max(x, lo), hi)))
+}
+
+// marginPlanner looks for the largest size whose peak is within the margin
+// limit. The limit is exact (no unseen overhead), so the window is the
+// fit's prediction and its bound.
+type marginPlanner struct{ misses int }
+
+func (m *marginPlanner) next(v view) ([]int, float64) {
+	if v.fit == nil {
+		return spread(v.g, v.lo, v.hi, v.k), 0
+	}
+	sizes, hit, predicted := windowPlan(v, m.misses)
+	if hit {
+		m.misses = 0
+	} else {
+		m.misses++
+	}
+	return sizes, predicted
+}

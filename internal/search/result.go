@@ -1,0 +1,167 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/batchfit/batchfit/internal/memmodel"
+)
+
+// Result is what a search found, and the evidence for it.
+type Result struct {
+	// Max is the answer: the largest grid size seen ok whose next grid size
+	// was seen not to fit (or the grid's top). Valid when Found.
+	Max   int
+	Found bool
+	// FirstFailure is the failing size that proves Max; 0 when Max is the
+	// top of the range and nothing above it was tried.
+	FirstFailure int
+	Trials       []Observation // every observation in order, re-runs included
+	Rounds       int           // Probe calls
+	// NonMonotonic lists contradictions that held when re-run (a failure at
+	// or below a size that ran, or a confirmation run that failed). The
+	// search took the safe side: it believed the failure.
+	NonMonotonic []Conflict
+	// Margin is the largest size whose measured peak leaves
+	// Config.MarginPercent of Capacity free; 0 when not asked or none does.
+	Margin int
+	// Model is the last fit of peak memory against batch size, in units of
+	// Figure; nil when none could be made.
+	Model  *memmodel.Fit
+	Figure Figure
+}
+
+// Conflict is a pair of trials that contradict each other: Ok ran at a
+// size at or above the size at which Fail did not fit.
+type Conflict struct {
+	Ok, Fail Observation
+}
+
+// ErrNothingFits is matched (errors.Is) by the error Run returns when even the
+// smallest size in range does not fit.
+var ErrNothingFits = errors.New("nothing in range fits")
+
+// NothingFitsError is returned when the smallest grid size does not fit.
+type NothingFitsError struct {
+	Observation Observation // the trial at the smallest size
+}
+
+func (e *NothingFitsError) Error() string {
+	return fmt.Sprintf("batch size %d does not fit (%s): %v", e.Observation.Size, e.Observation.Outcome, ErrNothingFits)
+}
+
+// Is makes errors.Is(err, ErrNothingFits) true.
+func (e *NothingFitsError) Is(target error) bool { return target == ErrNothingFits }
+
+// CrashError is returned when a trial crashed: the command is broken at that
+// size for a reason other than its size, so searching on would only measure
+// the bug.
+type CrashError struct {
+	Observation Observation
+}
+
+func (e *CrashError) Error() string {
+	return fmt.Sprintf("trial at batch size %d crashed", e.Observation.Size)
+}
+
+// Phase is the part of the search a round belongs to.
+type Phase string
+
+// The phases, in the order a search usually passes through them.
+const (
+	// PhaseBracket grows from the start (×2, or a model-predicted jump)
+	// until a size does not fit or the top of the range runs.
+	PhaseBracket Phase = "bracket"
+	// PhaseRefine narrows the bracket down to adjacent grid sizes.
+	PhaseRefine Phase = "refine"
+	// PhaseRecheck re-runs sizes whose results contradicted others.
+	PhaseRecheck Phase = "recheck"
+	// PhaseConfirm re-runs the answer (Config.Confirm).
+	PhaseConfirm Phase = "confirm"
+	// PhaseMargin looks for the size that leaves Config.MarginPercent free.
+	PhaseMargin Phase = "margin"
+)
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// The kinds of events.
+const (
+	EventPhase       EventKind = "phase"       // the phase changed
+	EventBracket     EventKind = "bracket"     // Lo or Hi changed
+	EventPlan        EventKind = "plan"        // Sizes are about to be probed
+	EventObservation EventKind = "observation" // a trial finished
+)
+
+// Event is a step of the search's progress, for live displays and logs.
+type Event struct {
+	Kind  EventKind
+	Phase Phase
+	// Lo is the largest size believed to fit and Hi the smallest believed
+	// not to; 0 when there is none yet.
+	Lo, Hi int
+	Sizes  []int // EventPlan
+	// Predicted is the model's predicted boundary (a real batch size) when
+	// it planned this round; 0 when it did not.
+	Predicted   float64
+	Observation Observation // EventObservation
+}
+
+// Figure names the memory figure the model and margin use.
+type Figure string
+
+// The memory figures. Allocated is preferred: an affine fit of peak
+// allocated memory predicted the question's workload to within one sample
+// (283 against a true 282), while a fit on reserved or NVML memory
+// under-predicts near the limit (about 260): close to the limit the caching
+// allocator frees its cached blocks and retries before it gives up, so
+// memory that was reserved at small sizes is not needed at large ones.
+const (
+	FigureNone      Figure = ""
+	FigureAllocated Figure = "allocated" // Memory.Allocated (PyTorch adapter)
+	FigureDevice    Figure = "device"    // Memory.Device (NVML)
+)
+
+func (f Figure) of(m Memory) uint64 {
+	switch f {
+	case FigureAllocated:
+		return m.Allocated
+	case FigureDevice:
+		return m.Device
+	}
+	return 0
+}
+
+// chooseFigure picks the figure every successful trial reports, Allocated
+// first.
+func chooseFigure(oks []Observation) Figure {
+	for _, f := range []Figure{FigureAllocated, FigureDevice} {
+		all := len(oks) > 0
+		for _, o := range oks {
+			if f.of(o.Memory) == 0 {
+				all = false
+				break
+			}
+		}
+		if all {
+			return f
+		}
+	}
+	return FigureNone
+}
+
+type freshKey struct{}
+
+// Fresh reports whether a Probe call re-runs sizes to check them: a
+// contradiction re-check or a confirmation. A Prober that reuses warm
+// processes must run these in fresh ones, or the check proves nothing.
+func Fresh(ctx context.Context) bool {
+	v, _ := ctx.Value(freshKey{}).(bool)
+	return v
+}
+
+func fits(o Observation) bool     { return o.Outcome.Fits() }
+func tooLarge(o Observation) bool { return o.Outcome.TooLarge() }
+
+// agree reports whether two observations of one size say the same thing.
+func agree(a, b Observation) bool { return fits(a) == fits(b) }

@@ -1,0 +1,410 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/memmodel"
+)
+
+// Run searches for the largest batch size in cfg's range that fits, trying
+// sizes through p. It returns the Result so far with every error: a
+// *CrashError when a trial crashed, a *NothingFitsError when even the
+// smallest size does not fit, and the cause, wrapped, when the context or
+// the Prober ended the search.
+//
+// The search keeps a bracket: lo, the largest size believed to fit, and hi,
+// the smallest believed not to. A planner chooses sizes strictly inside it;
+// the search ends when hi is lo's next grid size, or lo is the top.
+func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, fmt.Errorf("invalid search: %w", err)
+	}
+	d := &driver{
+		cfg:       cfg,
+		g:         cfg.grid(),
+		k:         max(cfg.Parallel, 1),
+		p:         p,
+		belief:    map[int]Observation{},
+		confirmed: map[int]int{},
+	}
+	if cfg.Strategy == Bisect || cfg.Capacity == 0 {
+		d.plan = &bisectPlanner{start: d.startOr(d.g.min)}
+	} else {
+		// Eight samples: small enough to be cheap and to fit almost
+		// anything, large enough that the per-sample cost shows above the
+		// allocator's rounding.
+		d.plan = &modelPlanner{start: d.startOr(d.g.ceil(8))}
+	}
+	err := d.run(ctx)
+	d.finish()
+	return d.res, err
+}
+
+type driver struct {
+	cfg    Config
+	g      grid
+	k      int
+	p      Prober
+	plan   planner
+	margin marginPlanner
+
+	res Result
+	// belief holds, per size, the observation the search believes: the
+	// first result, or the re-run's where a re-check disagreed with it.
+	belief    map[int]Observation
+	confirmed map[int]int // passed confirmation runs per size
+
+	phase          Phase
+	lastLo, lastHi int
+}
+
+// startOr returns the configured start, on the grid, or def.
+func (d *driver) startOr(def int) int {
+	if d.cfg.Start != 0 {
+		return d.g.clamp(d.g.ceil(d.cfg.Start))
+	}
+	return d.g.clamp(def)
+}
+
+func (d *driver) run(ctx context.Context) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("search stopped: %w", err)
+		}
+		lo, hi := d.bracket()
+		d.noteBracket(lo, hi)
+		if hi == d.g.min {
+			return &NothingFitsError{Observation: d.belief[hi]}
+		}
+		if hi > lo+d.g.step {
+			phase := PhaseRefine
+			if hi > d.g.max {
+				phase = PhaseBracket
+			}
+			sizes, predicted := d.plan.next(d.view(lo, hi))
+			if err := d.round(ctx, phase, sizes, predicted); err != nil {
+				return err
+			}
+			continue
+		}
+		// The bracket is closed on lo.
+		if n := d.cfg.Confirm - d.confirmed[lo]; n > 0 {
+			if err := d.confirm(ctx, lo, min(n, d.k)); err != nil {
+				return err
+			}
+			continue
+		}
+		if mlo, mhi, ok := d.marginBracket(); ok && mhi > mlo+d.g.step {
+			sizes, predicted := d.margin.next(d.marginView(mlo, mhi))
+			if err := d.round(ctx, PhaseMargin, sizes, predicted); err != nil {
+				return err
+			}
+			continue
+		}
+		d.res.Found = true
+		d.res.Max = lo
+		if hi <= d.g.max {
+			d.res.FirstFailure = hi
+		}
+		return nil
+	}
+}
+
+// bracket returns the largest size believed to fit below the smallest
+// believed not to (g.min-step when none), and that smallest failure
+// (g.max+step when none). Believing the smallest failure is the safe side
+// of a contradiction that held.
+func (d *driver) bracket() (lo, hi int) {
+	return bracketOf(d.belief, d.g, -1)
+}
+
+// bracketOf computes the bracket of beliefs, ignoring the size skip.
+func bracketOf(belief map[int]Observation, g grid, skip int) (lo, hi int) {
+	lo, hi = g.min-g.step, g.max+g.step
+	for s, o := range belief {
+		if s != skip && tooLarge(o) && s < hi {
+			hi = s
+		}
+	}
+	for s, o := range belief {
+		if s != skip && fits(o) && s > lo && s < hi {
+			lo = s
+		}
+	}
+	return lo, hi
+}
+
+// round probes sizes as new trials, then re-checks any result that
+// contradicts the others and settles what to believe.
+func (d *driver) round(ctx context.Context, phase Phase, sizes []int, predicted float64) error {
+	if len(sizes) == 0 {
+		// A planner bug must not spin forever.
+		return fmt.Errorf("search planner proposed no size inside the bracket")
+	}
+	obs, err := d.probe(ctx, phase, sizes, predicted, false)
+	if err != nil {
+		return err
+	}
+	// A result contradicts when it disagrees with the bracket built from
+	// everything else known, this round's other results included.
+	trial := maps.Clone(d.belief)
+	for _, o := range obs {
+		trial[o.Size] = o
+	}
+	var suspects []Observation
+	for _, o := range obs {
+		lo, hi := bracketOf(trial, d.g, o.Size)
+		if (tooLarge(o) && o.Size <= lo) || (fits(o) && o.Size >= hi) {
+			suspects = append(suspects, o)
+			continue
+		}
+		d.belief[o.Size] = o
+	}
+	if len(suspects) == 0 {
+		return nil
+	}
+	sizes = sizes[:0]
+	for _, o := range suspects {
+		sizes = append(sizes, o.Size)
+	}
+	var again []Observation
+	for chunk := range slices.Chunk(sizes, d.k) {
+		r, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
+		if err != nil {
+			return err
+		}
+		again = append(again, r...)
+	}
+	var held []int
+	for i, o := range suspects {
+		// Believe the re-run: if it disagrees, the first result was the
+		// flake; if it agrees, both say the same and it stands.
+		d.belief[o.Size] = again[i]
+		if agree(o, again[i]) {
+			held = append(held, o.Size)
+		}
+	}
+	for _, s := range held {
+		d.recordConflict(s)
+	}
+	return nil
+}
+
+// recordConflict records the contradiction that the size s still makes
+// with the nearest belief on the other side.
+func (d *driver) recordConflict(s int) {
+	o := d.belief[s]
+	var c Conflict
+	found := false
+	for t, other := range d.belief {
+		switch {
+		case tooLarge(o) && fits(other) && t >= s && (!found || t < c.Ok.Size):
+			c, found = Conflict{Ok: other, Fail: o}, true
+		case fits(o) && tooLarge(other) && t <= s && (!found || t > c.Fail.Size):
+			c, found = Conflict{Ok: o, Fail: other}, true
+		}
+	}
+	if !found {
+		return
+	}
+	for _, e := range d.res.NonMonotonic {
+		if e.Ok.Size == c.Ok.Size && e.Fail.Size == c.Fail.Size {
+			return
+		}
+	}
+	d.res.NonMonotonic = append(d.res.NonMonotonic, c)
+}
+
+// confirm re-runs the answer n times in fresh trials. One failure is enough
+// to distrust it: the size is believed not to fit from then on.
+func (d *driver) confirm(ctx context.Context, size, n int) error {
+	obs, err := d.probe(ctx, PhaseConfirm, slices.Repeat([]int{size}, n), 0, true)
+	if err != nil {
+		return err
+	}
+	for _, o := range obs {
+		if fits(o) {
+			d.confirmed[size]++
+			continue
+		}
+		d.res.NonMonotonic = append(d.res.NonMonotonic, Conflict{Ok: d.belief[size], Fail: o})
+		d.belief[size] = o
+		return nil
+	}
+	return nil
+}
+
+// probe runs one Probe call and records its observations. It turns crashes,
+// cancellations and Prober misbehaviour into errors.
+func (d *driver) probe(ctx context.Context, phase Phase, sizes []int, predicted float64, fresh bool) ([]Observation, error) {
+	d.notePhase(phase)
+	d.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted})
+	pctx := ctx
+	if fresh {
+		pctx = context.WithValue(ctx, freshKey{}, true)
+	}
+	d.res.Rounds++
+	obs, err := d.p.Probe(pctx, slices.Clone(sizes))
+	if err != nil {
+		return nil, fmt.Errorf("probe batch sizes %v: %w", sizes, err)
+	}
+	if len(obs) != len(sizes) {
+		return nil, fmt.Errorf("probe batch sizes %v: prober returned %d observations", sizes, len(obs))
+	}
+	for i := range obs {
+		if obs[i].Size == 0 {
+			obs[i].Size = sizes[i]
+		}
+		if obs[i].Size != sizes[i] {
+			return nil, fmt.Errorf("probe batch sizes %v: observation %d is for batch size %d", sizes, i, obs[i].Size)
+		}
+		if !obs[i].Outcome.Valid() {
+			return nil, fmt.Errorf("probe batch size %d: unknown outcome %q", sizes[i], obs[i].Outcome)
+		}
+		obs[i].Retry = fresh
+	}
+	// Record the whole round before acting on any of it, so the trials
+	// that ran beside a crash are not lost.
+	for _, o := range obs {
+		d.res.Trials = append(d.res.Trials, o)
+		d.emit(Event{Kind: EventObservation, Observation: o})
+	}
+	for _, o := range obs {
+		switch o.Outcome {
+		case classify.Crash:
+			return nil, &CrashError{Observation: o}
+		case classify.Canceled:
+			cause := ctx.Err()
+			if cause == nil {
+				cause = context.Canceled
+			}
+			return nil, fmt.Errorf("trial at batch size %d: %w", o.Size, cause)
+		}
+	}
+	return obs, nil
+}
+
+func (d *driver) emit(e Event) {
+	if d.cfg.OnEvent == nil {
+		return
+	}
+	e.Phase = d.phase
+	e.Lo, e.Hi = d.lastLo, d.lastHi
+	d.cfg.OnEvent(e)
+}
+
+func (d *driver) notePhase(p Phase) {
+	if p != d.phase {
+		d.phase = p
+		d.emit(Event{Kind: EventPhase})
+	}
+}
+
+// noteBracket reports the bracket, with 0 for an unknown side.
+func (d *driver) noteBracket(lo, hi int) {
+	if lo < d.g.min {
+		lo = 0
+	}
+	if hi > d.g.max {
+		hi = 0
+	}
+	if lo != d.lastLo || hi != d.lastHi {
+		d.lastLo, d.lastHi = lo, hi
+		d.emit(Event{Kind: EventBracket})
+	}
+}
+
+// finish fills in the parts of the result that summarise the beliefs.
+func (d *driver) finish() {
+	_, hi := d.bracket()
+	fig, points := d.points(hi)
+	d.res.Figure = fig
+	if f, err := memmodel.Estimate(points); err == nil {
+		d.res.Model = &f
+	}
+	if mlo, mhi, ok := d.marginBracket(); ok && d.res.Found && mhi == mlo+d.g.step && mlo >= d.g.min {
+		d.res.Margin = mlo
+	}
+}
+
+// points returns the memory figure and the measured peaks of the sizes
+// believed to fit below hi.
+func (d *driver) points(hi int) (Figure, []memmodel.Point) {
+	var oks []Observation
+	for s, o := range d.belief {
+		if fits(o) && s < hi {
+			oks = append(oks, o)
+		}
+	}
+	slices.SortFunc(oks, func(a, b Observation) int { return a.Size - b.Size })
+	fig := chooseFigure(oks)
+	if fig == FigureNone {
+		return fig, nil
+	}
+	points := make([]memmodel.Point, len(oks))
+	for i, o := range oks {
+		points[i] = memmodel.Point{Size: o.Size, Bytes: fig.of(o.Memory)}
+	}
+	return fig, points
+}
+
+// marginLimit is the peak, in units of the memory figure, that leaves
+// MarginPercent of Capacity free.
+func (d *driver) marginLimit() float64 {
+	return float64(d.cfg.Capacity) * (1 - d.cfg.MarginPercent/100)
+}
+
+// marginBracket returns the margin's bracket: mlo, the largest size below
+// mhi whose measured peak is within the limit (g.min-step when none), and
+// mhi, the smallest size that does not fit or whose peak is above it. ok is
+// false when no margin was asked for or it cannot be measured.
+func (d *driver) marginBracket() (mlo, mhi int, ok bool) {
+	if d.cfg.MarginPercent <= 0 {
+		return 0, 0, false
+	}
+	_, hi := d.bracket()
+	fig, _ := d.points(hi)
+	if fig == FigureNone {
+		return 0, 0, false
+	}
+	limit := d.marginLimit()
+	mhi = hi
+	for s, o := range d.belief {
+		if fits(o) && s < mhi && float64(fig.of(o.Memory)) > limit {
+			mhi = s
+		}
+	}
+	mlo = d.g.min - d.g.step
+	for s, o := range d.belief {
+		if fits(o) && s < mhi && s > mlo {
+			mlo = s
+		}
+	}
+	return mlo, mhi, true
+}
+
+// view shows the planner the bracket (lo, hi) and the model.
+func (d *driver) view(lo, hi int) view {
+	v := view{g: d.g, k: d.k, lo: lo, hi: hi}
+	var fig Figure
+	fig, v.points = d.points(hi)
+	if f, err := memmodel.Estimate(v.points); err == nil {
+		v.fit = &f
+	}
+	v.cLo, v.cHi = expectedPeak(d.cfg.Capacity, fig)
+	return v
+}
+
+// marginView shows the margin planner its bracket, with the margin limit
+// as the expected peak.
+func (d *driver) marginView(mlo, mhi int) view {
+	// Fit on every size that ran: the peaks above the limit help place it.
+	v := d.view(d.bracket())
+	v.lo, v.hi = mlo, mhi
+	v.cLo, v.cHi = d.marginLimit(), d.marginLimit()
+	return v
+}
