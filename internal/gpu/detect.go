@@ -1,0 +1,101 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrNoDriver means the NVIDIA driver library cannot be used here: it is
+// absent, its kernel module is not loaded, or this binary was built without
+// cgo. Callers carry on without GPU memory sampling.
+var ErrNoDriver = errors.New("no NVIDIA driver found (libnvidia-ml.so.1)")
+
+// noDriverError is an ErrNoDriver worded for a cause other than a missing
+// library, so the hint names the real problem.
+type noDriverError string
+
+func (e noDriverError) Error() string        { return string(e) }
+func (e noDriverError) Is(target error) bool { return target == ErrNoDriver }
+
+// ErrNoDevice means the driver is present but reports no GPU.
+var ErrNoDevice = errors.New("no NVIDIA GPU found")
+
+// Detect opens the best backend available. Without one it returns a nil
+// Backend and an error that reads as a one-line hint, e.g. "no NVIDIA driver
+// found (libnvidia-ml.so.1): GPU memory will not be sampled". A nil Backend is
+// valid for NewSampler, which then measures nothing.
+func Detect() (Backend, error) {
+	b, err := Open()
+	if err != nil {
+		return nil, fmt.Errorf("%w: GPU memory will not be sampled", err)
+	}
+	return b, nil
+}
+
+// Describe reports what b sees, one line per device, for debugging a real
+// machine: name, UUID, memory, driver and the processes using the GPU.
+func Describe(b Backend) string {
+	if b == nil {
+		return "no GPU backend\n"
+	}
+	devs, err := b.Devices()
+	if err != nil {
+		return fmt.Sprintf("list devices: %v\n", err)
+	}
+	if len(devs) == 0 {
+		return "no GPUs\n"
+	}
+	var sb strings.Builder
+	for _, d := range devs {
+		fmt.Fprintf(&sb, "gpu %d: %s %s, %s total", d.Index, d.Name, d.UUID, formatBytes(d.Total))
+		if used, err := b.UsedMemory(d.Index); err != nil {
+			fmt.Fprintf(&sb, ", used: %v", err)
+		} else {
+			fmt.Fprintf(&sb, ", %s used", formatBytes(used))
+		}
+		fmt.Fprintf(&sb, ", driver %s, CUDA %s", orNone(d.Driver), orNone(d.CUDA))
+		procs, err := b.ProcessMemory(d.Index)
+		switch {
+		case err != nil:
+			fmt.Fprintf(&sb, ", processes: %v", err)
+		case len(procs) == 0:
+			sb.WriteString(", no processes")
+		default:
+			sb.WriteString(", processes:")
+			pids := make([]int, 0, len(procs))
+			for pid := range procs {
+				pids = append(pids, pid)
+			}
+			slices.Sort(pids)
+			for _, pid := range pids {
+				fmt.Fprintf(&sb, " %d=%s", pid, formatBytes(procs[pid]))
+			}
+		}
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+// formatBytes prints n in binary units with one decimal, as nvidia-smi and
+// PyTorch users read memory sizes.
+func formatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}

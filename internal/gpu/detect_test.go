@@ -1,0 +1,90 @@
+package gpu
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDetectWithoutDriver(t *testing.T) {
+	if b, err := Open(); err == nil {
+		b.Close()
+		t.Skip("an NVIDIA driver is present; TestNVMLReal covers this machine")
+	}
+	b, err := Detect()
+	if b != nil {
+		t.Errorf("Detect returned a backend %v with error %v", b, err)
+	}
+	if !errors.Is(err, ErrNoDriver) {
+		t.Fatalf("Detect error = %v, want ErrNoDriver", err)
+	}
+	msg := err.Error()
+	if !strings.HasSuffix(msg, ": GPU memory will not be sampled") || strings.Contains(msg, "\n") {
+		t.Errorf("Detect error %q is not a one-line hint", msg)
+	}
+	t.Logf("hint: %s", msg)
+}
+
+func TestNoDriverErrorIsErrNoDriver(t *testing.T) {
+	err := error(noDriverError("NVML support not built in"))
+	if !errors.Is(err, ErrNoDriver) || errors.Is(err, ErrNoDevice) {
+		t.Errorf("errors.Is(%v, ErrNoDriver) = false or matches ErrNoDevice", err)
+	}
+	if err.Error() != "NVML support not built in" {
+		t.Errorf("message = %q", err.Error())
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	b := &fakeBackend{
+		DevicesFunc: func() ([]Device, error) {
+			return []Device{
+				{Index: 0, UUID: "GPU-0a", Name: "NVIDIA H200", Total: 143771 << 20, Driver: "580.82.07", CUDA: "13.0"},
+				{Index: 1, UUID: "GPU-1b", Name: "NVIDIA H200", Total: 143771 << 20},
+			}, nil
+		},
+		ProcessMemoryFunc: func(d int) (map[int]uint64, error) {
+			if d == 1 {
+				return nil, errFake
+			}
+			return map[int]uint64{4242: 3 << 30, 17: 512 << 20}, nil
+		},
+		UsedMemoryFunc: func(d int) (uint64, error) { return 4 << 30, nil },
+	}
+	want := "gpu 0: NVIDIA H200 GPU-0a, 140.4 GiB total, 4.0 GiB used, driver 580.82.07, CUDA 13.0, processes: 17=512.0 MiB 4242=3.0 GiB\n" +
+		"gpu 1: NVIDIA H200 GPU-1b, 140.4 GiB total, 4.0 GiB used, driver ?, CUDA ?, processes: fake failure\n"
+	if got := Describe(b); got != want {
+		t.Errorf("Describe =\n%s\nwant\n%s", got, want)
+	}
+	for _, tt := range []struct {
+		b    Backend
+		want string
+	}{
+		{nil, "no GPU backend\n"},
+		{&fakeBackend{}, "list devices: fake failure\n"},
+		{&fakeBackend{DevicesFunc: devices(0)}, "no GPUs\n"},
+	} {
+		if got := Describe(tt.b); got != tt.want {
+			t.Errorf("Describe(%v) = %q, want %q", tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for _, tt := range []struct {
+		n    uint64
+		want string
+	}{
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1024, "1.0 KiB"},
+		{1536 << 20, "1.5 GiB"},
+		{24 << 30, "24.0 GiB"},
+		{3 << 40, "3.0 TiB"},
+		{1<<64 - 1, "16384.0 PiB"},
+	} {
+		if got := formatBytes(tt.n); got != tt.want {
+			t.Errorf("formatBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
