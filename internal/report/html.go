@@ -1,0 +1,568 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/record"
+)
+
+// WriteHTML writes the run as one self-contained HTML page: the answer, the
+// run's facts, the memory and throughput charts (inline SVG) and every
+// trial. It loads nothing from the network and runs no script, so it can be
+// mailed or archived and opened anywhere. All text from the record (the
+// user's command, error messages, paths) is escaped by html/template.
+func WriteHTML(w io.Writer, run *record.Run) error {
+	if run == nil {
+		return errors.New("write html report: no run")
+	}
+	var buf bytes.Buffer
+	if err := htmlPage.Execute(&buf, htmlViewOf(run)); err != nil {
+		return fmt.Errorf("write html report: %w", err)
+	}
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write html report: %w", err)
+	}
+	return nil
+}
+
+// htmlView is the page's data, formatted: the template only lays it out.
+// Nothing in it comes from the clock, so one run always gives the same page.
+type htmlView struct {
+	Title       string
+	Command     string
+	StatusText  string
+	StatusClass string
+	Headline    string
+	Answer      string
+	Proof       string
+	Details     []string
+	Alerts      []htmlAlert
+	Facts       []htmlFact
+	Model       string
+	Charts      []htmlChart
+	Trials      []htmlTrial
+	Tails       []htmlTail
+	Version     string
+}
+
+type htmlAlert struct {
+	Class string // "bad" or "warn"
+	Title string
+	Text  string
+}
+
+type htmlFact struct {
+	Name  string
+	Value string
+	Mono  bool // a path or an identifier, shown in monospace
+	Wide  bool // long enough to need the whole row
+}
+
+type htmlChart struct {
+	SVG   template.HTML // produced by gonum from numbers and fixed labels only
+	Error string
+}
+
+type htmlTrial struct {
+	N          int
+	Size       int
+	Outcome    string
+	Class      string
+	Exit       string
+	Reason     string
+	Seconds    string
+	Allocated  string
+	Reserved   string
+	Device     string
+	Throughput string
+	Phase      string
+	Logs       []string
+	Answer     bool
+}
+
+type htmlTail struct {
+	Title string
+	Text  string
+}
+
+func htmlViewOf(run *record.Run) htmlView {
+	v := htmlView{
+		Command: htmlCommand(run.Command),
+		Version: run.Version,
+	}
+	v.Title = "batchfit report"
+	if v.Command != "" {
+		v.Title = "batchfit: " + v.Command
+	}
+	htmlHeadline(&v, run)
+
+	for _, p := range run.NonMonotonic {
+		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Non-monotonic",
+			Text: fmt.Sprintf("batch size %d ran but %d failed, and both held when retried in a fresh process; the answer takes the safe side.", p.OK, p.Fail)})
+	}
+	for _, msg := range run.Warnings {
+		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Warning", Text: msg})
+	}
+	if run.Error != "" {
+		v.Alerts = append(v.Alerts, htmlAlert{Class: "bad", Title: "Error", Text: run.Error})
+	}
+
+	v.Facts = htmlFacts(run)
+	if m := run.Model; m != nil {
+		v.Model = fmt.Sprintf("peak %s ≈ %s + %s × batch size (largest residual %s)",
+			htmlOr(m.Figure, "memory"), Bytes(uint64(max(m.Intercept, 0))), Bytes(uint64(max(m.Slope, 0))), Bytes(uint64(max(m.Residual, 0))))
+	}
+
+	v.Charts = append(v.Charts, htmlChartOf(run, WriteMemoryChart, "Peak GPU memory by batch size"))
+	for _, t := range run.Trials {
+		if t.Throughput() > 0 {
+			v.Charts = append(v.Charts, htmlChartOf(run, WriteThroughputChart, "Training throughput by batch size"))
+			break
+		}
+	}
+
+	for _, t := range run.Trials {
+		v.Trials = append(v.Trials, htmlTrialOf(run, t))
+		if t.Tail != "" {
+			v.Tails = append(v.Tails, htmlTail{
+				Title: fmt.Sprintf("trial %d, batch size %d: %s", t.N, t.Size, t.Outcome),
+				Text:  t.Tail,
+			})
+		}
+	}
+	return v
+}
+
+// htmlHeadline fills the answer box: the number, what proves it, and the
+// other sizes worth knowing.
+func htmlHeadline(v *htmlView, run *record.Run) {
+	v.StatusText = string(run.Status)
+	v.Answer = "—"
+	if run.Answer > 0 {
+		v.Answer = fmt.Sprint(run.Answer)
+	}
+	switch run.Status {
+	case record.Found:
+		v.StatusClass = "ok"
+		v.Headline = "Largest batch size that runs"
+		switch {
+		case run.FirstFailure > 0:
+			v.Proof = fmt.Sprintf("%d ran ok; %d %s.", run.Answer, run.FirstFailure, htmlFailureOf(run, run.FirstFailure))
+		case run.Answer > 0 && run.Answer == run.Settings.Max:
+			v.Proof = fmt.Sprintf("%d ran ok and is the --max bound.", run.Answer)
+		}
+	case record.NothingFits:
+		v.StatusClass = "bad"
+		v.StatusText = "nothing fits"
+		v.Headline = "No batch size fits"
+		v.Proof = fmt.Sprintf("Even batch size %d does not run.", run.Settings.Min)
+	case record.Failed:
+		v.StatusClass = "bad"
+		v.Headline = "The search failed"
+		if run.Answer > 0 {
+			v.Headline = "The search failed; largest size seen to run"
+		}
+	case record.Interrupted:
+		v.StatusClass = "warn"
+		v.Headline = "The search was interrupted; largest size seen to run"
+	default:
+		// A run stored as "running" whose process is gone: show what it had.
+		v.StatusClass = "warn"
+		v.Headline = "The search did not finish; largest size seen to run"
+	}
+	if run.Cached {
+		v.Details = append(v.Details, "Answered from the results store, without running trials again.")
+	}
+	if run.Margin > 0 {
+		v.Details = append(v.Details, fmt.Sprintf("With %s %% of memory left free (--margin): %d.", htmlNumber(run.Settings.Margin), run.Margin))
+	}
+	if run.Recommended > 0 {
+		v.Details = append(v.Details, fmt.Sprintf("Recommended for speed: %d, the smallest size within 2 %% of the best throughput.", run.Recommended))
+	}
+}
+
+// htmlFailureOf says how the trial at size failed, the last time it ran.
+func htmlFailureOf(run *record.Run, size int) string {
+	for i := len(run.Trials) - 1; i >= 0; i-- {
+		if t := run.Trials[i]; t.Size == size && !t.Outcome.Fits() {
+			return fmt.Sprintf("does not (%s)", t.Outcome)
+		}
+	}
+	return "does not"
+}
+
+func htmlFacts(run *record.Run) []htmlFact {
+	var f []htmlFact
+	add := func(name, value string, mono bool) {
+		if value != "" {
+			f = append(f, htmlFact{Name: name, Value: value, Mono: mono, Wide: len(value) > 44})
+		}
+	}
+	// The command heads the page; here it would only repeat.
+	add("Directory", run.Dir, true)
+	if run.GPU != nil {
+		for i, d := range run.GPU.Devices {
+			name := "GPU"
+			if len(run.GPU.Devices) > 1 {
+				name = fmt.Sprintf("GPU %d", i)
+			}
+			parts := []string{htmlOr(d.Name, "unknown GPU")}
+			if d.Total > 0 {
+				parts = append(parts, Bytes(d.Total))
+			}
+			if d.Driver != "" {
+				parts = append(parts, "driver "+d.Driver)
+			}
+			if d.CUDA != "" {
+				parts = append(parts, "CUDA "+d.CUDA)
+			}
+			if run.Simulated {
+				parts = append(parts, "simulated")
+			}
+			add(name, strings.Join(parts, " · "), false)
+		}
+		if run.GPU.Capacity > 0 {
+			add("Capacity per trial", Bytes(run.GPU.Capacity), false)
+		}
+	}
+	s := run.Settings
+	if s.MemoryLimit > 0 {
+		add("Memory limit", Bytes(s.MemoryLimit)+" (--memory-limit)", false)
+	}
+	if s.Max > 0 {
+		r := fmt.Sprintf("%d – %d", s.Min, s.Max)
+		if s.MultipleOf > 1 {
+			r += fmt.Sprintf(", multiples of %d", s.MultipleOf)
+		}
+		if s.Start > 0 {
+			r += fmt.Sprintf(", starting at %d", s.Start)
+		}
+		add("Batch sizes", r, false)
+	}
+	if s.Steps > 0 {
+		add("Steps per trial", fmt.Sprint(s.Steps), false)
+	}
+	add("Strategy", s.Strategy, false)
+	if s.TimeoutSecs > 0 {
+		add("Trial timeout", seconds(s.TimeoutSecs), false)
+	}
+	if s.Confirm > 0 {
+		add("Confirm runs", fmt.Sprint(s.Confirm), false)
+	}
+	if s.Parallel > 1 {
+		add("Parallel trials", fmt.Sprint(s.Parallel), false)
+	}
+	add("PyTorch", run.Torch, false)
+	add("batchfit", run.Version, false)
+	if !run.Started.IsZero() {
+		add("Started", run.Started.Format("2006-01-02 15:04:05 MST"), false)
+	}
+	if run.Seconds > 0 || !run.Finished.IsZero() {
+		d := run.Seconds
+		if d == 0 {
+			d = run.Finished.Sub(run.Started).Seconds()
+		}
+		add("Duration", seconds(d), false)
+	}
+	add("Status", string(run.Status), false)
+	rounds := ""
+	if run.Rounds > 0 {
+		rounds = fmt.Sprintf(" in %d rounds", run.Rounds)
+	}
+	add("Trials", fmt.Sprintf("%d%s", len(run.Trials), rounds), false)
+	add("Run", run.ID, true)
+	add("Logs", run.LogDir, true)
+	return f
+}
+
+func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
+	h := htmlTrial{
+		N:          t.N,
+		Size:       t.Size,
+		Outcome:    string(t.Outcome),
+		Class:      htmlOutcomeClass(t.Outcome),
+		Reason:     t.Reason,
+		Seconds:    fmt.Sprintf("%.1f", t.Seconds),
+		Allocated:  htmlBytesOr(t.Allocated),
+		Reserved:   htmlBytesOr(t.Reserved),
+		Device:     htmlBytesOr(t.Device),
+		Throughput: "–",
+		Phase:      t.Phase,
+		Answer:     t.Outcome.Fits() && t.Size == run.Answer,
+	}
+	if t.Retry {
+		h.Phase = strings.TrimSpace(h.Phase + " (retry)")
+	}
+	switch {
+	case t.Signal != "":
+		h.Exit = t.Signal
+	case t.ExitCode != 0:
+		h.Exit = fmt.Sprintf("exit %d", t.ExitCode)
+	}
+	if v := t.Throughput(); v > 0 {
+		h.Throughput = fmt.Sprintf("%.0f", v)
+	}
+	for _, p := range []string{t.Stdout, t.Stderr} {
+		if p != "" {
+			h.Logs = append(h.Logs, htmlRelPath(p, run.LogDir))
+		}
+	}
+	return h
+}
+
+// htmlRelPath shortens a log path under the run's log directory, which the
+// facts table shows once, so the trials table stays narrow.
+func htmlRelPath(path, dir string) string {
+	if dir == "" {
+		return path
+	}
+	if rel, err := filepath.Rel(dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+func htmlOutcomeClass(o classify.Outcome) string {
+	switch {
+	case o.Fits():
+		return "ok"
+	case o.TooLarge():
+		return "bad"
+	case o == classify.Crash:
+		return "crash"
+	}
+	return "muted"
+}
+
+// htmlChartOf renders one chart as inline SVG. A chart that cannot be drawn
+// is named in the page rather than failing the whole report: the answer and
+// the trials matter more than the picture.
+func htmlChartOf(run *record.Run, draw func(io.Writer, *record.Run, string, int, int) error, label string) htmlChart {
+	var buf bytes.Buffer
+	if err := draw(&buf, run, "svg", ChartWidth, ChartHeight); err != nil {
+		return htmlChart{Error: err.Error()}
+	}
+	svg := buf.String()
+	// Drop the XML prolog and comment, which mean nothing inside HTML.
+	i := strings.Index(svg, "<svg")
+	if i < 0 {
+		return htmlChart{Error: "the chart is not SVG"}
+	}
+	svg = `<svg role="img" aria-label="` + template.HTMLEscapeString(label) + `"` + strings.TrimPrefix(svg[i:], "<svg")
+	// The SVG's text comes only from numbers and fixed labels in chart.go,
+	// and gonum escapes it; none of the record's strings are drawn.
+	return htmlChart{SVG: template.HTML(svg)}
+}
+
+// htmlCommand joins the command for display, quoting arguments the way a
+// POSIX shell would need them, so it can be copied back into a terminal.
+func htmlCommand(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = htmlShellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func htmlShellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%{}", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func htmlBytesOr(b uint64) string {
+	if b == 0 {
+		return "–"
+	}
+	return Bytes(b)
+}
+
+func htmlOr(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+func htmlNumber(x float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", x), "0"), ".")
+}
+
+var htmlPage = template.Must(template.New("report").Parse(htmlTemplate))
+
+const htmlTemplate = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta name="generator" content="batchfit{{with .Version}} {{.}}{{end}}">
+<title>{{.Title}}</title>
+<style>
+:root {
+  --bg: #f5f6f8; --fg: #1c2230; --muted: #5d6678; --card: #ffffff; --border: #dde1e8;
+  --code: #eef1f5; --accent: #0072b2;
+  --ok: #0a7a55; --ok-bg: #e3f4ec; --bad: #b3261e; --bad-bg: #fbe7e5;
+  --warn: #8a5300; --warn-bg: #fdf1dc; --crash: #6b3fa0; --crash-bg: #efe7f8;
+  --row: #fafbfc; --hl: #eef7f2;
+}
+@media (prefers-color-scheme: dark) {
+  :root {
+    --bg: #12151a; --fg: #e4e8ee; --muted: #98a2b3; --card: #1b1f26; --border: #2d333d;
+    --code: #252a33; --accent: #56b4e9;
+    --ok: #4cd39b; --ok-bg: #15342a; --bad: #ff8a80; --bad-bg: #3b1d1c;
+    --warn: #f2b857; --warn-bg: #3a2d14; --crash: #c7a4f5; --crash-bg: #2c2240;
+    --row: #1f242c; --hl: #17302a;
+  }
+}
+* { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
+body {
+  margin: 0; background: var(--bg); color: var(--fg);
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Liberation Sans", sans-serif;
+}
+main { max-width: 1240px; margin: 0 auto; padding: 28px 20px 48px; }
+code, .mono, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", "DejaVu Sans Mono", monospace; font-size: 13px; }
+header .kicker { color: var(--muted); font-size: 13px; letter-spacing: .06em; text-transform: uppercase; margin: 0 0 6px; }
+header h1 { margin: 0 0 20px; font-size: 19px; font-weight: 600; line-height: 1.4; }
+header h1 code { font-size: 16px; background: var(--code); padding: 3px 8px; border-radius: 6px; word-break: break-word; display: inline-block; }
+section, .answer { background: var(--card); border: 1px solid var(--border); border-radius: 12px; padding: 20px 24px; margin: 0 0 20px; }
+h2 { font-size: 16px; margin: 0 0 14px; font-weight: 600; }
+.answer { display: flex; gap: 28px; align-items: center; flex-wrap: wrap; border-left: 6px solid var(--accent); }
+.answer.ok { border-left-color: var(--ok); }
+.answer.bad { border-left-color: var(--bad); }
+.answer.warn { border-left-color: var(--warn); }
+.answer .number { font-size: 64px; font-weight: 700; line-height: 1; font-variant-numeric: tabular-nums; letter-spacing: -.02em; }
+.answer.ok .number { color: var(--ok); }
+.answer .label { font-size: 13px; color: var(--muted); text-transform: uppercase; letter-spacing: .05em; margin-bottom: 4px; }
+.answer .text { flex: 1 1 320px; }
+.answer .proof { font-size: 17px; margin: 0 0 6px; }
+.answer ul { margin: 6px 0 0; padding-left: 18px; color: var(--fg); }
+.badge { display: inline-block; padding: 1px 9px; border-radius: 999px; font-size: 12.5px; font-weight: 600; white-space: nowrap; }
+.badge.ok { color: var(--ok); background: var(--ok-bg); }
+.badge.bad { color: var(--bad); background: var(--bad-bg); }
+.badge.warn { color: var(--warn); background: var(--warn-bg); }
+.badge.crash { color: var(--crash); background: var(--crash-bg); }
+.badge.muted { color: var(--muted); background: var(--code); }
+.alert { border-radius: 10px; padding: 12px 16px; margin: 0 0 14px; border: 1px solid; }
+.alert.warn { color: var(--warn); background: var(--warn-bg); border-color: var(--warn); }
+.alert.bad { color: var(--bad); background: var(--bad-bg); border-color: var(--bad); }
+.alert strong { margin-right: 6px; }
+.alert .msg { white-space: pre-wrap; word-break: break-word; }
+dl.facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 6px 28px; margin: 0; }
+dl.facts .fact { display: grid; grid-template-columns: 140px 1fr; gap: 12px; }
+dl.facts .fact.wide { grid-column: 1 / -1; }
+dl.facts dt { color: var(--muted); }
+dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+.model { margin: 14px 0 0; color: var(--muted); }
+.charts { display: grid; gap: 20px; }
+.chart { background: #fff; border-radius: 8px; border: 1px solid var(--border); padding: 6px; }
+.chart svg { display: block; width: 100%; max-width: 800px; height: auto; margin: 0 auto; }
+.chart svg text { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }
+.chart .error { color: #b3261e; padding: 12px; }
+.table { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-size: 13.5px; }
+th, td { padding: 7px 8px; text-align: left; vertical-align: top; border-bottom: 1px solid var(--border); }
+th { font-size: 12.5px; color: var(--muted); font-weight: 600; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tbody tr:nth-child(even) { background: var(--row); }
+tbody tr.answer-row { background: var(--hl); }
+tbody tr.answer-row td:first-child { box-shadow: inset 3px 0 0 var(--ok); }
+td.reason { min-width: 180px; max-width: 340px; overflow-wrap: anywhere; }
+td.logs { font-size: 12px; color: var(--muted); white-space: nowrap; }
+td .exit { display: block; color: var(--muted); font-size: 12px; }
+.answer-tag { color: var(--ok); font-size: 12px; font-weight: 600; display: block; }
+.empty { color: var(--muted); margin: 0; }
+details { margin-top: 10px; }
+summary { cursor: pointer; }
+pre { background: var(--code); padding: 12px; border-radius: 8px; overflow-x: auto; white-space: pre-wrap; word-break: break-word; margin: 8px 0 0; }
+footer { color: var(--muted); font-size: 13px; text-align: center; margin-top: 28px; }
+</style>
+</head>
+<body>
+<main>
+<header>
+<p class="kicker">batchfit report</p>
+{{with .Command}}<h1><code>{{.}}</code></h1>{{end}}
+</header>
+
+<div class="answer {{.StatusClass}}">
+  <div>
+    <div class="label">{{.Headline}}</div>
+    <div class="number">{{.Answer}}</div>
+  </div>
+  <div class="text">
+    <p><span class="badge {{.StatusClass}}">{{.StatusText}}</span></p>
+    {{with .Proof}}<p class="proof">{{.}}</p>{{end}}
+    {{with .Details}}<ul>{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}
+  </div>
+</div>
+
+{{range .Alerts}}<div class="alert {{.Class}}" role="alert"><strong>{{.Title}}</strong><span class="msg">{{.Text}}</span></div>
+{{end}}
+<section>
+<h2>Run</h2>
+<dl class="facts">
+{{range .Facts}}<div class="fact{{if .Wide}} wide{{end}}"><dt>{{.Name}}</dt><dd{{if .Mono}} class="mono"{{end}}>{{.Value}}</dd></div>
+{{end}}</dl>
+{{with .Model}}<p class="model">Memory model: {{.}}</p>{{end}}
+</section>
+
+<section>
+<h2>Charts</h2>
+<div class="charts">
+{{range .Charts}}<figure class="chart" style="margin:0">{{if .Error}}<p class="error">chart not drawn: {{.Error}}</p>{{else}}{{.SVG}}{{end}}</figure>
+{{end}}</div>
+</section>
+
+<section>
+<h2>Trials</h2>
+{{if .Trials}}<div class="table">
+<table>
+<thead><tr>
+<th class="num">#</th><th class="num">batch size</th><th>outcome</th><th>reason</th><th class="num">seconds</th>
+<th class="num">peak allocated</th><th class="num">peak reserved</th><th class="num">peak device</th><th class="num">samples/s</th><th>phase</th><th>logs</th>
+</tr></thead>
+<tbody>
+{{range .Trials}}<tr{{if .Answer}} class="answer-row"{{end}}>
+<td class="num">{{.N}}</td>
+<td class="num"><strong>{{.Size}}</strong>{{if .Answer}}<span class="answer-tag">answer</span>{{end}}</td>
+<td><span class="badge {{.Class}}">{{.Outcome}}</span>{{with .Exit}}<span class="exit">{{.}}</span>{{end}}</td>
+<td class="reason">{{.Reason}}</td>
+<td class="num">{{.Seconds}}</td>
+<td class="num">{{.Allocated}}</td>
+<td class="num">{{.Reserved}}</td>
+<td class="num">{{.Device}}</td>
+<td class="num">{{.Throughput}}</td>
+<td>{{.Phase}}</td>
+<td class="logs mono">{{range $i, $l := .Logs}}{{if $i}}<br>{{end}}{{$l}}{{end}}</td>
+</tr>
+{{end}}</tbody>
+</table>
+</div>{{else}}<p class="empty">No trials were run.</p>{{end}}
+{{range .Tails}}<details><summary>Output of {{.Title}}</summary><pre>{{.Text}}</pre></details>
+{{end}}</section>
+
+<footer>Made by batchfit{{with .Version}} {{.}}{{end}}. This page is self-contained: it loads nothing and runs no script.</footer>
+</main>
+</body>
+</html>
+`
