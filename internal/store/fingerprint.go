@@ -1,0 +1,122 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+
+	"github.com/batchfit/batchfit/internal/record"
+)
+
+// Fingerprint identifies the question a run answers: two runs with the same
+// fingerprint must find the same batch size, so the newer one can be answered
+// from the older. It is the lowercase hex SHA-256 of the canonical encoding
+// below, which is part of the database format and must never change; a change
+// of meaning needs a new version line (and then misses the old cache).
+//
+// The encoding is a sequence of lines, each ending in "\n". A string s is
+// written as len(s) in decimal, ":", then the bytes of s unchanged (so any
+// byte, newlines included, is unambiguous); numbers are decimal; booleans are
+// 0 or 1. The lines, in this order:
+//
+//	batchfit fingerprint v1
+//	command <number of arguments>
+//	<string>                      one line per argument, {} kept as is
+//	dir <string>                  the working directory, as recorded
+//	gpus <number of devices>
+//	gpu <name string> <total bytes> <driver string>   one line per device, in recorded order
+//	memory_limit <bytes>          0 when unset
+//	steps <n>
+//	torch <string>                version the adapter reported, "" if none
+//	min <n>
+//	max <n>
+//	multiple_of <n>
+//	simulated <0|1>
+//
+// Values are taken as recorded; the caller records effective values (after
+// defaults), so "--steps 3" and a default of 3 agree. Left out on purpose,
+// because they change how the answer is found but not what it is: timeout,
+// strategy, start, confirm, margin, parallel, the torch hook switch, GPU
+// UUIDs and indices, and everything about the outcome. Simulated is in,
+// beyond the settings, so a demo answer never stands in for a real GPU's.
+func Fingerprint(r *record.Run) string {
+	return digest(fingerprintText(r))
+}
+
+// CommandKey identifies the workload regardless of where it runs: the command
+// and the working directory. A found run with the same key on another GPU or
+// limit is a good starting point for a new search. It is the hex SHA-256 of
+//
+//	batchfit command v1
+//	command <number of arguments>
+//	<string>                      one line per argument
+//	dir <string>
+//
+// in the encoding Fingerprint describes.
+func CommandKey(r *record.Run) string {
+	var c canon
+	c.line("batchfit command v1")
+	c.command(r)
+	return digest(c.b)
+}
+
+func fingerprintText(r *record.Run) []byte {
+	var c canon
+	c.line("batchfit fingerprint v1")
+	c.command(r)
+	var devices int
+	if r.GPU != nil {
+		devices = len(r.GPU.Devices)
+	}
+	c.field("gpus").num(int64(devices)).end()
+	for i := 0; i < devices; i++ {
+		d := r.GPU.Devices[i]
+		c.field("gpu").str(d.Name).space().unum(d.Total).space().str(d.Driver).end()
+	}
+	c.field("memory_limit").unum(r.Settings.MemoryLimit).end()
+	c.field("steps").num(int64(r.Settings.Steps)).end()
+	c.field("torch").str(r.Torch).end()
+	c.field("min").num(int64(r.Settings.Min)).end()
+	c.field("max").num(int64(r.Settings.Max)).end()
+	c.field("multiple_of").num(int64(r.Settings.MultipleOf)).end()
+	sim := int64(0)
+	if r.Simulated {
+		sim = 1
+	}
+	c.field("simulated").num(sim).end()
+	return c.b
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// canon builds the canonical encoding.
+type canon struct{ b []byte }
+
+func (c *canon) line(s string) { c.b = append(append(c.b, s...), '\n') }
+
+func (c *canon) command(r *record.Run) {
+	c.field("command").num(int64(len(r.Command))).end()
+	for _, a := range r.Command {
+		c.str(a).end()
+	}
+	c.field("dir").str(r.Dir).end()
+}
+
+func (c *canon) field(name string) *canon {
+	c.b = append(append(c.b, name...), ' ')
+	return c
+}
+
+func (c *canon) str(s string) *canon {
+	c.b = strconv.AppendInt(c.b, int64(len(s)), 10)
+	c.b = append(append(c.b, ':'), s...)
+	return c
+}
+
+func (c *canon) num(n int64) *canon   { c.b = strconv.AppendInt(c.b, n, 10); return c }
+func (c *canon) unum(n uint64) *canon { c.b = strconv.AppendUint(c.b, n, 10); return c }
+func (c *canon) space() *canon        { c.b = append(c.b, ' '); return c }
+func (c *canon) end()                 { c.b = append(c.b, '\n') }

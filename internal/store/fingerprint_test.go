@@ -1,0 +1,137 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/record"
+)
+
+// TestFingerprintEncoding pins the canonical encoding and its hash: they are
+// part of the database format, and a change here silently empties every
+// user's cache.
+func TestFingerprintEncoding(t *testing.T) {
+	r := &record.Run{
+		Command: []string{"python", "train.py", "--bs", "{}", "a b\nc"},
+		Dir:     "/w",
+		GPU: &record.GPUInfo{Devices: []gpu.Device{
+			{Name: "NVIDIA H200", Total: 150754820096, Driver: "580.65.06"},
+			{Name: "NVIDIA H200", Total: 150754820096, Driver: "580.65.06"},
+		}},
+		Torch:    "2.11.0+cu130",
+		Settings: record.Settings{Min: 1, Max: 4096, MultipleOf: 8, Steps: 3, MemoryLimit: 25769803776},
+	}
+	const want = "batchfit fingerprint v1\n" +
+		"command 5\n" +
+		"6:python\n" +
+		"8:train.py\n" +
+		"4:--bs\n" +
+		"2:{}\n" +
+		"5:a b\nc\n" +
+		"dir 2:/w\n" +
+		"gpus 2\n" +
+		"gpu 11:NVIDIA H200 150754820096 9:580.65.06\n" +
+		"gpu 11:NVIDIA H200 150754820096 9:580.65.06\n" +
+		"memory_limit 25769803776\n" +
+		"steps 3\n" +
+		"torch 12:2.11.0+cu130\n" +
+		"min 1\n" +
+		"max 4096\n" +
+		"multiple_of 8\n" +
+		"simulated 0\n"
+	if got := string(fingerprintText(r)); got != want {
+		t.Fatalf("encoding changed\n got %q\nwant %q", got, want)
+	}
+	// Computed independently: printf '<the text above>' | sha256sum
+	if got, want := Fingerprint(r), "7799c0e742d542949d65627f41ff9052741dc3e58e35a75f2dfbd97a84f7d207"; got != want {
+		t.Fatalf("Fingerprint = %s, want %s", got, want)
+	}
+	if got, want := CommandKey(r), "1ff79511053ff0b68016e2aa21d39859a947fa6ef8183002a7045cee006e8cdc"; got != want {
+		t.Fatalf("CommandKey = %s, want %s", got, want)
+	}
+}
+
+// TestFingerprintFields checks that every field of the question changes the
+// fingerprint and that no field of the way it is answered does.
+func TestFingerprintFields(t *testing.T) {
+	base := func() *record.Run {
+		r := sampleRun()
+		r.GPU.Devices = append(r.GPU.Devices, gpu.Device{Index: 1, UUID: "GPU-5678", Name: "NVIDIA H200",
+			Total: 150 << 30, Driver: "580.65", CUDA: "13.0"})
+		return r
+	}
+	changes := []struct {
+		name    string
+		edit    func(*record.Run)
+		command bool // the command key changes too
+	}{
+		{"argument", func(r *record.Run) { r.Command[1] = "train2.py" }, true},
+		{"argument split", func(r *record.Run) { r.Command = append(r.Command[:4:4], "--max-steps 3") }, true},
+		{"placeholder moved", func(r *record.Run) { r.Command[3], r.Command[5] = r.Command[5], r.Command[3] }, true},
+		{"extra argument", func(r *record.Run) { r.Command = append(r.Command, "") }, true},
+		{"dir", func(r *record.Run) { r.Dir = "/home/u/other" }, true},
+		{"gpu name", func(r *record.Run) { r.GPU.Devices[1].Name = "NVIDIA H100" }, false},
+		{"gpu memory", func(r *record.Run) { r.GPU.Devices[0].Total = 141 << 30 }, false},
+		{"driver", func(r *record.Run) { r.GPU.Devices[0].Driver = "575.1" }, false},
+		{"one gpu fewer", func(r *record.Run) { r.GPU.Devices = r.GPU.Devices[:1] }, false},
+		{"no gpu", func(r *record.Run) { r.GPU = nil }, false},
+		{"memory limit", func(r *record.Run) { r.Settings.MemoryLimit = 16 << 30 }, false},
+		{"no memory limit", func(r *record.Run) { r.Settings.MemoryLimit = 0 }, false},
+		{"steps", func(r *record.Run) { r.Settings.Steps = 5 }, false},
+		{"torch", func(r *record.Run) { r.Torch = "2.10.0" }, false},
+		{"min", func(r *record.Run) { r.Settings.Min = 2 }, false},
+		{"max", func(r *record.Run) { r.Settings.Max = 1024 }, false},
+		{"multiple of", func(r *record.Run) { r.Settings.MultipleOf = 8 }, false},
+		{"simulated", func(r *record.Run) { r.Simulated = true }, false},
+	}
+	same := []struct {
+		name string
+		edit func(*record.Run)
+	}{
+		{"timeout", func(r *record.Run) { r.Settings.TimeoutSecs = 60 }},
+		{"strategy", func(r *record.Run) { r.Settings.Strategy = "bisect" }},
+		{"confirm", func(r *record.Run) { r.Settings.Confirm = 5 }},
+		{"start", func(r *record.Run) { r.Settings.Start = 256 }},
+		{"margin", func(r *record.Run) { r.Settings.Margin = 10 }},
+		{"parallel", func(r *record.Run) { r.Settings.Parallel = 4 }},
+		{"torch hook", func(r *record.Run) { r.Settings.Torch = false }},
+		{"gpu uuid and index", func(r *record.Run) { r.GPU.Devices[0].UUID, r.GPU.Devices[0].Index = "GPU-x", 3 }},
+		{"cuda version", func(r *record.Run) { r.GPU.Devices[0].CUDA = "12.8" }},
+		{"capacity", func(r *record.Run) { r.GPU.Capacity = 1 }},
+		{"identity and outcome", func(r *record.Run) {
+			r.ID, r.Fingerprint, r.Status, r.Answer, r.FirstFailure = "x", "y", record.Failed, 7, 8
+			r.Started, r.Finished, r.Seconds = time.Now(), time.Now(), 3
+			r.Margin, r.Recommended, r.Rounds, r.Error, r.LogDir = 1, 2, 3, "e", "/l"
+			r.Version, r.Cached, r.Warnings = "9.9", true, []string{"w"}
+			r.NonMonotonic, r.Model = nil, nil
+		}},
+		{"trials", func(r *record.Run) { r.Trials = append(r.Trials, record.Trial{N: 9, Outcome: classify.OOM}) }},
+	}
+	b := base()
+	fp, key := Fingerprint(b), CommandKey(b)
+	seen := map[string]string{fp: "base"}
+	for _, c := range changes {
+		r := base()
+		c.edit(r)
+		got := Fingerprint(r)
+		if prev, ok := seen[got]; ok {
+			t.Errorf("%s: fingerprint equals that of %s", c.name, prev)
+		}
+		seen[got] = c.name
+		if k := CommandKey(r); (k != key) != c.command {
+			t.Errorf("%s: command key changed = %v, want %v", c.name, k != key, c.command)
+		}
+	}
+	for _, c := range same {
+		r := base()
+		c.edit(r)
+		if got := Fingerprint(r); got != fp {
+			t.Errorf("%s changed the fingerprint", c.name)
+		}
+		if k := CommandKey(r); k != key {
+			t.Errorf("%s changed the command key", c.name)
+		}
+	}
+}
