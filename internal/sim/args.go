@@ -5,9 +5,9 @@ import (
 	"io"
 )
 
-// TrialMode is the hidden first argument that makes the batchfit binary act
+// ChildCommand is the hidden first argument that makes the batchfit binary act
 // as a simulated trial; the CLI calls Main with the arguments after it.
-const TrialMode = "__sim-trial"
+const ChildCommand = "__sim-trial"
 
 // bindWorkload defines one flag per Workload field, stored in w. It is the
 // only description of the encoding: Args and Main both use it, so they
@@ -53,7 +53,7 @@ func nonDefault(fs *flag.FlagSet) []string {
 }
 
 func newFlagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet(TrialMode, flag.ContinueOnError)
+	fs := flag.NewFlagSet(ChildCommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
 }
@@ -80,7 +80,7 @@ func (c Card) args() []string {
 // [exe, "__sim-trial", card and workload flags..., "--batch-size", "{}"].
 // batchfit replaces "{}" with the size, as for any user command.
 func Command(exe string, card Card, w Workload) []string {
-	argv := []string{exe, TrialMode}
+	argv := []string{exe, ChildCommand}
 	argv = append(argv, card.args()...)
 	argv = append(argv, w.Args()...)
 	return append(argv, "--batch-size", "{}")

@@ -21,7 +21,7 @@ import (
 // TestMain lets the test binary act as the batchfit binary: re-executed with
 // "__sim-trial" it is a simulated trial, so the tests spawn real children.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == TrialMode {
+	if len(os.Args) > 1 && os.Args[1] == ChildCommand {
 		os.Exit(Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -305,9 +305,9 @@ func TestChildBadArgs(t *testing.T) {
 		{"unsubstituted size", Command(exe, card, w), `--batch-size: want a positive integer, got "{}"`},
 		{"zero size", append(Command(exe, card, w)[:len(Command(exe, card, w))-1], "0"), "want a positive integer"},
 		{"unknown flag", append(Command(exe, card, w), "--bogus"), "flag provided but not defined"},
-		{"no card", []string{exe, TrialMode, "--batch-size", "3"}, "--card-total is required"},
-		{"noise too big", append([]string{exe, TrialMode, "--card-total", "100", "--per-sample", "4", "--noise", "4"}, "--batch-size", "3"), "noise"},
-		{"no size at all", []string{exe, TrialMode, "--card-total", "100"}, "no batch size"},
+		{"no card", []string{exe, ChildCommand, "--batch-size", "3"}, "--card-total is required"},
+		{"noise too big", append([]string{exe, ChildCommand, "--card-total", "100", "--per-sample", "4", "--noise", "4"}, "--batch-size", "3"), "noise"},
+		{"no size at all", []string{exe, ChildCommand, "--card-total", "100"}, "no batch size"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,6 +454,13 @@ func TestBackendSeesRunningChild(t *testing.T) {
 		t.Errorf("same size on the idle device: exit %d, %s", r.code, r.stderr)
 	}
 
+	// The hung child is still there, holding its memory, until killed.
+	if procs, _ := b.ProcessMemory(1); procs[cmd.Process.Pid] != device {
+		t.Errorf("hung child no longer holds its memory: %v", procs)
+	}
+	if cmd.ProcessState != nil {
+		t.Fatal("hung child exited by itself")
+	}
 	// SIGKILL leaves the child's file behind; the backend must not count a
 	// dead process.
 	cmd.Process.Kill()

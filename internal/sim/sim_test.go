@@ -225,7 +225,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	card := Card{Name: "NVIDIA H100 80GB HBM3 (simulated)", Total: 80 * GiB, Count: 2, Dir: "/tmp/x y"}
 	for _, w := range workloads {
 		argv := Command("/bin/batchfit", card, w)
-		if argv[0] != "/bin/batchfit" || argv[1] != TrialMode || argv[len(argv)-2] != "--batch-size" || argv[len(argv)-1] != "{}" {
+		if argv[0] != "/bin/batchfit" || argv[1] != ChildCommand || argv[len(argv)-2] != "--batch-size" || argv[len(argv)-1] != "{}" {
 			t.Fatalf("argv shape: %q", argv)
 		}
 		args := append([]string(nil), argv[2:]...)
