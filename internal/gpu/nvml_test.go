@@ -3,10 +3,14 @@
 package gpu
 
 import (
+	"bufio"
 	"errors"
 	"maps"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
@@ -325,4 +329,73 @@ func TestNVMLReal(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", Describe(b))
+}
+
+// allocate2GiB holds 2 GiB on the GPU until its stdin closes.
+const allocate2GiB = `
+import sys, torch
+x = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+sys.stdin.read()
+`
+
+// TestSamplerRealGPU watches a real CUDA process the way the trial runner
+// does: its own process group, watched from its start, the GPU work done by
+// a child of the root. It needs a driver and python3 with torch.
+func TestSamplerRealGPU(t *testing.T) {
+	b, err := Open()
+	if err != nil {
+		t.Skipf("no usable NVIDIA driver on this machine: %v", err)
+	}
+	defer b.Close()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 to run a CUDA process")
+	}
+	// "; true" keeps sh from exec-ing python, so python is the root's child.
+	cmd := exec.Command("sh", "-c", `python3 -c "$1"; true`, "sh", allocate2GiB)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	w := NewSampler(b, 0).Start(cmd.Process.Pid)
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "ready" {
+		stdin.Close()
+		cmd.Wait()
+		if strings.Contains(stderr.String(), "No module named 'torch'") {
+			t.Skip("python3 has no torch")
+		}
+		t.Fatalf("the CUDA process did not start: %s", stderr.String())
+	}
+	t.Logf("while it runs:\n%s", Describe(b))
+	// The memory is held until stdin closes: wait for the ticker to see it.
+	const want = 2 << 30
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Peak().Bytes < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("CUDA process: %v\n%s", err, stderr.String())
+	}
+	got := w.Stop()
+	t.Logf("peak: %+v (%s)", got, formatBytes(got.Bytes))
+	if got.Bytes < want || got.Method == "" {
+		t.Errorf("peak = %+v, want at least %d bytes", got, want)
+	}
 }
