@@ -20,6 +20,10 @@ const (
 	Bisect Strategy = "bisect"
 )
 
+// MaxBatch is the largest Max a search accepts; far beyond any real batch,
+// and small enough that sizes never overflow.
+const MaxBatch = 1 << 30
+
 // Config says what to search and how.
 type Config struct {
 	// Min and Max bound the answer. Only multiples of MultipleOf are tried:
@@ -55,6 +59,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("min batch size %d: must be at least 1", c.Min)
 	case c.Max < 1:
 		return fmt.Errorf("max batch size %d: must be at least 1", c.Max)
+	case c.Max > MaxBatch:
+		return fmt.Errorf("max batch size %d: above the largest supported, %d", c.Max, MaxBatch)
 	case c.Min > c.Max:
 		return fmt.Errorf("min batch size %d is above max %d", c.Min, c.Max)
 	case c.MultipleOf < 0:

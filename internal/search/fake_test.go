@@ -27,10 +27,13 @@ type workload struct {
 	round     uint64 // allocator block
 	noise     uint64 // amplitude of the peak's noise; < perSample/2 keeps it monotonic
 	seed      uint64
+	// quadratic adds quadratic·size² bytes (attention over a sequence
+	// that grows with the batch, say): a shape the affine model misses.
+	quadratic uint64
 }
 
 func (w workload) allocated(size int) uint64 {
-	b := w.fixed + w.perSample*uint64(size)
+	b := w.fixed + w.perSample*uint64(size) + w.quadratic*uint64(size)*uint64(size)
 	if w.noise > 0 {
 		// Deterministic per size: the same size always peaks the same.
 		r := rand.New(rand.NewPCG(w.seed, uint64(size)))
@@ -89,6 +92,8 @@ type fakeProber struct {
 	w      workload
 	script func(size, attempt int) (classify.Outcome, bool)
 	err    func(call int) error
+	// only, when set, filters the memory figures trials report.
+	only func(Memory) Memory
 
 	mu    sync.Mutex
 	runs  map[int]int
@@ -121,6 +126,9 @@ func (f *fakeProber) Probe(ctx context.Context, sizes []int) ([]Observation, err
 					obs[i].Memory = f.w.memory(s)
 				}
 			}
+		}
+		if f.only != nil {
+			obs[i].Memory = f.only(obs[i].Memory)
 		}
 		f.runs[s]++
 	}

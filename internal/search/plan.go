@@ -32,13 +32,16 @@ type view struct {
 func (v view) growing() bool { return v.hi > v.g.max }
 func (v view) seenOK() bool  { return v.lo >= v.g.min }
 
-// The CUDA context and other memory outside PyTorch's counters take about
-// 0.3–0.6 GiB per process (DESIGN.md), so a workload whose figure is peak
-// allocated memory is expected to run out when it comes within that much
-// of the capacity. This only decides where to look first; the search stays
-// exact wherever the boundary really is.
+// A workload whose figure is peak allocated memory runs out before that
+// figure reaches the capacity by whatever the allocator's counters do not
+// see: on a whole card, the CUDA context and other memory outside PyTorch,
+// about 0.3–0.6 GiB per process (DESIGN.md); under an allocator cap
+// (--memory-limit through per_process_memory_fraction), almost nothing,
+// because the context lies outside the cap. The search cannot tell which,
+// so it expects anything from 0 to 0.6 GiB. This only decides where to look
+// first; the answer is exact wherever the boundary really is.
 const (
-	allocatedOverheadLo = 0.3 * (1 << 30)
+	allocatedOverheadLo = 0
 	allocatedOverheadHi = 0.6 * (1 << 30)
 )
 
@@ -175,10 +178,11 @@ func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64) {
 		// Proving answer a takes a at or above lo and a+step below hi.
 		return spread(g, max(v.lo, iLo-g.step), min(v.hi, iHi+2*g.step), v.k), true, predicted
 	}
-	band := (wHi - wLo + g.step) << min(misses, 30)
-	if band <= 0 || band > v.hi-v.lo {
-		band = v.hi - v.lo
+	band := wHi - wLo + g.step
+	for i := 0; i < misses && band < v.hi-v.lo; i++ {
+		band *= 2
 	}
+	band = min(band, v.hi-v.lo)
 	if wLo > aHi {
 		// The boundary is below the window: look just under hi.
 		return spread(g, max(v.lo, v.hi-band-g.step), v.hi, v.k), false, predicted
