@@ -116,7 +116,7 @@ func TestSamplerRealTree(t *testing.T) {
 	sh, kids := startTree(t, false, `sleep 30 & echo $!; sleep 30 & echo $!; wait`, 2)
 	const mb = 1 << 20
 	b := memoryFor(mb, append([]int{sh, os.Getpid()}, kids...)...)
-	got := NewSampler(b, 0).Start(sh).Stop()
+	got := NewSampler(b, 0).Start(sh, nil).Stop()
 	if got.Method != MethodProcess || got.Bytes != 3*mb {
 		t.Errorf("peak = %+v, want 3 MiB (sh and two children) by process", got)
 	}
@@ -130,7 +130,7 @@ func TestSamplerRealProcessGroup(t *testing.T) {
 	waitReparented(t, orphan, sh)
 	const mb = 1 << 20
 	b := memoryFor(mb, sh, orphan, os.Getpid())
-	got := NewSampler(b, 0).Start(sh).Stop()
+	got := NewSampler(b, 0).Start(sh, nil).Stop()
 	if got.Method != MethodProcess || got.Bytes != 2*mb {
 		t.Errorf("peak = %+v, want 2 MiB (sh and the orphan in its group) by process", got)
 	}

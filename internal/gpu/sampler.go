@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -119,11 +120,13 @@ type sampleState struct {
 	deltaPer  map[int]uint64
 }
 
-// Start begins watching the process tree rooted at pid. Call it right after
-// the process starts: the device baseline for the fallback figure is read
-// now. It takes one sample before returning, so even a very short trial
-// has one.
-func (s *Sampler) Start(pid int) *Watch {
+// Start begins watching the process tree rooted at pid on the given device
+// indexes (nil: every device). Pass the trial's GPUs when trials run side by
+// side, so the device-delta fallback does not count a neighbour's memory.
+// Call it right after the process starts: the device baseline for the
+// fallback is read now. It takes one sample before returning, so even a
+// very short trial has one.
+func (s *Sampler) Start(pid int, devices []int) *Watch {
 	w := &Watch{
 		s:        s,
 		root:     pid,
@@ -134,6 +137,9 @@ func (s *Sampler) Start(pid int) *Watch {
 		st:       sampleState{procPer: make(map[int]uint64), deltaPer: make(map[int]uint64)},
 	}
 	w.devices = s.deviceList()
+	if devices != nil {
+		w.devices = slices.DeleteFunc(slices.Clone(w.devices), func(d int) bool { return !slices.Contains(devices, d) })
+	}
 	if len(w.devices) == 0 {
 		close(w.done)
 		return w

@@ -311,7 +311,7 @@ func TestSamplerTreeWithoutProc(t *testing.T) {
 }
 
 func TestSamplerNilBackend(t *testing.T) {
-	got := NewSampler(nil, 0).Start(1).Stop()
+	got := NewSampler(nil, 0).Start(1, nil).Stop()
 	if !peakEqual(got, Peak{}) {
 		t.Errorf("peak = %+v, want empty", got)
 	}
@@ -319,7 +319,7 @@ func TestSamplerNilBackend(t *testing.T) {
 
 func TestSamplerNoDevices(t *testing.T) {
 	b := &fakeBackend{DevicesFunc: devices(0)}
-	got := NewSampler(b, 0).Start(1).Stop()
+	got := NewSampler(b, 0).Start(1, nil).Stop()
 	if !peakEqual(got, Peak{}) {
 		t.Errorf("peak = %+v, want empty", got)
 	}
@@ -369,7 +369,7 @@ func TestWatchSamplesUntilStop(t *testing.T) {
 	b := newCountingBackend()
 	s := NewSampler(b, time.Millisecond)
 	s.procs = fakeProcs(simpleTree)
-	w := s.Start(100)
+	w := s.Start(100, nil)
 	for range 5 {
 		<-b.calls
 	}
@@ -396,7 +396,7 @@ func TestWatchStartSamplesOnce(t *testing.T) {
 	b := newCountingBackend()
 	s := NewSampler(b, MaxInterval)
 	s.procs = fakeProcs(simpleTree)
-	w := s.Start(100)
+	w := s.Start(100, nil)
 	if got := w.Peak(); got.Samples < 1 || got.Bytes == 0 {
 		t.Errorf("peak right after Start = %+v, want the first sample", got)
 	}
@@ -409,7 +409,7 @@ func TestWatchNoGoroutineLeak(t *testing.T) {
 	s.procs = fakeProcs(simpleTree)
 	before := runtime.NumGoroutine()
 	for range 50 {
-		s.Start(100).Stop()
+		s.Start(100, nil).Stop()
 	}
 	// A goroutine that closed its done channel may not have returned yet;
 	// give the scheduler a moment, but the count has to come back.
@@ -419,5 +419,35 @@ func TestWatchNoGoroutineLeak(t *testing.T) {
 	}
 	if after := runtime.NumGoroutine(); after > before {
 		t.Errorf("%d goroutines before 50 watches, %d after", before, after)
+	}
+}
+
+// Trials side by side on different GPUs: each watch counts its own devices
+// only, so a neighbour's memory stays out of the device-delta fallback.
+func TestWatchOnlyItsDevices(t *testing.T) {
+	const G = 1 << 30
+	var mu sync.Mutex
+	used := map[int]uint64{0: 1 * G, 1: 1 * G, 2: 1 * G}
+	b := &fakeBackend{
+		DevicesFunc:       devices(3),
+		ProcessMemoryFunc: func(int) (map[int]uint64, error) { return map[int]uint64{}, nil },
+		UsedMemoryFunc: func(d int) (uint64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return used[d], nil
+		},
+	}
+	s := NewSampler(b, time.Millisecond)
+	w := s.Start(100, []int{1, 7})
+	mu.Lock()
+	used[0], used[1] = 30*G, 5*G // the neighbour on gpu 0 grows; ours on gpu 1
+	mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); w.Peak().Bytes == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	got := w.Stop()
+	want := Peak{Bytes: 4 * G, PerDevice: map[int]uint64{1: 4 * G}, Samples: got.Samples, Method: MethodDeviceDelta}
+	if !peakEqual(got, want) || got.Samples < 2 {
+		t.Errorf("peak = %+v, want %+v", got, want)
 	}
 }
