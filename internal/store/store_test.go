@@ -357,6 +357,33 @@ func TestReopen(t *testing.T) {
 	}
 }
 
+func TestAwkwardPath(t *testing.T) {
+	// Characters that mean something in a SQLite URI must reach the file
+	// system as they are.
+	dir := filepath.Join(t.TempDir(), "a?b#c%41 d")
+	path := filepath.Join(dir, "x.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.BeginRun(context.Background(), sampleRun()); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "x.db") {
+			t.Errorf("unexpected file %q beside the database", e.Name())
+		}
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Errorf("database not written at %s: %v", path, err)
+	}
+}
+
 func TestGetPrefix(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTemp(t)
@@ -653,14 +680,20 @@ func TestLocked(t *testing.T) {
 		s, path := openTemp(t)
 		s.Close()
 		holdExclusive(t, path)
-		_, err := Open(ctx, path)
+		err := notHung(t, func() error {
+			s, err := Open(ctx, path)
+			if err == nil {
+				s.Close()
+			}
+			return err
+		})
 		checkLocked(t, err, path)
 	})
 	t.Run("write", func(t *testing.T) {
 		t.Parallel()
 		s, path := openTemp(t)
 		holdExclusive(t, path)
-		err := s.BeginRun(ctx, sampleRun())
+		err := notHung(t, func() error { return s.BeginRun(ctx, sampleRun()) })
 		checkLocked(t, err, path)
 	})
 }
@@ -678,6 +711,21 @@ func holdExclusive(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.ExecContext(context.Background(), "ROLLBACK") })
+}
+
+// notHung runs f and fails the test if it has not returned long after the
+// busy timeout: a lock must give an error, not a hang.
+func notHung(t *testing.T, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting for the lock after 30 s")
+		return nil
+	}
 }
 
 func checkLocked(t *testing.T, err error, path string) {
