@@ -115,3 +115,27 @@ func TestTrialCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestQuestionWorkload replays the shape of DESIGN.md's anchor: ResNet-50
+// with two views a sample, answer 282 on 24 GiB. Under an allocator cap the
+// context is outside the limit; on a whole card it is inside (about 540 MB
+// measured). Both must be exact and take a handful of trials where plain
+// bisection took 18.
+func TestQuestionWorkload(t *testing.T) {
+	for _, ctx := range []uint64{0, 540 * 1000 * 1000} {
+		w := withAnswer(24*gib, ctx, 1500*mib, 282, 0.4)
+		w.noise, w.seed = 3*mib, 282
+		for _, strategy := range []Strategy{Model, Bisect} {
+			cfg := Config{Min: 1, Max: 4096, Strategy: strategy, Capacity: w.capacity}
+			res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProof(t, res, cfg, 282)
+			t.Logf("context %d MB, %s: %d trials %v", ctx/1e6, strategy, len(res.Trials), sizesOf(res.Trials))
+			if strategy == Model && len(res.Trials) > 6 {
+				t.Errorf("model: %d trials", len(res.Trials))
+			}
+		}
+	}
+}

@@ -127,7 +127,7 @@ type modelPlanner struct {
 
 func (m *modelPlanner) next(v view) ([]int, float64) {
 	if v.fit == nil {
-		return m.start1(v), 0
+		return m.opening(v), 0
 	}
 	sizes, hit, predicted := windowPlan(v, m.misses)
 	if hit {
@@ -138,14 +138,14 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 	return sizes, predicted
 }
 
-// start1 plans before there is a fit.
-func (m *modelPlanner) start1(v view) []int {
+// opening plans before there is a fit: the start, then one jump.
+func (m *modelPlanner) opening(v view) []int {
 	if v.growing() && v.seenOK() && len(v.points) == 1 {
-		// One measured peak m0 at s0. Peaks are affine with a
-		// non-negative intercept, so the per-sample cost is at most
-		// m0/s0, and s0·c/m0 fits when c bytes are free: jump there.
-		// It is the largest size that is safe to expect to fit, and the
-		// far point makes the first slope good.
+		// One measured peak m0 at s0. For an affine peak a + p·s with
+		// a ≥ 0, the peak at j = s0·c/m0 is a + p·s0·c/m0 ≤ c whenever
+		// m0 ≤ c: if c bytes are free, j fits. Jump there: it is the
+		// largest size safe to expect to fit, it is often close to the
+		// boundary, and a far second point makes the first slope good.
 		p := v.points[0]
 		jump := 2 * p.Size
 		if p.Bytes > 0 {

@@ -54,7 +54,9 @@ type driver struct {
 
 	res Result
 	// belief holds, per size, the observation the search believes: the
-	// first result, or the re-run's where a re-check disagreed with it.
+	// latest at that size (a re-check's, where one was made). A size can be
+	// believed to fit above one believed not to, when a contradiction held;
+	// the bracket then takes the safe side.
 	belief    map[int]Observation
 	confirmed map[int]int // passed confirmation runs per size
 
@@ -167,12 +169,12 @@ func (d *driver) round(ctx context.Context, phase Phase, sizes []int, predicted 
 	if len(suspects) == 0 {
 		return nil
 	}
-	sizes = sizes[:0]
-	for _, o := range suspects {
-		sizes = append(sizes, o.Size)
+	recheck := make([]int, len(suspects))
+	for i, o := range suspects {
+		recheck[i] = o.Size
 	}
 	var again []Observation
-	for chunk := range slices.Chunk(sizes, d.k) {
+	for chunk := range slices.Chunk(recheck, d.k) {
 		r, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
 		if err != nil {
 			return err
