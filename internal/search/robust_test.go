@@ -4,8 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/batchfit/batchfit/internal/classify"
 )
 
 // TestExactWhenModelIsWrong: the model only decides where to look. When its
@@ -48,5 +46,3 @@ func TestExactWhenModelIsWrong(t *testing.T) {
 		})
 	}
 }
-
-var _ = classify.OK

@@ -34,6 +34,8 @@ func TestBounds(t *testing.T) {
 		{"multiple of 8, max off the grid", Config{Min: 5, Max: 100, MultipleOf: 8}, 300, 96},
 		{"multiple of 8, answer is the first grid point", Config{Min: 5, Max: 1000, MultipleOf: 8}, 9, 8},
 		{"multiple of 3, large", Config{Min: 1, Max: 3000, MultipleOf: 3}, 1001, 999},
+		{"largest max", Config{Min: 1, Max: MaxBatch}, 211, 211},
+		{"largest max, everything fits", Config{Min: 1, Max: MaxBatch, MultipleOf: 1 << 20}, 1 << 31, MaxBatch},
 		{"start above the answer", Config{Min: 1, Max: 1000, Start: 500}, 211, 211},
 		{"start at max", Config{Min: 1, Max: 1000, Start: 1000}, 211, 211},
 	}
