@@ -313,7 +313,7 @@ func chartMemory(run *record.Run) chartFigure {
 	case len(run.Trials) == 0:
 		title += "\nno trials were run"
 	case noFigures:
-		title += "\nno memory figures were recorded (no NVML, no PyTorch adapter): outcomes only"
+		title += "\nno memory was measured (no NVML, no adapter)"
 		ylabel = ""
 	}
 	p, legend := chartNew(title, "batch size", ylabel)
