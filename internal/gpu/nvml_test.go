@@ -298,7 +298,7 @@ func TestNVMLSampler(t *testing.T) {
 	)
 	b := openMock(t, s)
 	smp := NewSampler(b, 0)
-	smp.procs = fakeProcs(map[int]proc{me: {ppid: 1, pgid: me}, 999: {ppid: 1, pgid: 999}})
+	smp.stat = fakeStat(map[int]proc{me: {ppid: 1, pgid: me}, 999: {ppid: 1, pgid: 999}})
 	got := smp.Start(me, nil).Stop()
 	if got.Method != MethodProcess || got.Bytes != 3<<30 || got.PerDevice[0] != 3<<30 {
 		t.Errorf("peak = %+v, want 3 GiB on gpu 0 by process", got)

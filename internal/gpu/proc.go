@@ -17,44 +17,24 @@ type proc struct {
 	start uint64 // start time in clock ticks since boot; tells a reused PID apart
 }
 
-// listProcs lists the live processes by PID. The sampler holds one so that
-// tests can fake a process tree.
-type listProcs func() (map[int]proc, error)
+// statFunc reads one process's entry; the sampler holds one so that tests
+// can fake a process tree.
+type statFunc func(pid int) (proc, error)
 
-// readProcs reads /proc/*/stat: one directory read and one small file per
-// process. Processes that exit during the walk are skipped.
-func readProcs() (map[int]proc, error) {
-	dir, err := os.Open("/proc")
+// readStat reads /proc/PID/stat. A trial's tree is found by reading upward
+// from the few PIDs that NVML lists, not by walking all of /proc: on a busy
+// node that walk costs milliseconds, 40 times a second.
+func readStat(pid int) (proc, error) {
+	var buf [1024]byte
+	line, err := readSmall("/proc/"+strconv.Itoa(pid)+"/stat", buf[:])
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return proc{}, err
 	}
-	names, err := dir.Readdirnames(-1)
-	dir.Close()
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	procs := make(map[int]proc, len(names))
-	buf := make([]byte, 1024)
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		line, err := readSmall("/proc/"+name+"/stat", buf)
-		if err != nil {
-			continue
-		}
-		p, err := parseStat(line)
-		if err != nil {
-			continue
-		}
-		procs[pid] = p
-	}
-	return procs, nil
+	return parseStat(line)
 }
 
-// readSmall reads a file of at most len(buf) bytes into buf without
-// allocating, as /proc/PID/stat is read for every process on every tick.
+// readSmall reads a file of at most len(buf) bytes into buf, which the
+// caller can keep on its stack: stat files are read on every tick.
 func readSmall(path string, buf []byte) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

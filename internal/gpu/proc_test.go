@@ -39,17 +39,13 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
-func TestReadProcsSelf(t *testing.T) {
+func TestReadStatSelf(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("no /proc on " + runtime.GOOS)
 	}
-	procs, err := readProcs()
+	me, err := readStat(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
-	}
-	me, ok := procs[os.Getpid()]
-	if !ok {
-		t.Fatalf("own pid %d not in the process table", os.Getpid())
 	}
 	if me.ppid != os.Getppid() || me.pgid != syscall.Getpgrp() || me.start == 0 {
 		t.Errorf("own entry = %+v, want ppid %d pgid %d and a start time", me, os.Getppid(), syscall.Getpgrp())
@@ -142,21 +138,28 @@ func waitReparented(t *testing.T, pid, sh int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		procs, err := readProcs()
+		p, err := readStat(pid)
 		if err != nil {
 			t.Fatal(err)
-		}
-		p, ok := procs[pid]
-		if !ok {
-			t.Fatalf("pid %d exited", pid)
 		}
 		if p.pgid != sh {
 			t.Fatalf("pid %d is in group %d, want %d", pid, p.pgid, sh)
 		}
-		if p.ppid != sh && procs[p.ppid].ppid != sh {
+		if parent, err := readStat(p.ppid); p.ppid != sh && (err != nil || parent.ppid != sh) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("pid %d was not re-parented", pid)
+}
+
+// BenchmarkReadStat is the cost of one process's entry, read once a tick
+// for every process NVML lists.
+func BenchmarkReadStat(b *testing.B) {
+	pid := os.Getpid()
+	for b.Loop() {
+		if _, err := readStat(pid); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

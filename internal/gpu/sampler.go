@@ -47,7 +47,7 @@ type Peak struct {
 type Sampler struct {
 	backend  Backend
 	interval time.Duration
-	procs    listProcs
+	stat     statFunc
 
 	mu      sync.Mutex
 	devices []int // device indexes, listed once
@@ -62,7 +62,7 @@ func NewSampler(b Backend, interval time.Duration) *Sampler {
 		interval = DefaultInterval
 	}
 	interval = min(interval, MaxInterval)
-	return &Sampler{backend: b, interval: interval, procs: readProcs}
+	return &Sampler{backend: b, interval: interval, stat: readStat}
 }
 
 // deviceList lists the backend's devices, remembering a successful answer:
@@ -86,8 +86,9 @@ func (s *Sampler) deviceList() []int {
 
 // Watch samples the memory of one process tree until Stop. The tree is the
 // root PID, every process in the process group the root leads (torchrun
-// ranks, dataloader workers, even once re-parented), their descendants, and
-// any process once seen in the tree for as long as it lives.
+// ranks, dataloader workers, even once re-parented), and their descendants.
+// A process keeps its answer for as long as it lives, so one that was
+// classified while linked to the tree stays in after its parent exits.
 type Watch struct {
 	s        *Sampler
 	root     int
@@ -96,8 +97,8 @@ type Watch struct {
 
 	// Tree bookkeeping, touched only by the sampling goroutine (or by
 	// Start before it runs).
-	rootStart uint64
-	members   map[int]uint64 // pid → start time
+	rootStart uint64             // the root's start time; 0 if unknown
+	known     map[int]membership // answers by PID, valid while the start time matches
 
 	quit     chan struct{}
 	done     chan struct{}
@@ -131,7 +132,7 @@ func (s *Sampler) Start(pid int, devices []int) *Watch {
 		s:        s,
 		root:     pid,
 		baseline: make(map[int]uint64),
-		members:  make(map[int]uint64),
+		known:    make(map[int]membership),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 		st:       sampleState{procPer: make(map[int]uint64), deltaPer: make(map[int]uint64)},
@@ -148,6 +149,9 @@ func (s *Sampler) Start(pid int, devices []int) *Watch {
 		if used, err := s.backend.UsedMemory(d); err == nil {
 			w.baseline[d] = used
 		}
+	}
+	if p, err := s.stat(pid); err == nil {
+		w.rootStart = p.start
 	}
 	w.sample()
 	go w.loop()
@@ -193,13 +197,11 @@ func (w *Watch) Peak() Peak {
 	}
 }
 
-// sample takes one reading of every device. The process table is walked
-// only when some device lists a process, and at most once.
+// sample takes one reading of every device.
 func (w *Watch) sample() {
 	b := w.s.backend
 	answered := false
 	lists := make(map[int]map[int]uint64, len(w.devices))
-	anyProcs := false
 	for _, d := range w.devices {
 		m, err := b.ProcessMemory(d)
 		if err != nil {
@@ -207,21 +209,23 @@ func (w *Watch) sample() {
 		}
 		answered = true
 		lists[d] = m
-		anyProcs = anyProcs || len(m) > 0
 	}
 
 	matched := false
 	procPer := make(map[int]uint64, len(w.devices))
 	var procSum uint64
-	if anyProcs {
-		tree := w.tree()
-		for d, m := range lists {
-			for pid, n := range m {
-				if tree[pid] {
-					matched = true
-					procPer[d] += n
-					procSum += n
-				}
+	inTree := make(map[int]bool)
+	for d, m := range lists {
+		for pid, n := range m {
+			in, ok := inTree[pid]
+			if !ok {
+				in = w.member(pid)
+				inTree[pid] = in
+			}
+			if in {
+				matched = true
+				procPer[d] += n
+				procSum += n
 			}
 		}
 	}
@@ -272,52 +276,66 @@ func mergeMax(dst, src map[int]uint64) {
 	}
 }
 
-// tree returns the PIDs of the watched process tree. Without a process table
-// (no /proc) it is the root alone.
-func (w *Watch) tree() map[int]bool {
-	procs, err := w.s.procs()
+// membership is a remembered answer: whether the process that had this PID
+// and start time is in the tree.
+type membership struct {
+	start  uint64
+	member bool
+}
+
+// maxDepth bounds the walk up the parent chain, which a PID reused in the
+// middle of a walk could otherwise make long.
+const maxDepth = 512
+
+// member says whether pid is in the watched tree: it, or an ancestor, is the
+// root or in the root's process group. It reads the parent chain upward
+// from pid, stopping at the first process whose answer is known, and
+// remembers what it learned. Without a process table (no /proc) only the
+// root is in the tree.
+func (w *Watch) member(pid int) bool {
+	p, err := w.s.stat(pid)
 	if err != nil {
-		return map[int]bool{w.root: true}
+		return pid == w.root
 	}
-	// Forget members that exited, or whose PID now names another process.
-	for pid, start := range w.members {
-		if p, ok := procs[pid]; !ok || p.start != start {
-			delete(w.members, pid)
+	type link struct {
+		pid   int
+		start uint64
+	}
+	var chain []link
+	member, decided := false, false
+	for cur := pid; len(chain) < maxDepth; {
+		if k, ok := w.known[cur]; ok && k.start == p.start {
+			member, decided = k.member, true
+			break
 		}
-	}
-	children := make(map[int][]int, len(procs))
-	var queue []int
-	for pid, p := range procs {
-		children[p.ppid] = append(children[p.ppid], pid)
-		switch {
-		case pid == w.root:
-			if w.rootStart == 0 {
-				w.rootStart = p.start
-			}
-			if p.start == w.rootStart {
-				queue = append(queue, pid)
-			}
-		case p.pgid == w.root:
+		chain = append(chain, link{cur, p.start})
+		if cur == w.root {
+			// A different start time: the root exited and its PID was
+			// reused by a stranger.
+			member, decided = w.rootStart == 0 || p.start == w.rootStart, true
+			break
+		}
+		if p.pgid == w.root {
 			// A PID cannot be reused while a group it leads exists, so
 			// this group is the root's even after the root exits.
-			queue = append(queue, pid)
+			member, decided = true, true
+			break
+		}
+		if p.ppid <= 1 {
+			decided = true // reached init (or the kernel): not ours
+			break
+		}
+		cur = p.ppid
+		if p, err = w.s.stat(cur); err != nil {
+			// The parent exited mid-walk; its child is re-parented by
+			// now. Decide on a later tick.
+			break
 		}
 	}
-	for pid := range w.members {
-		queue = append(queue, pid)
-	}
-	in := make(map[int]bool, len(queue))
-	for len(queue) > 0 {
-		pid := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
-		if in[pid] {
-			continue
+	if decided {
+		for _, l := range chain {
+			w.known[l.pid] = membership{start: l.start, member: member}
 		}
-		in[pid] = true
-		queue = append(queue, children[pid]...)
 	}
-	for pid := range in {
-		w.members[pid] = procs[pid].start
-	}
-	return in
+	return member
 }

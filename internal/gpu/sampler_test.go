@@ -53,8 +53,15 @@ func devices(n int) func() ([]Device, error) {
 	}
 }
 
-func fakeProcs(m map[int]proc) listProcs {
-	return func() (map[int]proc, error) { return m, nil }
+// fakeStat is a process table that does not change.
+func fakeStat(m map[int]proc) statFunc {
+	return func(pid int) (proc, error) {
+		p, ok := m[pid]
+		if !ok {
+			return proc{}, errFake
+		}
+		return p, nil
+	}
 }
 
 // tick is what the fake GPUs show at one sample: per device, the process
@@ -102,7 +109,7 @@ func newScripted(ndev int, ticks ...tick) *scripted {
 func runTicks(t *testing.T, b *scripted, tree map[int]proc, root int) Peak {
 	t.Helper()
 	s := NewSampler(b, 0)
-	s.procs = fakeProcs(tree)
+	s.stat = fakeStat(tree)
 	w := newTestWatch(s, root)
 	for b.i < len(b.ticks)-1 {
 		w.sample()
@@ -114,13 +121,16 @@ func runTicks(t *testing.T, b *scripted, tree map[int]proc, root int) Peak {
 func newTestWatch(s *Sampler, root int) *Watch {
 	w := &Watch{
 		s: s, root: root, devices: s.deviceList(),
-		baseline: map[int]uint64{}, members: map[int]uint64{},
+		baseline: map[int]uint64{}, known: map[int]membership{},
 		st: sampleState{procPer: map[int]uint64{}, deltaPer: map[int]uint64{}},
 	}
 	for _, d := range w.devices {
 		if u, err := s.backend.UsedMemory(d); err == nil {
 			w.baseline[d] = u
 		}
+	}
+	if p, err := s.stat(root); err == nil {
+		w.rootStart = p.start
 	}
 	return w
 }
@@ -286,15 +296,40 @@ func TestSamplerTree(t *testing.T) {
 				{},
 			},
 		},
+		{
+			name: "a chain broken by an exit is not remembered",
+			ticks: []map[int]proc{
+				{
+					100: {ppid: 1, pgid: 100, start: 10},
+					102: {ppid: 101, pgid: 102, start: 12}, // 101 just exited
+				},
+				{
+					// The root is a subreaper and adopted 102.
+					100: {ppid: 1, pgid: 100, start: 10},
+					102: {ppid: 100, pgid: 102, start: 12},
+				},
+			},
+			root: 100,
+			want: []map[int]bool{
+				{100: true},
+				{100: true, 102: true},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			i := 0
 			s := NewSampler(nil, 0)
-			s.procs = func() (map[int]proc, error) { return tt.ticks[i], nil }
+			s.stat = func(pid int) (proc, error) { return fakeStat(tt.ticks[i])(pid) }
 			w := newTestWatch(s, tt.root)
 			for i = range tt.ticks {
-				if got := w.tree(); !maps.Equal(got, tt.want[i]) {
+				got := map[int]bool{}
+				for pid := range tt.ticks[i] {
+					if w.member(pid) {
+						got[pid] = true
+					}
+				}
+				if !maps.Equal(got, tt.want[i]) {
 					t.Errorf("tick %d: tree = %v, want %v", i, got, tt.want[i])
 				}
 			}
@@ -304,9 +339,10 @@ func TestSamplerTree(t *testing.T) {
 
 func TestSamplerTreeWithoutProc(t *testing.T) {
 	s := NewSampler(nil, 0)
-	s.procs = func() (map[int]proc, error) { return nil, errFake }
-	if got := newTestWatch(s, 7).tree(); !maps.Equal(got, map[int]bool{7: true}) {
-		t.Errorf("tree = %v, want the root alone", got)
+	s.stat = func(int) (proc, error) { return proc{}, errFake }
+	w := newTestWatch(s, 7)
+	if !w.member(7) || w.member(8) {
+		t.Errorf("member(7), member(8) = %v, %v; want the root alone", w.member(7), w.member(8))
 	}
 }
 
@@ -368,7 +404,7 @@ func newCountingBackend() *countingBackend {
 func TestWatchSamplesUntilStop(t *testing.T) {
 	b := newCountingBackend()
 	s := NewSampler(b, time.Millisecond)
-	s.procs = fakeProcs(simpleTree)
+	s.stat = fakeStat(simpleTree)
 	w := s.Start(100, nil)
 	for range 5 {
 		<-b.calls
@@ -395,7 +431,7 @@ func TestWatchSamplesUntilStop(t *testing.T) {
 func TestWatchStartSamplesOnce(t *testing.T) {
 	b := newCountingBackend()
 	s := NewSampler(b, MaxInterval)
-	s.procs = fakeProcs(simpleTree)
+	s.stat = fakeStat(simpleTree)
 	w := s.Start(100, nil)
 	if got := w.Peak(); got.Samples < 1 || got.Bytes == 0 {
 		t.Errorf("peak right after Start = %+v, want the first sample", got)
@@ -406,7 +442,7 @@ func TestWatchStartSamplesOnce(t *testing.T) {
 func TestWatchNoGoroutineLeak(t *testing.T) {
 	b := newCountingBackend()
 	s := NewSampler(b, time.Millisecond)
-	s.procs = fakeProcs(simpleTree)
+	s.stat = fakeStat(simpleTree)
 	before := runtime.NumGoroutine()
 	for range 50 {
 		s.Start(100, nil).Stop()
