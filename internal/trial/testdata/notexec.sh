@@ -1,0 +1,3 @@
+#!/bin/sh
+# Not executable: its mode is 0644.
+echo "never runs"

@@ -1,0 +1,4 @@
+#!/bin/sh
+# A trainer that segfaults.
+echo "step 0"
+kill -SEGV $$

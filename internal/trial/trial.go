@@ -1,0 +1,477 @@
+// Package trial runs one trial: one command as a fresh process in its own
+// process group, with a time limit, its output in log files, and nothing of
+// it left running afterwards. It knows nothing about batch sizes or search;
+// internal/classify says what its Result means.
+package trial
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for the zero values of Spec.
+const (
+	DefaultGrace     = 5 * time.Second
+	DefaultTailBytes = 64 << 10
+)
+
+// pollInterval is how often the process tree is walked while a trial runs,
+// so that descendants which escape the process group are remembered.
+const pollInterval = 100 * time.Millisecond
+
+// cookieEnv is set to a value unique to each trial in the trial's
+// environment. Descendants inherit it, so at the end of a trial a process
+// that escaped both the process group (setsid) and the tree walk (it forked
+// and its parent exited between two walks) is still recognised as ours.
+const cookieEnv = "BATCHFIT_TRIAL_COOKIE"
+
+// Spec says what to run.
+type Spec struct {
+	Argv    []string
+	Env     []string      // complete environment of the child; nil means os.Environ()
+	Dir     string        // working directory; "" means batchfit's
+	Timeout time.Duration // 0 means none
+	Grace   time.Duration // between SIGTERM and SIGKILL; 0 means DefaultGrace
+	// StdoutPath and StderrPath are the log files, created (truncated) with
+	// mode 0644; their directory must exist. The same path for both gives one
+	// combined log. "" keeps the stream only long enough to read its tail.
+	StdoutPath, StderrPath string
+	TailBytes              int // how much of each stream's end Result keeps; 0 means DefaultTailBytes
+	// OOMKills counts kernel OOM kills, read before and after the trial for
+	// Result.HostOOMEvidence. nil means the counter of batchfit's own cgroup
+	// (the trial runs in it), or the kernel's when there is none.
+	OOMKills OOMCounter
+}
+
+// Watcher observes a running trial, e.g. samples the GPU memory of the
+// process tree rooted at pid. Watch is called right after the process
+// starts; stop is called once the whole process group is gone.
+type Watcher interface {
+	Watch(pid int) (stop func())
+}
+
+// Result is what happened to one trial.
+type Result struct {
+	PID      int
+	ExitCode int            // -1 if a signal killed the leader
+	Signal   syscall.Signal // the signal that killed the leader; 0 if it exited
+	TimedOut bool           // batchfit killed it for running past Spec.Timeout
+	Canceled bool           // batchfit killed it because ctx was canceled
+	// HostOOMEvidence is set when the OOM-kill count rose during the trial.
+	// The count is per cgroup, so a concurrent trial's OOM kill counts too.
+	HostOOMEvidence bool
+	Start           time.Time
+	Duration        time.Duration // from start until the leader exited
+	StdoutTail      []byte
+	StderrTail      []byte
+	// Orphans counts processes of the trial (dataloader workers, torchrun
+	// ranks, daemons) that were still alive after the leader exited and had
+	// to be killed.
+	Orphans int
+}
+
+// Output is the tail of stderr followed by the tail of stdout: errors first,
+// which is the order internal/classify wants.
+func (r Result) Output() []byte {
+	out := make([]byte, 0, len(r.StderrTail)+1+len(r.StdoutTail))
+	out = append(out, r.StderrTail...)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	return append(out, r.StdoutTail...)
+}
+
+// StartError means the trial could not be started at all: the command was
+// not found or is not executable, the working directory is missing, a log
+// file could not be created.
+type StartError struct {
+	Op    string // what failed: "find command", "check working directory", "create log", "start"
+	Argv0 string
+	Err   error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("start %s: %s: %v", e.Argv0, e.Op, e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Hint suggests a fix, for the CLI to print after the error.
+func (e *StartError) Hint() string {
+	switch {
+	case errors.Is(e.Err, exec.ErrNotFound):
+		return "check the command name and PATH, or give its path (./train.sh)"
+	case errors.Is(e.Err, syscall.ENOEXEC):
+		return "the file has no #! line; run it through its interpreter (python train.py)"
+	case e.Op == "find command" && errors.Is(e.Err, fs.ErrPermission):
+		return fmt.Sprintf("make it executable (chmod +x %s) or run it through its interpreter", e.Argv0)
+	case e.Op == "check working directory":
+		return "the working directory must exist"
+	case e.Op == "create log":
+		return "the log directory must exist and be writable"
+	}
+	return ""
+}
+
+var (
+	subreaperOnce sync.Once
+	trialSeq      atomic.Uint64
+)
+
+// Run runs spec to completion. The returned error is always a *StartError
+// and only means the trial never started; everything that happens once it
+// has started is in Result. Canceling ctx kills the trial's whole process
+// group (SIGTERM, then SIGKILL after the grace period) and sets Canceled.
+// The trial reads /dev/null: the terminal belongs to batchfit.
+//
+// When Run returns, no process of the trial is left: whatever survived its
+// leader was killed (SIGKILL) and counted in Orphans. Run is safe to call
+// from several goroutines; each trial kills only its own processes.
+func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return Result{}, &StartError{Op: "find command", Err: errors.New("empty command")}
+	}
+	if ctx.Err() != nil {
+		return Result{Canceled: true, ExitCode: -1}, nil
+	}
+	grace := spec.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	tailBytes := spec.TailBytes
+	if tailBytes <= 0 {
+		tailBytes = DefaultTailBytes
+	}
+	argv0 := spec.Argv[0]
+	env := spec.Env
+	if env == nil {
+		env = os.Environ()
+	}
+
+	if spec.Dir != "" {
+		fi, err := os.Stat(spec.Dir)
+		if err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%s: %w", spec.Dir, syscall.ENOTDIR)
+		}
+		if err != nil {
+			return Result{}, &StartError{Op: "check working directory", Argv0: argv0, Err: err}
+		}
+	}
+	path, err := lookPath(argv0, spec.Dir, env)
+	if err != nil {
+		return Result{}, &StartError{Op: "find command", Argv0: argv0, Err: err}
+	}
+	logs, err := openLogs(spec.StdoutPath, spec.StderrPath)
+	if err != nil {
+		return Result{}, &StartError{Op: "create log", Argv0: argv0, Err: err}
+	}
+	defer logs.close()
+
+	becomeSubreaper()
+
+	cookie := newCookie()
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   spec.Argv,
+		Env:    withCookie(env, cookie),
+		Dir:    spec.Dir,
+		Stdout: logs.stdout,
+		Stderr: logs.stderr,
+		// Setpgid: one group for the trial and its children, killable as a
+		// whole. Pdeathsig: if batchfit dies hard, the leader dies too.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	counter := spec.OOMKills
+	if counter == nil {
+		counter = hostOOMCounter{root: "/"}
+	}
+	oomBefore, oomOK := counter.OOMKills()
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
+	}
+	pid := cmd.Process.Pid
+	res := Result{PID: pid, Start: start}
+	stopWatch := func() {}
+	if w != nil {
+		stopWatch = w.Watch(pid)
+	}
+
+	tr := newTracker(pid, cookie)
+	exited := waitExit(pid)
+	pollStop := make(chan struct{})
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		t := time.NewTicker(pollInterval)
+		defer t.Stop()
+		for {
+			tr.poll()
+			select {
+			case <-pollStop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	var timeout <-chan time.Time
+	if spec.Timeout > 0 {
+		timer := time.NewTimer(spec.Timeout)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		res.Canceled = true
+		stop(ctx, tr, cmd.Process, exited, grace, &res)
+	case <-timeout:
+		res.TimedOut = true
+		stop(ctx, tr, cmd.Process, exited, grace, &res)
+	}
+	res.Duration = time.Since(start)
+	close(pollStop)
+	<-pollDone
+
+	// The leader is an unreaped zombie until cmd.Wait below, so its pid,
+	// which is also the group id, cannot be reused by another process while
+	// the leftovers are killed.
+	res.Orphans = tr.killLeftovers()
+	_ = cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		res.ExitCode, res.Signal = -1, ws.Signal()
+	} else {
+		res.ExitCode = ws.ExitStatus()
+	}
+	stopWatch()
+
+	if oomOK {
+		if after, ok := counter.OOMKills(); ok && after > oomBefore {
+			res.HostOOMEvidence = true
+		}
+	}
+	res.StdoutTail = readTail(logs.stdout, tailBytes)
+	res.StderrTail = readTail(logs.stderr, tailBytes)
+	return res, nil
+}
+
+// stop asks the trial to end (SIGTERM to the group and to every known
+// descendant outside it), waits up to grace for the leader to exit, then
+// kills (SIGKILL). A cancel during a timeout's grace period skips the rest
+// of the wait: the user asked to stop now.
+func stop(ctx context.Context, tr *tracker, leader *os.Process, exited <-chan struct{}, grace time.Duration, res *Result) {
+	tr.signalAll(syscall.SIGTERM)
+	_ = leader.Signal(syscall.SIGTERM)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	var canceled <-chan struct{}
+	if !res.Canceled {
+		canceled = ctx.Done()
+	}
+	select {
+	case <-exited:
+		return
+	case <-timer.C:
+	case <-canceled:
+		res.Canceled = true
+	}
+	tr.signalAll(syscall.SIGKILL)
+	_ = leader.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// becomeSubreaper makes orphans of the trials' processes reparent to
+// batchfit instead of init, so they stay findable (and reapable) until
+// their trial's cleanup. It is process-wide and done once.
+func becomeSubreaper() {
+	subreaperOnce.Do(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
+}
+
+// waitExit reports when the process pid has exited, without reaping it
+// (WNOWAIT): the zombie keeps pid and group id reserved during cleanup.
+func waitExit(pid int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}()
+	return done
+}
+
+func newCookie() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%d-%d-%s", os.Getpid(), trialSeq.Add(1), hex.EncodeToString(b[:]))
+}
+
+// withCookie returns env with this trial's cookie, replacing any inherited
+// one (batchfit may itself run inside a trial).
+func withCookie(env []string, cookie string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, cookieEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, cookieEnv+"="+cookie)
+}
+
+// lookPath finds argv0 the way execvp would for the child: a name with a
+// slash is a path (relative to dir), a bare name is searched in the PATH of
+// the child's environment, not batchfit's.
+func lookPath(argv0, dir string, env []string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		p := argv0
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		if err := checkExecutable(p); err != nil {
+			return "", err
+		}
+		return argv0, nil
+	}
+	pathEnv, found := "", false
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], "PATH="); ok {
+			pathEnv, found = v, true
+			break
+		}
+	}
+	if !found {
+		pathEnv = os.Getenv("PATH")
+	}
+	var firstErr error
+	for _, d := range filepath.SplitList(pathEnv) {
+		// Relative PATH entries would depend on the working directory;
+		// os/exec refuses them for the same reason.
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		p := filepath.Join(d, argv0)
+		err := checkExecutable(p)
+		if err == nil {
+			return p, nil
+		}
+		if firstErr == nil && errors.Is(err, fs.ErrPermission) {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return "", fmt.Errorf("%s: %w in PATH", argv0, exec.ErrNotFound)
+}
+
+func checkExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", p, exec.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory: %w", p, fs.ErrPermission)
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not executable: %w", p, fs.ErrPermission)
+	}
+	return nil
+}
+
+// logs are the files the trial writes to. The child gets the files
+// themselves, not pipes: nothing in batchfit has to copy output, and a
+// descendant that outlives the leader cannot hold up the end of the trial
+// by keeping a pipe open.
+type logs struct {
+	stdout, stderr *os.File
+	temp           []string // files to remove when done
+}
+
+func openLogs(stdoutPath, stderrPath string) (*logs, error) {
+	l := &logs{}
+	var err error
+	if l.stdout, err = l.open(stdoutPath, "stdout"); err != nil {
+		return nil, err
+	}
+	if stderrPath != "" && stderrPath == stdoutPath {
+		l.stderr = l.stdout
+		return l, nil
+	}
+	if l.stderr, err = l.open(stderrPath, "stderr"); err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *logs) open(path, stream string) (*os.File, error) {
+	if path == "" {
+		f, err := os.CreateTemp("", "batchfit-"+stream+"-*")
+		if err != nil {
+			return nil, err
+		}
+		l.temp = append(l.temp, f.Name())
+		return f, nil
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+}
+
+func (l *logs) close() {
+	if l.stdout != nil {
+		l.stdout.Close()
+	}
+	if l.stderr != nil && l.stderr != l.stdout {
+		l.stderr.Close()
+	}
+	for _, p := range l.temp {
+		os.Remove(p)
+	}
+}
+
+// readTail returns the last n bytes written to f. It reads through a fresh
+// descriptor: the child shares f's file offset.
+func readTail(f *os.File, n int) []byte {
+	r, err := os.Open(f.Name())
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	fi, err := r.Stat()
+	if err != nil {
+		return nil
+	}
+	off := fi.Size() - int64(n)
+	if off < 0 {
+		off = 0
+	}
+	b, err := io.ReadAll(io.NewSectionReader(r, off, fi.Size()-off))
+	if err != nil {
+		return nil
+	}
+	return b
+}
