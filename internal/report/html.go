@@ -486,8 +486,9 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 tbody tr:nth-child(even) { background: var(--row); }
 tbody tr.answer-row { background: var(--hl); }
 tbody tr.answer-row td:first-child { box-shadow: inset 3px 0 0 var(--ok); }
-td.reason { min-width: 180px; max-width: 340px; overflow-wrap: anywhere; }
-td.logs { font-size: 12px; color: var(--muted); white-space: nowrap; }
+td.reason { min-width: 220px; overflow-wrap: anywhere; }
+td.reason .why { display: block; margin-bottom: 2px; }
+td.reason .log { display: block; font-size: 12px; color: var(--muted); }
 td .exit { display: block; color: var(--muted); font-size: 12px; }
 .answer-tag { color: var(--ok); font-size: 12px; font-weight: 600; display: block; }
 .empty { color: var(--muted); margin: 0; }
@@ -538,22 +539,21 @@ footer { color: var(--muted); font-size: 13px; text-align: center; margin-top: 2
 {{if .Trials}}<div class="table">
 <table>
 <thead><tr>
-<th class="num">#</th><th class="num">batch size</th><th>outcome</th><th>reason</th><th class="num">seconds</th>
-<th class="num">peak allocated</th><th class="num">peak reserved</th><th class="num">peak device</th><th class="num">samples/s</th><th>phase</th><th>logs</th>
+<th class="num">#</th><th class="num">batch size</th><th>outcome</th><th class="num">seconds</th>
+<th class="num">peak allocated</th><th class="num">peak reserved</th><th class="num">peak device</th><th class="num">samples/s</th><th>phase</th><th>reason and logs</th>
 </tr></thead>
 <tbody>
 {{range .Trials}}<tr{{if .Answer}} class="answer-row"{{end}}>
 <td class="num">{{.N}}</td>
 <td class="num"><strong>{{.Size}}</strong>{{if .Answer}}<span class="answer-tag">answer</span>{{end}}</td>
 <td><span class="badge {{.Class}}">{{.Outcome}}</span>{{with .Exit}}<span class="exit">{{.}}</span>{{end}}</td>
-<td class="reason">{{.Reason}}</td>
 <td class="num">{{.Seconds}}</td>
 <td class="num">{{.Allocated}}</td>
 <td class="num">{{.Reserved}}</td>
 <td class="num">{{.Device}}</td>
 <td class="num">{{.Throughput}}</td>
 <td>{{.Phase}}</td>
-<td class="logs mono">{{range $i, $l := .Logs}}{{if $i}}<br>{{end}}{{$l}}{{end}}</td>
+<td class="reason">{{with .Reason}}<span class="why">{{.}}</span>{{end}}{{range .Logs}}<span class="log mono">{{.}}</span>{{end}}</td>
 </tr>
 {{end}}</tbody>
 </table>
