@@ -407,21 +407,23 @@ func (t *tracker) reap(p procStat) bool {
 }
 
 // signalProc sends sig to the process k names, if it is still that process.
-// With a pidfd the check and the signal cannot race with pid reuse.
+// With a pidfd the check and the signal cannot race with pid reuse; without
+// one (old kernels, sandboxes) a plain kill follows the check.
 func signalProc(k procKey, sig syscall.Signal) error {
 	fd, err := unix.PidfdOpen(k.pid, 0)
-	if err == unix.ENOSYS {
-		if st, err := readStat(k.pid); err != nil || st.start != k.start {
-			return nil
-		}
-		return unix.Kill(k.pid, sig)
+	if err == unix.ESRCH {
+		return nil
 	}
-	if err != nil {
-		return nil // gone
+	if err == nil {
+		defer unix.Close(fd)
 	}
-	defer unix.Close(fd)
 	if st, err := readStat(k.pid); err != nil || st.start != k.start {
 		return nil
 	}
-	return unix.PidfdSendSignal(fd, sig, nil, 0)
+	if err == nil {
+		if err := unix.PidfdSendSignal(fd, sig, nil, 0); err == nil || err == unix.ESRCH {
+			return nil
+		}
+	}
+	return unix.Kill(k.pid, sig)
 }

@@ -255,11 +255,14 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	// the leftovers are killed.
 	res.Orphans = tr.killLeftovers()
 	_ = cmd.Wait()
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		res.ExitCode, res.Signal = -1, ws.Signal()
-	} else {
-		res.ExitCode = ws.ExitStatus()
+	res.ExitCode = -1
+	if cmd.ProcessState != nil {
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			res.Signal = ws.Signal()
+		} else {
+			res.ExitCode = ws.ExitStatus()
+		}
 	}
 	stopWatch()
 
@@ -314,9 +317,21 @@ func waitExit(pid int) <-chan struct{} {
 		var info unix.Siginfo
 		for {
 			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if err != unix.EINTR {
+			if err == nil {
 				return
 			}
+			if err != unix.EINTR {
+				break
+			}
+		}
+		// A kernel without WNOWAIT (a sandbox's): watch for the zombie
+		// instead. pid is an unreaped child, so it cannot vanish or be
+		// reused meanwhile.
+		for {
+			if st, err := readStat(pid); err != nil || st.dead() {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 	return done
