@@ -251,7 +251,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 	}
 	add("Strategy", s.Strategy, false)
 	if s.TimeoutSecs > 0 {
-		add("Trial timeout", seconds(s.TimeoutSecs), false)
+		add("Trial timeout", htmlDuration(s.TimeoutSecs), false)
 	}
 	if s.Confirm > 0 {
 		add("Confirm runs", fmt.Sprint(s.Confirm), false)
@@ -269,7 +269,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 		if d == 0 {
 			d = run.Finished.Sub(run.Started).Seconds()
 		}
-		add("Duration", seconds(d), false)
+		add("Duration", htmlDuration(d), false)
 	}
 	add("Status", string(run.Status), false)
 	rounds := ""
@@ -402,6 +402,28 @@ func htmlOr(s, alt string) string {
 	return s
 }
 
+// htmlDuration writes seconds the way a page reads well: "12.3 s",
+// "1 min 43 s", "2 h 05 min".
+func htmlDuration(s float64) string {
+	switch {
+	case s < 0 || s != s:
+		return "–"
+	case s < 60:
+		return fmt.Sprintf("%.1f s", s)
+	case s < 3600:
+		m, sec := int(s)/60, int(s+0.5)%60
+		if int(s+0.5)/60 > m {
+			m, sec = int(s+0.5)/60, 0
+		}
+		if sec == 0 {
+			return fmt.Sprintf("%d min", m)
+		}
+		return fmt.Sprintf("%d min %d s", m, sec)
+	}
+	m := int(s+30) / 60
+	return fmt.Sprintf("%d h %02d min", m/60, m%60)
+}
+
 func htmlNumber(x float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", x), "0"), ".")
 }
@@ -474,7 +496,7 @@ dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 .model { margin: 14px 0 0; color: var(--muted); }
 .charts { display: grid; gap: 20px; }
-.chart { background: #fff; border-radius: 8px; border: 1px solid var(--border); padding: 6px; }
+.chart { background: #fff; border-radius: 8px; border: 1px solid var(--border); padding: 6px; margin: 0; }
 .chart svg { display: block; width: 100%; max-width: 800px; height: auto; margin: 0 auto; }
 .chart svg text { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }
 .chart .error { color: #b3261e; padding: 12px; }
@@ -530,7 +552,7 @@ footer { color: var(--muted); font-size: 13px; text-align: center; margin-top: 2
 <section>
 <h2>Charts</h2>
 <div class="charts">
-{{range .Charts}}<figure class="chart" style="margin:0">{{if .Error}}<p class="error">chart not drawn: {{.Error}}</p>{{else}}{{.SVG}}{{end}}</figure>
+{{range .Charts}}<figure class="chart">{{if .Error}}<p class="error">chart not drawn: {{.Error}}</p>{{else}}{{.SVG}}{{end}}</figure>
 {{end}}</div>
 </section>
 

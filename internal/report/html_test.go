@@ -135,7 +135,7 @@ func TestWriteHTMLContent(t *testing.T) {
 			"With 5 % of memory left free (--margin): 920.",
 			"Recommended for speed: 512",
 			"NVIDIA A100-SXM4-80GB · 80.00 GiB · driver 550.54.15 · CUDA 12.4",
-			"/home/ana/simclr", "2.6.0+cu124", "0.1.0", "2025-03-14 09:30:00 UTC", "1m43s",
+			"/home/ana/simclr", "2.6.0+cu124", "0.1.0", "2025-03-14 09:30:00 UTC", "1 min 43 s", "10 min",
 			"1 – 4096, starting at 64", "model", "8 in 7 rounds",
 			"peak allocated ≈ 1.62 GiB + 80.5 MiB × batch size",
 			"trial-001-bs64.stdout.log", "CUDA out of memory. Tried to allocate 196.00 MiB",
@@ -187,6 +187,21 @@ func TestWriteHTMLErrors(t *testing.T) {
 type htmlFailWriter struct{}
 
 func (htmlFailWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestHTMLDuration(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0.0 s"}, {12.34, "12.3 s"}, {59.94, "59.9 s"}, {60, "1 min"}, {103.4, "1 min 43 s"},
+		{599.6, "10 min"}, {3600, "1 h 00 min"}, {7530, "2 h 06 min"}, {-1, "–"},
+	}
+	for _, tt := range tests {
+		if got := htmlDuration(tt.in); got != tt.want {
+			t.Errorf("htmlDuration(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
 
 func TestHTMLShellQuote(t *testing.T) {
 	tests := []struct{ in, want string }{
