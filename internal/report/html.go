@@ -143,7 +143,7 @@ func htmlViewOf(run *record.Run) htmlView {
 // htmlHeadline fills the answer box: the number, what proves it, and the
 // other sizes worth knowing.
 func htmlHeadline(v *htmlView, run *record.Run) {
-	v.StatusText = string(run.Status)
+	v.StatusText = htmlOr(string(run.Status), "unknown")
 	v.Answer = "—"
 	if run.Answer > 0 {
 		v.Answer = fmt.Sprint(run.Answer)
