@@ -1,0 +1,159 @@
+// Package report shows a run to people: the terminal summary and progress
+// lines, and the HTML report and charts.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/batchfit/batchfit/internal/record"
+)
+
+// WriteJSON writes the whole record as indented JSON.
+func WriteJSON(w io.Writer, run *record.Run) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(run)
+}
+
+// WriteSummary writes the human summary of a finished run: the answer, what
+// proves it, the trials and the time.
+func WriteSummary(w io.Writer, run *record.Run) error {
+	var b strings.Builder
+	switch run.Status {
+	case record.Found:
+		fmt.Fprintf(&b, "largest batch size that runs: %d\n", run.Answer)
+		switch {
+		case run.Cached:
+			fmt.Fprintf(&b, "  from the cache: run %s of %s (use --fresh to search again)\n", run.ID, run.Started.Local().Format("2006-01-02 15:04"))
+		case run.FirstFailure > 0:
+			fmt.Fprintf(&b, "  proof: %d ran ok, %d %s\n", run.Answer, run.FirstFailure, failureOf(run, run.FirstFailure))
+		default:
+			fmt.Fprintf(&b, "  proof: %d ran ok and is the --max bound\n", run.Answer)
+		}
+	case record.NothingFits:
+		fmt.Fprintf(&b, "no batch size fits: even %d does not run\n", run.Settings.Min)
+	default:
+		fmt.Fprintf(&b, "search %s", run.Status)
+		if run.Error != "" {
+			fmt.Fprintf(&b, ": %s", run.Error)
+		}
+		b.WriteString("\n")
+	}
+	if run.Margin > 0 {
+		fmt.Fprintf(&b, "  with %.0f %% of memory free: %d\n", run.Settings.Margin, run.Margin)
+	}
+	if run.Recommended > 0 {
+		fmt.Fprintf(&b, "  fastest (within 2 %% of the best samples/s): %d\n", run.Recommended)
+	}
+	for _, p := range run.NonMonotonic {
+		fmt.Fprintf(&b, "  non-monotonic: %d ran ok but %d failed, twice; the answer takes the safe side\n", p.OK, p.Fail)
+	}
+	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s\n", len(run.Trials), run.Rounds, seconds(run.Seconds))
+	if run.GPU != nil && len(run.GPU.Devices) > 0 {
+		d := run.GPU.Devices[0]
+		sim := ""
+		if run.Simulated {
+			sim = " (simulated)"
+		}
+		fmt.Fprintf(&b, "  gpu: %s%s, %s", d.Name, sim, Bytes(d.Total))
+		if run.Settings.MemoryLimit > 0 {
+			fmt.Fprintf(&b, ", --memory-limit %s", Bytes(run.Settings.MemoryLimit))
+		}
+		b.WriteString("\n")
+	}
+	if run.Model != nil {
+		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample\n", run.Model.Figure, Bytes(uint64(max(run.Model.Intercept, 0))), Bytes(uint64(max(run.Model.Slope, 0))))
+	}
+	for _, msg := range run.Warnings {
+		fmt.Fprintf(&b, "  warning: %s\n", msg)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if len(run.Trials) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	return WriteTrialTable(w, run)
+}
+
+// WriteTrialTable writes one row per trial.
+func WriteTrialTable(w io.Writer, run *record.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "trial\tsize\toutcome\tseconds\tpeak alloc\tpeak gpu\tsamples/s\t")
+	for _, t := range run.Trials {
+		note := ""
+		if t.Retry {
+			note = " (retry)"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
+			orDash(t.Allocated), orDash(t.Device), throughput(t))
+	}
+	return tw.Flush()
+}
+
+// TrialLine is the one-line progress report of a finished trial.
+func TrialLine(t record.Trial, capacity uint64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, seconds(t.Seconds))
+	if t.Retry {
+		b.WriteString(" (retry)")
+	}
+	if peak := max(t.Allocated, t.Device); peak > 0 {
+		fmt.Fprintf(&b, ", peak %s", Bytes(peak))
+		if capacity > 0 {
+			fmt.Fprintf(&b, " of %s", Bytes(capacity))
+		}
+	}
+	if t.Reason != "" && !t.Outcome.Fits() {
+		fmt.Fprintf(&b, " (%s)", t.Reason)
+	}
+	return b.String()
+}
+
+// Bytes formats a byte count in binary units.
+func Bytes(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+func failureOf(run *record.Run, size int) string {
+	for i := len(run.Trials) - 1; i >= 0; i-- {
+		if t := run.Trials[i]; t.Size == size && !t.Outcome.Fits() {
+			return "failed (" + string(t.Outcome) + ")"
+		}
+	}
+	return "failed"
+}
+
+func orDash(b uint64) string {
+	if b == 0 {
+		return "-"
+	}
+	return Bytes(b)
+}
+
+func throughput(t record.Trial) string {
+	if v := t.Throughput(); v > 0 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return "-"
+}
+
+func seconds(s float64) string {
+	if s < 60 {
+		return fmt.Sprintf("%.1fs", s)
+	}
+	return fmt.Sprintf("%dm%02.0fs", int(s)/60, s-float64(int(s)/60*60))
+}
