@@ -124,10 +124,14 @@ def main(argv=None):
             loss = nt_xent(z1, z2)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
+        scale = scaler.get_scale()
         scaler.step(optimizer)
         scaler.update()
-        print("step %d/%d batch %d loss %.4f %.3fs" % (
-            step, args.steps, args.batch_size, loss.item(), time.perf_counter() - start), flush=True)
+        # The scaler skips the optimizer step when fp16 gradients overflowed;
+        # say so, since AdamW's state then does not exist yet.
+        skipped = " (step skipped: gradient overflow)" if scaler.get_scale() < scale else ""
+        print("step %d/%d batch %d loss %.4f %.3fs%s" % (
+            step, args.steps, args.batch_size, loss.item(), time.perf_counter() - start, skipped), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -293,6 +295,60 @@ func TestHookTorchOOM(t *testing.T) {
 			// The program's own traceback still reaches stderr.
 			if !strings.Contains(r.stderr, "Traceback") {
 				t.Errorf("stderr lacks the traceback:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// A stand-in torch (testdata/faketorch) takes the hook down its torch 2 and
+// CUDA paths on any machine.
+func TestHookFakeTorchCUDA(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	fake, err := filepath.Abs(testdata("faketorch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cuda bool
+		args []string
+	}{
+		{"cpu", false, nil},
+		{"cuda", true, nil},
+		{"cuda oom", true, []string{"oom"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := []string{"PYTHONPATH=" + fake, "FAKE_CUDA=0"}
+			if tc.cuda {
+				env[1] = "FAKE_CUDA=1"
+			}
+			r := runHooked(t, py, env, append([]string{testdata("faketrain.py")}, tc.args...)...)
+			oom := len(tc.args) > 0
+			if (r.code != 0) != oom {
+				t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+			}
+			ev := onlyEvent(t, r)
+			// Only the first optimizer's steps count; CUDA is synchronized
+			// once per counted step, and only when initialized.
+			wantSync := 0
+			if tc.cuda {
+				wantSync = 3
+			}
+			if want := "synchronized: " + strconv.Itoa(wantSync) + "\n"; r.stdout != want {
+				t.Errorf("stdout = %q, want %q", r.stdout, want)
+			}
+			want := Event{Version: 1, Event: "exit", PID: ev.PID, Torch: "2.99.0+fake", Steps: 3, StepTimes: ev.StepTimes}
+			if tc.cuda {
+				want.CUDAInitialized, want.DeviceIndex, want.Device, want.DeviceTotal = true, 1, "Fake H200", 150109880320
+				want.MaxAllocated, want.MaxReserved = 25542543872, 25767706624
+			}
+			if oom {
+				want.OOM, want.Exception = true, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"
+			}
+			if !reflect.DeepEqual(ev, want) || len(ev.StepTimes) != 2 {
+				t.Errorf("event =\n%+v, want\n%+v with 2 step times", ev, want)
 			}
 		})
 	}

@@ -61,11 +61,7 @@ def install(path=None):
     # atexit handlers (atexit is last-in, first-out).
     atexit.register(_at_exit)
     _wrap_excepthook()
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        _torch_imported(torch)
-    else:
-        sys.meta_path.insert(0, _TorchFinder())
+    _after_import("torch", _torch_imported)
     return True
 
 
@@ -79,16 +75,19 @@ def _wrap_excepthook():
     sys.excepthook = excepthook
 
 
-class _TorchFinder(object):
-    """A meta path finder that answers only for the top-level module "torch":
+class _PostImportFinder(object):
+    """A meta path finder that answers only for the module names it watches:
     it finds the real spec through the finders after it and wraps the loader
-    so that _torch_imported runs once torch has finished importing."""
+    so that the name's callback runs once the module has finished importing.
+    It watches "torch" (so that torch itself is never imported by us) and,
+    should torch not have imported it, "torch.optim.optimizer"."""
 
     def __init__(self):
+        self.callbacks = {}
         self._busy = False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch" or self._busy:
+        if fullname not in self.callbacks or self._busy:
             return None
         self._busy = True
         try:
@@ -97,7 +96,7 @@ class _TorchFinder(object):
                 return None
             if not hasattr(spec.loader, "exec_module"):
                 return None
-            _wrap_loader(spec.loader)
+            _wrap_loader(spec.loader, fullname, self.callbacks[fullname])
             return spec
         except Exception:
             # Let the normal import machinery try, and fail, on its own.
@@ -107,6 +106,20 @@ class _TorchFinder(object):
 
     def invalidate_caches(self):
         pass
+
+
+_finder = _PostImportFinder()
+
+
+def _after_import(name, callback):
+    """Run callback(module) now if name is imported, else once it is."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    _finder.callbacks[name] = callback
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
 
 
 def _find_real_spec(me, fullname, path, target):
@@ -122,7 +135,7 @@ def _find_real_spec(me, fullname, path, target):
     return None
 
 
-def _wrap_loader(loader):
+def _wrap_loader(loader, name, callback):
     original = loader.exec_module
 
     def exec_module(module):
@@ -135,9 +148,11 @@ def _wrap_loader(loader):
                 del loader.exec_module
             except Exception:
                 pass
-        _remove_finder()
+        _finder.callbacks.pop(name, None)
+        if not _finder.callbacks:
+            _remove_finder()
         try:
-            _torch_imported(module)
+            callback(module)
         except Exception:
             pass
 
@@ -146,20 +161,24 @@ def _wrap_loader(loader):
 
 def _remove_finder():
     try:
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _TorchFinder)]
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not _finder]
     except Exception:
         pass
 
 
 def _torch_imported(torch):
-    """Register step timing once the program has imported torch."""
-    optim = getattr(torch, "optim", None)
-    optimizer_module = getattr(optim, "optimizer", None)
-    register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
+    """Once the program has imported torch, time its optimizer steps."""
+    _after_import("torch.optim.optimizer", _optimizer_module_imported)
+
+
+def _optimizer_module_imported(module):
+    # torch.optim deletes its "optimizer" attribute (torch 2), so the module
+    # comes from sys.modules or the import hook, never torch.optim.optimizer.
+    register = getattr(module, "register_optimizer_step_post_hook", None)
     if callable(register):  # torch >= 2.0
         register(_step_post_hook)
         return
-    _patch_old_optimizer(getattr(optim, "Optimizer", None))
+    _patch_old_optimizer(getattr(module, "Optimizer", None))
 
 
 def _step_post_hook(optimizer, args, kwargs):
