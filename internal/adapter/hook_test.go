@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,8 +61,6 @@ func findPython(t *testing.T, needTorch bool) string {
 	case needTorch && torchPython == "":
 		t.Skipf("no python with torch found (tried %s; set BATCHFIT_TEST_PYTHON or install python3-torch)", strings.Join(tried, ", "))
 	case needTorch:
-		return torchPython
-	case torchPython != "":
 		return torchPython
 	case anyPython == "":
 		t.Skipf("no python interpreter found (tried %s)", strings.Join(tried, ", "))
@@ -317,6 +316,7 @@ func TestHookFakeTorchCUDA(t *testing.T) {
 		{"cpu", false, nil},
 		{"cuda", true, nil},
 		{"cuda oom", true, []string{"oom"}},
+		{"probed before import", true, []string{"probe"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -325,7 +325,7 @@ func TestHookFakeTorchCUDA(t *testing.T) {
 				env[1] = "FAKE_CUDA=1"
 			}
 			r := runHooked(t, py, env, append([]string{testdata("faketrain.py")}, tc.args...)...)
-			oom := len(tc.args) > 0
+			oom := slices.Contains(tc.args, "oom")
 			if (r.code != 0) != oom {
 				t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
 			}
@@ -351,5 +351,20 @@ func TestHookFakeTorchCUDA(t *testing.T) {
 				t.Errorf("event =\n%+v, want\n%+v with 2 step times", ev, want)
 			}
 		})
+	}
+}
+
+// An uncaught exception's traceback reaches stderr as it would without the
+// hook, and the exit status stays the same.
+func TestHookKeepsTraceback(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	hooked := runHooked(t, py, nil, testdata("notorch.py"), "raise")
+	plain := runPython(t, py, baseEnv(), "", testdata("notorch.py"), "raise")
+	if hooked.stderr != plain.stderr || hooked.code != plain.code {
+		t.Errorf("with the hook: exit %d, stderr:\n%s\nwithout: exit %d, stderr:\n%s", hooked.code, hooked.stderr, plain.code, plain.stderr)
+	}
+	if !strings.Contains(plain.stderr, "ValueError: boom") {
+		t.Errorf("no traceback in stderr:\n%s", plain.stderr)
 	}
 }

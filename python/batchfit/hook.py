@@ -41,6 +41,7 @@ class _State(object):
         self.steps = 0
         self.step_times = []
         self.depth = 0  # nesting of timed step() calls (old torch only)
+        self.timing = False  # whether optimizer steps are hooked
 
 
 _state = _State()
@@ -96,7 +97,7 @@ class _PostImportFinder(object):
                 return None
             if not hasattr(spec.loader, "exec_module"):
                 return None
-            _wrap_loader(spec.loader, fullname, self.callbacks[fullname])
+            _wrap_loader(spec.loader, fullname)
             return spec
         except Exception:
             # Let the normal import machinery try, and fail, on its own.
@@ -135,8 +136,11 @@ def _find_real_spec(me, fullname, path, target):
     return None
 
 
-def _wrap_loader(loader, name, callback):
-    original = loader.exec_module
+def _wrap_loader(loader, name):
+    current = getattr(loader, "exec_module", None)
+    if getattr(current, "_batchfit_wrapped", False):
+        return  # a loader shared between specs, wrapped already
+    original = current
 
     def exec_module(module):
         try:
@@ -148,14 +152,18 @@ def _wrap_loader(loader, name, callback):
                 del loader.exec_module
             except Exception:
                 pass
-        _finder.callbacks.pop(name, None)
+        # One-shot: find_spec may run more often than the module is executed
+        # (importlib.util.find_spec("torch"), as libraries do to probe).
+        callback = _finder.callbacks.pop(name, None)
         if not _finder.callbacks:
             _remove_finder()
-        try:
-            callback(module)
-        except Exception:
-            pass
+        if callback is not None:
+            try:
+                callback(module)
+            except Exception:
+                pass
 
+    exec_module._batchfit_wrapped = True
     loader.exec_module = exec_module
 
 
@@ -174,6 +182,9 @@ def _torch_imported(torch):
 def _optimizer_module_imported(module):
     # torch.optim deletes its "optimizer" attribute (torch 2), so the module
     # comes from sys.modules or the import hook, never torch.optim.optimizer.
+    if _state.timing:
+        return
+    _state.timing = True
     register = getattr(module, "register_optimizer_step_post_hook", None)
     if callable(register):  # torch >= 2.0
         register(_step_post_hook)
