@@ -185,9 +185,12 @@ func (t *tracker) poll() {
 	defer t.mu.Unlock()
 	queue := []int{t.leader}
 	for pid, start := range t.known {
-		// A known pid is walked only while it names the same process.
+		// A known pid is walked only while it names the same process; one
+		// that is gone is forgotten (a zombie is not gone yet).
 		if st, err := readStat(pid); err == nil && st.start == start {
 			queue = append(queue, pid)
+		} else {
+			delete(t.known, pid)
 		}
 	}
 	seen := map[int]bool{}
