@@ -66,6 +66,11 @@ func TestTrackerFindsDescendants(t *testing.T) {
 		}
 	}
 
+	var pids []int
+	for pid := range tr.known {
+		pids = append(pids, pid)
+	}
+
 	// As in Run: the leader dies first and stays unreaped during cleanup.
 	exited := waitExit(leader)
 	cmd.Process.Kill()
@@ -74,7 +79,7 @@ func TestTrackerFindsDescendants(t *testing.T) {
 		t.Errorf("killLeftovers = %d, want 2", n)
 	}
 	cmd.Wait()
-	for pid := range tr.known {
+	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 			t.Errorf("descendant %d still there (a zombie not reaped?)", pid)
 		}
