@@ -56,7 +56,7 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 	if run.GPU != nil && len(run.GPU.Devices) > 0 {
 		d := run.GPU.Devices[0]
 		sim := ""
-		if run.Simulated {
+		if run.Simulated && !strings.Contains(d.Name, "simulated") {
 			sim = " (simulated)"
 		}
 		fmt.Fprintf(&b, "  gpu: %s%s, %s", d.Name, sim, Bytes(d.Total))
@@ -110,7 +110,7 @@ func TrialLine(t record.Trial, capacity uint64) string {
 		}
 	}
 	if t.Reason != "" && !t.Outcome.Fits() {
-		fmt.Fprintf(&b, " (%s)", t.Reason)
+		fmt.Fprintf(&b, " (%s)", clip(t.Reason, 100))
 	}
 	return b.String()
 }
@@ -156,4 +156,13 @@ func seconds(s float64) string {
 		return fmt.Sprintf("%.1fs", s)
 	}
 	return fmt.Sprintf("%dm%02.0fs", int(s)/60, s-float64(int(s)/60*60))
+}
+
+// clip shortens s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchfit/batchfit/internal/sim"
+)
+
+func newDemoCommand(io *streams) *cobra.Command {
+	var o searchOptions
+	cmd := &cobra.Command{
+		Use:   "demo [flags]",
+		Short: "Run a whole search on a simulated GPU (no GPU needed)",
+		Long: `Run a full batchfit search against a simulated 80 GiB GPU and a ResNet-50-like
+training workload. Each trial is a real child process, exactly as in a real
+search; only the GPU is simulated. Takes a few seconds.
+
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return failure(exitError, "", fmt.Errorf("find the batchfit executable: %w", err))
+			}
+			state, err := os.MkdirTemp("", "batchfit-simgpu-")
+			if err != nil {
+				return failure(exitError, "", fmt.Errorf("create the simulated GPU's state folder: %w", err))
+			}
+			defer os.RemoveAll(state)
+			card := sim.H100()
+			card.Dir = state
+			t := &target{
+				command:   sim.Command(exe, card, sim.ResNet50()),
+				backend:   sim.NewBackend(card),
+				simulated: true,
+			}
+			return o.execute(cmd.Context(), io, t)
+		},
+	}
+	o.register(cmd.Flags())
+	return cmd
+}
+
+// newSimTrialCommand is the hidden child mode that plays one simulated trial.
+func newSimTrialCommand(io *streams) *cobra.Command {
+	return &cobra.Command{
+		Use:                sim.ChildCommand,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := sim.Main(args, io.stdout, io.stderr); code != 0 {
+				return &exitErr{code: code, err: errSilent}
+			}
+			return nil
+		},
+	}
+}

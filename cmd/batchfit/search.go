@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/probe"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/report"
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// searchOptions are the flags shared by search and demo.
+type searchOptions struct {
+	min, max, start, multipleOf int
+	steps                       int
+	timeout                     time.Duration
+	confirm                     int
+	strategy                    string
+	memoryLimit                 string
+	margin                      float64
+	json, quiet                 bool
+	logDir                      string
+	torch                       bool
+}
+
+func (o *searchOptions) register(fs *pflag.FlagSet) {
+	fs.IntVar(&o.min, "min", 1, "smallest batch size to consider")
+	fs.IntVar(&o.max, "max", 65536, "largest batch size to consider")
+	fs.IntVar(&o.start, "start", 0, "first batch size to try (default: chosen by the strategy)")
+	fs.IntVar(&o.multipleOf, "multiple-of", 1, "only consider batch sizes that are multiples of this")
+	fs.IntVar(&o.steps, "steps", 3, "training steps per trial, passed as BATCHFIT_STEPS")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial; a trial past it is killed and counts as not fitting")
+	fs.IntVar(&o.confirm, "confirm", 0, "re-run the answer this many more times in fresh processes")
+	fs.StringVar(&o.strategy, "strategy", "model", "search strategy: model (memory-model guided) or bisect")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
+	fs.Float64Var(&o.margin, "margin", 0, "also report the largest size that leaves this percentage of memory free (0-90)")
+	fs.BoolVar(&o.json, "json", false, "print the whole record as JSON")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
+	fs.StringVar(&o.logDir, "log-dir", "", "keep every trial's stdout and stderr here (default: a temporary folder, kept only when something failed unexpectedly)")
+}
+
+func newSearchCommand(io *streams) *cobra.Command {
+	var o searchOptions
+	cmd := &cobra.Command{
+		Use:   "search [flags] -- COMMAND [ARGS...]",
+		Short: "Find the largest batch size COMMAND runs at",
+		Long: `Run COMMAND at different batch sizes, each trial in a fresh process, and report
+the largest size that runs. "{}" in ARGS is replaced by the batch size (no
+shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS
+and BATCHFIT_TRIAL in its environment.
+
+The answer is exact: it was seen to run, and the next size up was seen to fail.
+
+` + exitCodesHelp,
+		Example: `  batchfit search -- python train.py --batch-size {} --max-steps 3
+  batchfit search --memory-limit 24GiB -- python train.py --batch-size {}
+  batchfit search -q --multiple-of 8 -- ./train.sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
+				return usageError("put the training command after --: batchfit search -- python train.py --batch-size {}", "no command to search")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := commandTarget(args, o.torch)
+			if err != nil {
+				return err
+			}
+			return o.execute(cmd.Context(), io, t)
+		},
+	}
+	o.register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.torch, "torch", false, "load the PyTorch adapter into the trial (automatic when COMMAND is a Python interpreter)")
+	return cmd
+}
+
+// target is what a search runs: a real command on real GPUs, or the
+// simulator.
+type target struct {
+	command   []string
+	backend   gpu.Backend // nil: no GPU figures
+	gpuHint   string      // why there are no GPU figures
+	simulated bool
+	torch     bool
+}
+
+// commandTarget checks the user's command and finds the GPUs.
+func commandTarget(argv []string, torchFlag bool) (*target, error) {
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, usageError("check the command's spelling, that it is installed, and that it is executable", "cannot run %q: %v", argv[0], unwrapExec(err))
+	}
+	isPython := adapter.IsPython(argv)
+	if torchFlag && !isPython {
+		return nil, usageError("--torch needs a Python command (python, torchrun, accelerate ...); leave it out for other programs", "--torch: %q is not a Python interpreter", argv[0])
+	}
+	t := &target{command: argv, torch: torchFlag || isPython}
+	b, err := gpu.Detect()
+	if err != nil {
+		t.gpuHint = err.Error()
+	} else {
+		t.backend = b
+	}
+	return t, nil
+}
+
+func unwrapExec(err error) error {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	return err
+}
+
+// execute runs the search and prints the result.
+func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) error {
+	if t.backend != nil {
+		defer t.backend.Close()
+	}
+	cfg, err := o.searchConfig()
+	if err != nil {
+		return err
+	}
+	var devices []gpu.Device
+	if t.backend != nil {
+		devices, err = t.backend.Devices()
+		if err != nil {
+			return failure(exitError, "", fmt.Errorf("list GPUs: %w", err))
+		}
+	}
+	limit, fraction, err := o.limit(devices)
+	if err != nil {
+		return err
+	}
+	logDir, keepLogs, err := o.openLogDir()
+	if err != nil {
+		return err
+	}
+
+	run := &record.Run{
+		Status:    record.Running,
+		Started:   time.Now(),
+		Command:   t.command,
+		Simulated: t.simulated,
+		Version:   version,
+		LogDir:    logDir,
+		Settings: record.Settings{
+			Min: o.min, Max: o.max, Start: o.start, MultipleOf: o.multipleOf, Steps: o.steps,
+			Strategy: o.strategy, Confirm: o.confirm, TimeoutSecs: o.timeout.Seconds(),
+			MemoryLimit: limit, Margin: o.margin, Torch: t.torch,
+		},
+	}
+	run.Dir, _ = os.Getwd()
+	if len(devices) > 0 {
+		run.GPU = &record.GPUInfo{Devices: devices, Capacity: devices[0].Total}
+		if limit > 0 {
+			run.GPU.Capacity = limit
+		}
+		cfg.Capacity = run.GPU.Capacity
+	}
+	if t.gpuHint != "" && !o.quiet {
+		fmt.Fprintf(io.stderr, "batchfit: hint: %s\n", t.gpuHint)
+	}
+
+	pcfg := probe.Config{
+		Command:        t.command,
+		Env:            os.Environ(),
+		Dir:            run.Dir,
+		Steps:          o.steps,
+		Timeout:        o.timeout,
+		LogDir:         logDir,
+		MemoryLimit:    limit,
+		MemoryFraction: fraction,
+		Warn: func(msg string) {
+			fmt.Fprintf(io.stderr, "batchfit: warning: %s\n", msg)
+		},
+	}
+	if t.torch {
+		pp, err := adapter.Install(filepath.Join(logDir, "adapter"))
+		if err != nil {
+			return failure(exitError, "", fmt.Errorf("install the PyTorch adapter: %w", err))
+		}
+		pcfg.PythonPath = pp
+	}
+	if t.backend != nil {
+		pcfg.Sampler = gpu.NewSampler(t.backend, 0)
+	}
+	if !o.quiet {
+		pcfg.OnStart = func(n, size int, gpus []int) {}
+		pcfg.OnDone = func(tr record.Trial) {
+			fmt.Fprintf(io.stderr, "batchfit: %s\n", report.TrialLine(tr, cfg.Capacity))
+		}
+		if t.simulated {
+			fmt.Fprintf(io.stderr, "batchfit: the GPU is simulated: %s\n", devices[0].Name)
+		}
+	}
+	prober := probe.New(pcfg)
+	cfg.OnEvent = func(ev search.Event) {
+		if ev.Kind == search.EventPlan {
+			prober.SetPhase(string(ev.Phase))
+		}
+	}
+
+	res, serr := search.Run(ctx, cfg, prober)
+	run.Finished = time.Now()
+	run.Seconds = run.Finished.Sub(run.Started).Seconds()
+	run.Trials = prober.Trials()
+	run.Torch = prober.TorchVersion()
+	run.Rounds = res.Rounds
+	run.Answer, run.FirstFailure, run.Margin = res.Max, res.FirstFailure, res.Margin
+	for _, c := range res.NonMonotonic {
+		run.NonMonotonic = append(run.NonMonotonic, record.Pair{OK: c.Ok.Size, Fail: c.Fail.Size})
+	}
+	if f := res.Model; f != nil {
+		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual}
+	}
+
+	exit := o.finish(run, serr, res)
+	if exit != nil && !keepLogs {
+		keepLogs = unexpected(exit)
+	}
+	if err := o.print(io, run); err != nil {
+		return failure(exitError, "", err)
+	}
+	if keepLogs {
+		if !o.quiet && exit != nil {
+			fmt.Fprintf(io.stderr, "batchfit: logs of every trial are in %s\n", logDir)
+		}
+	} else {
+		os.RemoveAll(logDir)
+		run.LogDir = ""
+	}
+	return exit
+}
+
+// finish sets the run's status from the search's outcome and returns the
+// error that decides the exit code.
+func (o *searchOptions) finish(run *record.Run, serr error, res search.Result) error {
+	var crash *search.CrashError
+	switch {
+	case serr == nil:
+		run.Status = record.Found
+		return nil
+	case errors.Is(serr, search.ErrNothingFits):
+		run.Status = record.NothingFits
+		return failure(exitNothingFits, fmt.Sprintf("lower --min, or check that the command fits on this GPU at all (see the trial logs in %s)", run.LogDir), fmt.Errorf("nothing fits: batch size %d does not run", o.min))
+	case errors.As(serr, &crash):
+		run.Status = record.Failed
+		run.Error = serr.Error()
+		t := findTrial(run.Trials, crash.Observation.Size)
+		hint := "the command failed for a reason other than memory; fix it, then search again"
+		if t != nil {
+			hint = fmt.Sprintf("the command failed for a reason other than memory at batch size %d; its stderr ends with:\n%s\nfull log: %s", t.Size, indentTail(t.Tail, 15), t.Stderr)
+		}
+		return failure(exitError, hint, fmt.Errorf("trial crashed: %s", crash.Observation.Outcome))
+	case errors.Is(serr, context.Canceled):
+		run.Status = record.Interrupted
+		run.Error = "interrupted"
+		return failure(exitInterrupted, "", errors.New("interrupted; every trial process was stopped"))
+	default:
+		run.Status = record.Failed
+		run.Error = serr.Error()
+		return failure(exitError, "", serr)
+	}
+}
+
+func (o *searchOptions) print(io *streams, run *record.Run) error {
+	switch {
+	case o.json:
+		return report.WriteJSON(io.stdout, run)
+	case o.quiet:
+		if run.Status == record.Found {
+			_, err := fmt.Fprintln(io.stdout, run.Answer)
+			return err
+		}
+		return nil
+	default:
+		return report.WriteSummary(io.stdout, run)
+	}
+}
+
+// searchConfig validates the flags that shape the search.
+func (o *searchOptions) searchConfig() (search.Config, error) {
+	cfg := search.Config{
+		Min: o.min, Max: o.max, Start: o.start, MultipleOf: o.multipleOf,
+		Confirm: o.confirm, Strategy: search.Strategy(o.strategy), Parallel: 1,
+		MarginPercent: o.margin,
+	}
+	if o.strategy != "model" && o.strategy != "bisect" {
+		return cfg, usageError("use --strategy model or --strategy bisect", "unknown strategy %q", o.strategy)
+	}
+	if o.multipleOf < 1 {
+		return cfg, usageError("--multiple-of 8 keeps every size a multiple of 8; 1 allows any size", "--multiple-of must be at least 1, got %d", o.multipleOf)
+	}
+	if o.min < 1 || o.max < 1 || o.start < 0 {
+		return cfg, usageError("batch sizes are positive: check --min, --max and --start", "--min, --max and --start must be positive")
+	}
+	if o.steps < 1 {
+		return cfg, usageError("give --steps a positive number of training steps", "--steps must be at least 1, got %d", o.steps)
+	}
+	if o.timeout <= 0 {
+		return cfg, usageError("give --timeout a positive duration such as 10m", "--timeout must be positive, got %s", o.timeout)
+	}
+	if o.confirm < 0 {
+		return cfg, usageError("--confirm counts extra runs of the answer: 0 or more", "--confirm must not be negative, got %d", o.confirm)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError("check --min, --max, --start, --multiple-of and --margin", "%s", err)
+	}
+	return cfg, nil
+}
+
+// openLogDir returns the folder for trial logs and whether to keep it.
+func (o *searchOptions) openLogDir() (string, bool, error) {
+	if o.logDir == "" {
+		dir, err := os.MkdirTemp("", "batchfit-")
+		if err != nil {
+			return "", false, failure(exitError, "set TMPDIR to a writable folder, or pass --log-dir", fmt.Errorf("create a folder for trial logs: %w", err))
+		}
+		return dir, false, nil
+	}
+	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+		return "", false, usageError("pass a --log-dir you can write to", "--log-dir: %v", err)
+	}
+	f, err := os.CreateTemp(o.logDir, ".batchfit-check-")
+	if err != nil {
+		return "", false, usageError("pass a --log-dir you can write to", "--log-dir %s is not writable: %v", o.logDir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	abs, _ := filepath.Abs(o.logDir)
+	return abs, true, nil
+}
+
+// unexpected reports whether an exit deserves the trial logs kept.
+func unexpected(err error) bool {
+	var ee *exitErr
+	return !errors.As(err, &ee) || (ee.code != exitFound && ee.code != exitInterrupted)
+}
+
+func findTrial(ts []record.Trial, size int) *record.Trial {
+	for i := len(ts) - 1; i >= 0; i-- {
+		if ts[i].Size == size {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+func indentTail(s string, lines int) string {
+	out := lastLines(s, lines)
+	if out == "" {
+		return "  (no output)"
+	}
+	return out
+}

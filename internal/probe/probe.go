@@ -1,0 +1,315 @@
+// Package probe turns a batch size into a finished, measured, classified
+// trial: it substitutes the size into the user's command, prepares the
+// trial's environment (batch size, adapter channel, memory limit, GPU
+// pinning), runs it through the trial runner while the GPU sampler watches
+// its process tree, and classifies the outcome. It implements search.Prober.
+package probe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// Placeholder is replaced by the batch size in every argument of the command.
+const Placeholder = "{}"
+
+// Config says how to run trials of one command.
+type Config struct {
+	Command []string // argv with Placeholder where the size goes
+	Env     []string // base environment (usually os.Environ())
+	Dir     string
+	Steps   int
+	Timeout time.Duration
+	Grace   time.Duration
+	LogDir  string // per-trial stdout, stderr and adapter report files
+
+	// PythonPath, when set, puts the adapter's hook first on PYTHONPATH.
+	PythonPath string
+	// MemoryLimit emulates a smaller card: torch gets an allocator cap
+	// (MemoryFraction), and a trial without torch's own figures whose NVML
+	// peak exceeds it counts as oom.
+	MemoryLimit    uint64
+	MemoryFraction float64
+
+	// Sampler measures GPU memory of the trial's process tree; nil = none.
+	Sampler *gpu.Sampler
+	// Slots are the GPU sets trials may run on, one trial per slot at a
+	// time; each is passed as CUDA_VISIBLE_DEVICES. Empty: one trial at a
+	// time, no pinning.
+	Slots [][]int
+
+	// OnStart and OnDone report progress; they may be called from several
+	// goroutines at once when trials run in parallel.
+	OnStart func(n, size int, gpus []int)
+	OnDone  func(t record.Trial)
+	// Warn reports a problem that does not stop the search.
+	Warn func(msg string)
+}
+
+// Prober runs trials for the search and keeps their records.
+type Prober struct {
+	cfg Config
+
+	mu     sync.Mutex
+	n      int
+	trials []record.Trial
+	phase  string
+	torch  string
+}
+
+var _ search.Prober = (*Prober)(nil)
+
+// New returns a Prober for cfg.
+func New(cfg Config) *Prober {
+	if cfg.Steps <= 0 {
+		cfg.Steps = 3
+	}
+	return &Prober{cfg: cfg}
+}
+
+// SetPhase labels the trials started from now on (bracket, refine, confirm).
+func (p *Prober) SetPhase(phase string) {
+	p.mu.Lock()
+	p.phase = phase
+	p.mu.Unlock()
+}
+
+// Trials returns the records of every finished trial, in start order.
+func (p *Prober) Trials() []record.Trial {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]record.Trial, len(p.trials))
+	copy(out, p.trials)
+	return out
+}
+
+// TorchVersion is the torch version the adapter reported, if any.
+func (p *Prober) TorchVersion() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.torch
+}
+
+// Probe runs the sizes, in parallel over the slots when there are several,
+// and returns their observations in the order given.
+func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, error) {
+	obs := make([]search.Observation, len(sizes))
+	errs := make([]error, len(sizes))
+	slots := p.cfg.Slots
+	if len(slots) == 0 {
+		slots = [][]int{nil}
+	}
+	free := make(chan []int, len(slots))
+	for _, s := range slots {
+		free <- s
+	}
+	var wg sync.WaitGroup
+	for i, size := range sizes {
+		var gpus []int
+		select {
+		case gpus = <-free:
+		case <-ctx.Done():
+			gpus = <-free // still run it: it is classified canceled at once
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { free <- gpus }()
+			obs[i], errs[i] = p.one(ctx, size, gpus)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return obs, err
+		}
+	}
+	return obs, nil
+}
+
+// one runs a single trial at size on gpus.
+func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observation, error) {
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	phase := p.phase
+	p.mu.Unlock()
+
+	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
+	spec := trial.Spec{
+		Argv:       Substitute(p.cfg.Command, size),
+		Env:        p.env(n, size, gpus, base+".report.jsonl"),
+		Dir:        p.cfg.Dir,
+		Timeout:    p.cfg.Timeout,
+		Grace:      p.cfg.Grace,
+		StdoutPath: base + ".out",
+		StderrPath: base + ".err",
+	}
+	if p.cfg.OnStart != nil {
+		p.cfg.OnStart(n, size, gpus)
+	}
+	var watch *gpu.Watch
+	var watcher trial.Watcher
+	if p.cfg.Sampler != nil {
+		watcher = watchFunc(func(pid int) func() {
+			watch = p.cfg.Sampler.Start(pid, gpus)
+			return func() {}
+		})
+	}
+	res, err := trial.Run(ctx, spec, watcher)
+	if err != nil {
+		return search.Observation{}, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
+	}
+	var peak gpu.Peak
+	if watch != nil {
+		peak = watch.Stop()
+	}
+
+	events, bad, rerr := adapter.Read(base + ".report.jsonl")
+	if rerr != nil || bad > 0 {
+		p.warn(fmt.Sprintf("trial %d: the adapter's report was unreadable (%d bad lines); classified from exit status and output", n, bad))
+	}
+	sum := adapter.Summarize(events)
+	in := classify.Input{
+		ExitCode:        res.ExitCode,
+		Signal:          res.Signal,
+		TimedOut:        res.TimedOut,
+		Canceled:        res.Canceled,
+		HostOOMEvidence: res.HostOOMEvidence,
+		Output:          append(append([]byte{}, res.StderrTail...), res.StdoutTail...),
+	}
+	if len(events) > 0 {
+		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception}
+	}
+	c := classify.Classify(in)
+
+	// torch enforces --memory-limit itself through its allocator cap; other
+	// programs are held to it by their measured peak.
+	if c.Outcome == classify.OK && p.cfg.MemoryLimit > 0 && sum.MaxReserved == 0 && peak.Bytes > p.cfg.MemoryLimit {
+		c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", gib(peak.Bytes), gib(p.cfg.MemoryLimit))}
+	}
+
+	t := record.Trial{
+		N:         n,
+		Size:      size,
+		Outcome:   c.Outcome,
+		Reason:    c.Reason,
+		Seconds:   res.Duration.Seconds(),
+		ExitCode:  res.ExitCode,
+		Phase:     phase,
+		Retry:     phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
+		GPUs:      gpus,
+		Allocated: sum.MaxAllocated,
+		Reserved:  sum.MaxReserved,
+		Device:    peak.Bytes,
+		StepTimes: sum.StepTimes,
+		Stdout:    spec.StdoutPath,
+		Stderr:    spec.StderrPath,
+	}
+	if res.Signal != 0 {
+		t.Signal = res.Signal.String()
+	}
+	if c.Outcome == classify.Crash {
+		t.Tail = string(res.StderrTail)
+	}
+	p.mu.Lock()
+	p.trials = append(p.trials, t)
+	if sum.Torch != "" {
+		p.torch = sum.Torch
+	}
+	p.mu.Unlock()
+	if p.cfg.OnDone != nil {
+		p.cfg.OnDone(t)
+	}
+	return search.Observation{
+		Size:    size,
+		Outcome: c.Outcome,
+		Memory:  search.Memory{Allocated: sum.MaxAllocated, Reserved: sum.MaxReserved, Device: peak.Bytes},
+	}, nil
+}
+
+// env builds the trial's environment: the base, then batchfit's variables,
+// which win over inherited ones of the same name.
+func (p *Prober) env(n, size int, gpus []int, reportPath string) []string {
+	set := map[string]string{
+		"BATCHFIT_BATCH_SIZE": strconv.Itoa(size),
+		"BATCHFIT_STEPS":      strconv.Itoa(p.cfg.Steps),
+		"BATCHFIT_TRIAL":      strconv.Itoa(n),
+		adapter.ReportEnv:     reportPath,
+	}
+	if p.cfg.MemoryFraction > 0 {
+		set["PYTORCH_CUDA_ALLOC_CONF"] = adapter.MergeAllocConf(lookup(p.cfg.Env, "PYTORCH_CUDA_ALLOC_CONF"), p.cfg.MemoryFraction)
+	}
+	if gpus != nil {
+		ids := make([]string, len(gpus))
+		for i, g := range gpus {
+			ids[i] = strconv.Itoa(g)
+		}
+		set["CUDA_VISIBLE_DEVICES"] = strings.Join(ids, ",")
+		// NVML numbers GPUs by PCI bus; CUDA fastest-first unless told.
+		set["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+	}
+	env := make([]string, 0, len(p.cfg.Env)+len(set)+1)
+	for _, kv := range p.cfg.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ours := set[k]; ours || (k == "PYTHONPATH" && p.cfg.PythonPath != "") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for k, v := range set {
+		env = append(env, k+"="+v)
+	}
+	if p.cfg.PythonPath != "" {
+		pp := p.cfg.PythonPath
+		if user := lookup(p.cfg.Env, "PYTHONPATH"); user != "" {
+			pp += string(os.PathListSeparator) + user
+		}
+		env = append(env, "PYTHONPATH="+pp)
+	}
+	return env
+}
+
+func (p *Prober) warn(msg string) {
+	if p.cfg.Warn != nil {
+		p.cfg.Warn(msg)
+	}
+}
+
+// Substitute replaces every Placeholder in argv with size.
+func Substitute(argv []string, size int) []string {
+	s := strconv.Itoa(size)
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, Placeholder, s)
+	}
+	return out
+}
+
+func lookup(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+type watchFunc func(pid int) func()
+
+func (f watchFunc) Watch(pid int) func() { return f(pid) }
+
+func gib(b uint64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }

@@ -1,0 +1,166 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/sim"
+)
+
+func TestMain(m *testing.M) {
+	// Simulated trials re-execute this test binary in the child mode.
+	if len(os.Args) > 1 && os.Args[1] == sim.ChildCommand {
+		os.Exit(sim.Main(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// simSearch runs a whole search through real simulated trial processes.
+func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, fraction float64) (search.Result, *Prober, error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	card.Dir = t.TempDir()
+	logs := t.TempDir()
+	backend := sim.NewBackend(card)
+	devices, _ := backend.Devices()
+	cfg.Capacity = devices[0].Total
+	pc := Config{
+		Command: sim.Command(exe, card, w),
+		Env:     os.Environ(),
+		Steps:   2,
+		Timeout: time.Minute,
+		Grace:   time.Second,
+		LogDir:  logs,
+		Sampler: gpu.NewSampler(backend, 0),
+	}
+	if fraction > 0 {
+		pc.MemoryFraction = fraction
+		pc.MemoryLimit = uint64(fraction * float64(devices[0].Total))
+		cfg.Capacity = pc.MemoryLimit
+	}
+	p := New(pc)
+	res, err := search.Run(context.Background(), cfg, p)
+	return res, p, err
+}
+
+// The acceptance test: the search through real processes finds the
+// simulator's ground truth for many random workload shapes, on odd bounds and
+// grids, with both strategies.
+func TestSearchFindsSimulatorTruth(t *testing.T) {
+	rng := rand.New(rand.NewSource(20261129))
+	card := sim.H100()
+	shapes := 50
+	if testing.Short() {
+		shapes = 10
+	}
+	for i := 0; i < shapes; i++ {
+		w := sim.RandomWorkload(rng)
+		w.StepSleep = 0
+		min := 1 + rng.Intn(5)
+		max := 100 + rng.Intn(5000)
+		multiple := []int{1, 1, 8, 3}[i%4]
+		strategy := []search.Strategy{search.Model, search.Bisect}[i%2]
+		want := w.TrueMax(card, 1, min, max, multiple)
+		cfg := search.Config{Min: min, Max: max, MultipleOf: multiple, Strategy: strategy}
+		res, p, err := simSearch(t, w, card, cfg, 0)
+		if want == 0 {
+			if !errors.Is(err, search.ErrNothingFits) {
+				t.Errorf("shape %d (%s): nothing fits, got %d, %v", i, w.Name, res.Max, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("shape %d (%s, min %d max %d multiple %d, %s): %v", i, w.Name, min, max, multiple, strategy, err)
+		}
+		if res.Max != want {
+			t.Errorf("shape %d (%s, min %d max %d multiple %d, %s): answer %d, simulator's truth %d", i, w.Name, min, max, multiple, strategy, res.Max, want)
+		}
+		for _, tr := range p.Trials() {
+			if tr.Size%multiple != 0 || tr.Size < min || tr.Size > max {
+				t.Errorf("shape %d: trial at %d is off the grid [%d, %d] step %d", i, tr.Size, min, max, multiple)
+			}
+		}
+		t.Logf("shape %3d %-16s %-6s truth %5d trials %2d", i, w.Name, strategy, want, len(res.Trials))
+	}
+}
+
+// --memory-limit reaches the simulated torch as an allocator fraction.
+func TestMemoryLimitReachesTrial(t *testing.T) {
+	w := sim.ResNet50()
+	w.StepSleep = 0
+	card := sim.H100()
+	fraction := float64(24<<30) / float64(card.Total)
+	want := w.TrueMax(card, fraction, 1, 65536, 1)
+	res, _, err := simSearch(t, w, card, search.Config{Min: 1, Max: 65536, MultipleOf: 1}, fraction)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Max != want || want != 282 {
+		t.Errorf("answer %d, truth %d (the question's workload at 24 GiB is 282)", res.Max, want)
+	}
+	if len(res.Trials) > 6 {
+		t.Errorf("model strategy took %d trials", len(res.Trials))
+	}
+}
+
+func TestSubstitute(t *testing.T) {
+	got := Substitute([]string{"python", "train.py", "--batch-size", "{}", "--bs={}", "x{}y{}"}, 64)
+	want := []string{"python", "train.py", "--batch-size", "64", "--bs=64", "x64y64"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("arg %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestEnvOverridesAndPythonPath(t *testing.T) {
+	p := New(Config{
+		Env:            []string{"PATH=/bin", "BATCHFIT_BATCH_SIZE=999", "PYTHONPATH=/user/lib", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
+		Steps:          4,
+		PythonPath:     "/hook",
+		MemoryFraction: 0.25,
+	})
+	env := p.env(7, 128, []int{2, 3}, filepath.Join("/logs", "r.jsonl"))
+	want := map[string]string{
+		"PATH":                    "/bin",
+		"BATCHFIT_BATCH_SIZE":     "128",
+		"BATCHFIT_STEPS":          "4",
+		"BATCHFIT_TRIAL":          "7",
+		"BATCHFIT_REPORT":         "/logs/r.jsonl",
+		"CUDA_VISIBLE_DEVICES":    "2,3",
+		"PYTHONPATH":              "/hook:/user/lib",
+		"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,per_process_memory_fraction:0.25",
+	}
+	seen := map[string]int{}
+	for _, kv := range env {
+		k, v, _ := cut(kv)
+		seen[k]++
+		if w, ok := want[k]; ok && v != w {
+			t.Errorf("%s = %q, want %q", k, v, w)
+		}
+	}
+	for k := range want {
+		if seen[k] != 1 {
+			t.Errorf("%s appears %d times", k, seen[k])
+		}
+	}
+}
+
+func cut(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
