@@ -44,6 +44,9 @@ type Config struct {
 	MemoryLimit    uint64
 	MemoryFraction float64
 
+	// Executor runs each trial; nil runs it here, as a local process group.
+	Executor Executor
+
 	// Sampler measures GPU memory of the trial's process tree; nil = none.
 	Sampler *gpu.Sampler
 	// Slots are the GPU sets trials may run on, one trial per slot at a
@@ -57,6 +60,21 @@ type Config struct {
 	OnDone  func(t record.Trial)
 	// Warn reports a problem that does not stop the search.
 	Warn func(msg string)
+}
+
+// Executor runs one trial to its end: locally (trial.Run) or through a
+// cluster scheduler. The watcher, when not nil, is told the trial's local
+// PID; remote executors cannot sample NVML there and leave it unused.
+type Executor interface {
+	Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error)
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error)
+
+// Run calls f.
+func (f ExecutorFunc) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
+	return f(ctx, spec, w)
 }
 
 // Prober runs trials for the search and keeps their records.
@@ -76,6 +94,9 @@ var _ search.Prober = (*Prober)(nil)
 func New(cfg Config) *Prober {
 	if cfg.Steps <= 0 {
 		cfg.Steps = 3
+	}
+	if cfg.Executor == nil {
+		cfg.Executor = ExecutorFunc(trial.Run)
 	}
 	return &Prober{cfg: cfg}
 }
@@ -169,7 +190,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 			return func() {}
 		})
 	}
-	res, err := trial.Run(ctx, spec, watcher)
+	res, err := p.cfg.Executor.Run(ctx, spec, watcher)
 	if err != nil {
 		return search.Observation{}, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
 	}
