@@ -233,7 +233,7 @@ func (c *child) run() int {
 		loss := 4.2 - 0.05*float64(i) - 0.01*float64(c.batch%7)
 		fmt.Fprintf(c.stdout, "step %d/%d loss %.3f (%.3f s, %.0f samples/s)\n", i+1, c.steps, loss, step, float64(c.batch)/step)
 	}
-	c.reportExit(adapter.Event{StepTimes: times}, true)
+	c.reportExit(adapter.Event{Steps: c.steps, StepTimes: times}, true)
 	c.leaveLeak()
 	return 0
 }
