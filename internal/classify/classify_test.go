@@ -166,7 +166,10 @@ func TestParseTorchOOM(t *testing.T) {
 		{"oom-torch-2.1-capacty.txt", 32 * MiB, 4 * GiB, mib(41.56), true},
 		{"oom-torch-2.2.txt", 22 * MiB, gib(23.65), mib(11.06), true},
 		{"oom-torch-2.4.txt", gib(22.78), gib(31.47), gib(12.73), true},
-		{"oom-torch-2.11-fraction.txt", 392 * MiB, gib(139.81), gib(112.58), true},
+		// Captured on an H200 with torch 2.11, once with
+		// per_process_memory_fraction set ("6.99 GiB allowed;").
+		{"oom-torch-2.11-h200.txt", 200 * GiB, gib(139.80), gib(139.29), true},
+		{"oom-torch-2.11-fraction.txt", 2 * GiB, gib(139.80), gib(133.19), true},
 		{"oom-torch-rocm-hip.txt", gib(3.31), 128 * GiB, mib(780.24), true},
 		{"oom-torchrun-rank.txt", 8 * GiB, gib(79.10), gib(5.12), true},
 		// The last message wins: it is the one that ended the program.
