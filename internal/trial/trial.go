@@ -106,8 +106,18 @@ type StartError struct {
 }
 
 func (e *StartError) Error() string {
+	if e.Argv0 == "" {
+		return fmt.Sprintf("start trial: %v", e.Err)
+	}
 	return fmt.Sprintf("start %s: %s: %v", e.Argv0, e.Op, e.Err)
 }
+
+// notFound is a command that does not exist; errors.Is(err,
+// exec.ErrNotFound) holds for it.
+type notFound string
+
+func (e notFound) Error() string        { return string(e) }
+func (e notFound) Is(target error) bool { return target == exec.ErrNotFound }
 
 func (e *StartError) Unwrap() error { return e.Err }
 
@@ -118,8 +128,10 @@ func (e *StartError) Hint() string {
 		return "check the command name and PATH, or give its path (./train.sh)"
 	case errors.Is(e.Err, syscall.ENOEXEC):
 		return "the file has no #! line; run it through its interpreter (python train.py)"
+	case errors.Is(e.Err, syscall.EISDIR):
+		return "give the program to run, not a directory"
 	case e.Op == "find command" && errors.Is(e.Err, fs.ErrPermission):
-		return fmt.Sprintf("make it executable (chmod +x %s) or run it through its interpreter", e.Argv0)
+		return "make it executable (chmod +x) or run it through its interpreter (python train.py)"
 	case e.Op == "check working directory":
 		return "the working directory must exist"
 	case e.Op == "create log":
@@ -391,29 +403,29 @@ func lookPath(argv0, dir string, env []string) (string, error) {
 		if err == nil {
 			return p, nil
 		}
-		if firstErr == nil && errors.Is(err, fs.ErrPermission) {
-			firstErr = err
+		if firstErr == nil && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EISDIR)) {
+			firstErr = fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	if firstErr != nil {
 		return "", firstErr
 	}
-	return "", fmt.Errorf("%s: %w in PATH", argv0, exec.ErrNotFound)
+	return "", notFound("not in PATH")
 }
 
 func checkExecutable(p string) error {
 	fi, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%s: %w", p, exec.ErrNotFound)
+		return notFound("no such file")
 	}
 	if err != nil {
 		return err
 	}
 	if fi.IsDir() {
-		return fmt.Errorf("%s is a directory: %w", p, fs.ErrPermission)
+		return syscall.EISDIR
 	}
 	if fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not executable: %w", p, fs.ErrPermission)
+		return fmt.Errorf("not executable: %w", fs.ErrPermission)
 	}
 	return nil
 }

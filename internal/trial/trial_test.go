@@ -415,7 +415,7 @@ func TestStartErrors(t *testing.T) {
 		{"not found", Spec{Argv: []string{"batchfit-no-such-command"}}, "find command", exec.ErrNotFound, "PATH"},
 		{"missing path", Spec{Argv: []string{"./no-such-script.sh"}}, "find command", exec.ErrNotFound, "PATH"},
 		{"not executable", Spec{Argv: []string{"testdata/notexec.sh"}}, "find command", fs.ErrPermission, "chmod +x"},
-		{"a directory", Spec{Argv: []string{"./testdata"}}, "find command", fs.ErrPermission, ""},
+		{"a directory", Spec{Argv: []string{"./testdata"}}, "find command", syscall.EISDIR, "not a directory"},
 		{"no #! line", Spec{Argv: []string{filepath.Join(testdata, "noshebang")}}, "start", syscall.ENOEXEC, "interpreter"},
 		{"bad dir", Spec{Argv: []string{"/bin/true"}, Dir: "/no/such/dir"}, "check working directory", fs.ErrNotExist, "working directory"},
 		{"dir is a file", Spec{Argv: []string{"/bin/true"}, Dir: "testdata/oom.sh"}, "check working directory", syscall.ENOTDIR, ""},
