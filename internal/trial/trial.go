@@ -231,14 +231,18 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	pollDone := make(chan struct{})
 	go func() {
 		defer close(pollDone)
-		t := time.NewTicker(pollInterval)
-		defer t.Stop()
 		for {
+			began := time.Now()
 			tr.poll()
+			// Without children files a walk reads every process's stat,
+			// which takes milliseconds on a busy node: walk less often
+			// rather than spend more than a tenth of a core on it. The
+			// cookie scan at the end catches what the walks miss.
+			wait := max(pollInterval, 10*time.Since(began))
 			select {
 			case <-pollStop:
 				return
-			case <-t.C:
+			case <-time.After(wait):
 			}
 		}
 	}()
