@@ -34,6 +34,7 @@ search; only the GPU is simulated. Takes a few seconds.
 			card.Dir = state
 			t := &target{
 				command:   sim.Command(exe, card, sim.ResNet50()),
+				shown:     []string{"batchfit", "demo"},
 				backend:   sim.NewBackend(card),
 				simulated: true,
 			}

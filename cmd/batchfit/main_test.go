@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/xml"
+	"image/png"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/batchfit/batchfit/internal/browser"
 	"github.com/batchfit/batchfit/internal/sim"
 )
 
@@ -38,6 +43,36 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// waitfile PATH: wait (up to a minute) until PATH exists.
+			"waitfile": func(ts *testscript.TestScript, neg bool, args []string) {
+				deadline := time.Now().Add(time.Minute)
+				for time.Now().Before(deadline) {
+					if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				ts.Fatalf("%s did not appear", args[0])
+			},
+			// browsercheck PAGE SHOT: the page loads in headless Chromium
+			// with no console errors and no outside requests, and renders.
+			"browsercheck": func(ts *testscript.TestScript, neg bool, args []string) {
+				if _, err := browser.Find(); err != nil {
+					ts.Logf("chromium missing (scripts/test installs it): %v", err)
+					ts.Fatalf("browsercheck needs chromium")
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				res, err := browser.Check(ctx, ts.MkAbs(args[0]), ts.MkAbs(args[1]))
+				ts.Check(err)
+				if len(res.ConsoleErrors) > 0 || len(res.Requests) > 0 || res.Blank {
+					ts.Fatalf("page check: console errors %q, requests %q, blank %v", res.ConsoleErrors, res.Requests, res.Blank)
+				}
+			},
+			// image FILE FORMAT W H: FILE is a valid image of that size.
+			"image": func(ts *testscript.TestScript, neg bool, args []string) {
+				checkImage(ts, args)
+			},
 			// status N: the last batchfit exited with code N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
@@ -50,4 +85,47 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+func checkImage(ts *testscript.TestScript, args []string) {
+	if len(args) != 4 {
+		ts.Fatalf("usage: image FILE png|svg WIDTH HEIGHT")
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	var w, h string
+	switch args[1] {
+	case "png":
+		cfg, err := png.DecodeConfig(bytes.NewReader(data))
+		ts.Check(err)
+		w, h = strconv.Itoa(cfg.Width), strconv.Itoa(cfg.Height)
+	case "svg":
+		var root struct {
+			XMLName xml.Name
+			Width   string `xml:"width,attr"`
+			Height  string `xml:"height,attr"`
+		}
+		ts.Check(xml.Unmarshal(data, &root))
+		if root.XMLName.Local != "svg" {
+			ts.Fatalf("root element is %s, not svg", root.XMLName.Local)
+		}
+		w, h = svgPixels(ts, root.Width), svgPixels(ts, root.Height)
+	default:
+		ts.Fatalf("unknown format %s", args[1])
+	}
+	if w != args[2] || h != args[3] {
+		ts.Fatalf("image is %sx%s, want %sx%s", w, h, args[2], args[3])
+	}
+}
+
+// svgPixels converts an SVG length (px or pt) to CSS pixels.
+func svgPixels(ts *testscript.TestScript, length string) string {
+	scale := 1.0
+	num := strings.TrimSuffix(length, "px")
+	if n, ok := strings.CutSuffix(length, "pt"); ok {
+		num, scale = n, 96.0/72
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	ts.Check(err)
+	return strconv.Itoa(int(v*scale + 0.5))
 }

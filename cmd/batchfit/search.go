@@ -18,6 +18,7 @@ import (
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/store"
 )
 
 // searchOptions are the flags shared by search and demo.
@@ -32,6 +33,9 @@ type searchOptions struct {
 	json, quiet                 bool
 	logDir                      string
 	torch                       bool
+	fresh                       bool
+	db                          dbOptions
+	out                         outputOptions
 }
 
 func (o *searchOptions) register(fs *pflag.FlagSet) {
@@ -47,6 +51,9 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.margin, "margin", 0, "also report the largest size that leaves this percentage of memory free (0-90)")
 	fs.BoolVar(&o.json, "json", false, "print the whole record as JSON")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
+	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
+	o.db.register(fs, true)
+	o.out.register(fs)
 	fs.StringVar(&o.logDir, "log-dir", "", "keep every trial's stdout and stderr here (default: a temporary folder, kept only when something failed unexpectedly)")
 }
 
@@ -88,7 +95,10 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
 // target is what a search runs: a real command on real GPUs, or the
 // simulator.
 type target struct {
-	command   []string
+	command []string
+	// shown is the command as recorded and fingerprinted, when it differs
+	// from the argv that runs (the demo's child has temporary paths).
+	shown     []string
 	backend   gpu.Backend // nil: no GPU figures
 	gpuHint   string      // why there are no GPU figures
 	simulated bool
@@ -131,6 +141,9 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if err != nil {
 		return err
 	}
+	if err := o.out.check(); err != nil {
+		return err
+	}
 	var devices []gpu.Device
 	if t.backend != nil {
 		devices, err = t.backend.Devices()
@@ -142,35 +155,29 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if err != nil {
 		return err
 	}
-	logDir, keepLogs, err := o.openLogDir()
+	run := o.newRun(ctx, t, devices, limit)
+	if run.GPU != nil {
+		cfg.Capacity = run.GPU.Capacity
+	}
+
+	db, err := o.db.open(ctx)
 	if err != nil {
 		return err
 	}
-
-	run := &record.Run{
-		Status:    record.Running,
-		Started:   time.Now(),
-		Command:   t.command,
-		Simulated: t.simulated,
-		Version:   version,
-		LogDir:    logDir,
-		Settings: record.Settings{
-			Min: o.min, Max: o.max, Start: o.start, MultipleOf: o.multipleOf, Steps: o.steps,
-			Strategy: o.strategy, Confirm: o.confirm, TimeoutSecs: o.timeout.Seconds(),
-			MemoryLimit: limit, Margin: o.margin, Torch: t.torch,
-		},
-	}
-	run.Dir, _ = os.Getwd()
-	if len(devices) > 0 {
-		run.GPU = &record.GPUInfo{Devices: devices, Capacity: devices[0].Total}
-		if limit > 0 {
-			run.GPU.Capacity = limit
+	if db != nil {
+		defer db.Close()
+		if done, err := o.fromHistory(ctx, io, db, run, &cfg); done || err != nil {
+			return err
 		}
-		cfg.Capacity = run.GPU.Capacity
 	}
 	if t.gpuHint != "" && !o.quiet {
 		fmt.Fprintf(io.stderr, "batchfit: hint: %s\n", t.gpuHint)
 	}
+	logDir, keepLogs, err := o.openLogDir()
+	if err != nil {
+		return err
+	}
+	run.LogDir = logDir
 
 	pcfg := probe.Config{
 		Command:        t.command,
@@ -195,14 +202,23 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if t.backend != nil {
 		pcfg.Sampler = gpu.NewSampler(t.backend, 0)
 	}
-	if !o.quiet {
-		pcfg.OnStart = func(n, size int, gpus []int) {}
-		pcfg.OnDone = func(tr record.Trial) {
+	if db != nil {
+		if err := db.BeginRun(ctx, run); err != nil {
+			return failure(exitError, "pass --no-db to search without the history", fmt.Errorf("record the run: %w", err))
+		}
+	}
+	pcfg.OnDone = func(tr record.Trial) {
+		if !o.quiet {
 			fmt.Fprintf(io.stderr, "batchfit: %s\n", report.TrialLine(tr, cfg.Capacity))
 		}
-		if t.simulated {
-			fmt.Fprintf(io.stderr, "batchfit: the GPU is simulated: %s\n", devices[0].Name)
+		if db != nil {
+			if err := db.AddTrial(ctx, run.ID, tr); err != nil {
+				fmt.Fprintf(io.stderr, "batchfit: warning: record trial %d: %v\n", tr.N, err)
+			}
 		}
+	}
+	if t.simulated && !o.quiet {
+		fmt.Fprintf(io.stderr, "batchfit: the GPU is simulated: %s\n", devices[0].Name)
 	}
 	prober := probe.New(pcfg)
 	cfg.OnEvent = func(ev search.Event) {
@@ -215,37 +231,132 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	run.Finished = time.Now()
 	run.Seconds = run.Finished.Sub(run.Started).Seconds()
 	run.Trials = prober.Trials()
-	run.Torch = prober.TorchVersion()
 	run.Rounds = res.Rounds
 	run.Answer, run.FirstFailure, run.Margin = res.Max, res.FirstFailure, res.Margin
+	run.Recommended = record.Recommend(run.Trials)
 	for _, c := range res.NonMonotonic {
 		run.NonMonotonic = append(run.NonMonotonic, record.Pair{OK: c.Ok.Size, Fail: c.Fail.Size})
 	}
 	if f := res.Model; f != nil {
 		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual}
 	}
-
-	exit := o.finish(run, serr, res)
+	exit := o.finish(run, serr)
 	if exit != nil && !keepLogs {
 		keepLogs = unexpected(exit)
+	}
+	if !keepLogs {
+		os.RemoveAll(logDir)
+		run.LogDir = ""
+		for i := range run.Trials {
+			run.Trials[i].Stdout, run.Trials[i].Stderr = "", ""
+		}
+	}
+	if db != nil {
+		// The context may be canceled (Ctrl-C): the store still records the
+		// run as interrupted.
+		if err := db.FinishRun(ctx, run); err != nil {
+			fmt.Fprintf(io.stderr, "batchfit: warning: record the run: %v\n", err)
+		}
+	}
+	if err := o.out.write(run); err != nil {
+		return err
 	}
 	if err := o.print(io, run); err != nil {
 		return failure(exitError, "", err)
 	}
-	if keepLogs {
-		if !o.quiet && exit != nil {
-			fmt.Fprintf(io.stderr, "batchfit: logs of every trial are in %s\n", logDir)
-		}
-	} else {
-		os.RemoveAll(logDir)
-		run.LogDir = ""
+	if keepLogs && exit != nil && !o.quiet {
+		fmt.Fprintf(io.stderr, "batchfit: logs of every trial are in %s\n", logDir)
 	}
 	return exit
 }
 
+// newRun starts the record of a run with everything known before a trial.
+func (o *searchOptions) newRun(ctx context.Context, t *target, devices []gpu.Device, limit uint64) *record.Run {
+	run := &record.Run{
+		Status:    record.Running,
+		Started:   time.Now(),
+		Command:   t.command,
+		Simulated: t.simulated,
+		Version:   version,
+		Settings: record.Settings{
+			Min: o.min, Max: o.max, Start: o.start, MultipleOf: o.multipleOf, Steps: o.steps,
+			Strategy: o.strategy, Confirm: o.confirm, TimeoutSecs: o.timeout.Seconds(),
+			MemoryLimit: limit, Margin: o.margin, Torch: t.torch,
+		},
+	}
+	if t.shown != nil {
+		run.Command = t.shown
+	}
+	run.Dir, _ = os.Getwd()
+	if t.torch {
+		run.Torch = adapter.TorchVersion(ctx, t.command)
+	}
+	if len(devices) > 0 {
+		run.GPU = &record.GPUInfo{Devices: devices, Capacity: devices[0].Total}
+		if limit > 0 {
+			run.GPU.Capacity = limit
+		}
+	}
+	return run
+}
+
+// fromHistory answers from the cache when the same search was done before
+// (done is true), or seeds the start from a close one.
+func (o *searchOptions) fromHistory(ctx context.Context, io *streams, db runStore, run *record.Run, cfg *search.Config) (done bool, err error) {
+	if !o.fresh {
+		cached, err := db.Cached(ctx, store.Fingerprint(run))
+		if err != nil {
+			return false, failure(exitError, "pass --no-db to search without the history", fmt.Errorf("read the history: %w", err))
+		}
+		if cached != nil {
+			cached.Cached = true
+			if err := o.out.write(cached); err != nil {
+				return true, err
+			}
+			if !o.quiet {
+				fmt.Fprintf(io.stderr, "batchfit: answered from the history (run %s); --fresh searches again\n", cached.ID)
+			}
+			if err := o.print(io, cached); err != nil {
+				return true, failure(exitError, "", err)
+			}
+			return true, nil
+		}
+	}
+	if o.start != 0 {
+		return false, nil
+	}
+	near, err := db.Nearest(ctx, store.CommandKey(run))
+	if err != nil || near == nil {
+		return false, nil
+	}
+	if seed := seedStart(near, run, *cfg); seed > 0 {
+		cfg.Start = seed
+		run.Settings.Start = seed
+		if !o.quiet {
+			fmt.Fprintf(io.stderr, "batchfit: starting at %d, from run %s (answer %d on other settings)\n", seed, near.ID, near.Answer)
+		}
+	}
+	return false, nil
+}
+
+// seedStart scales a close run's answer to this run's capacity, a little
+// below, so that the first trial most likely fits and lands near the
+// boundary.
+func seedStart(near, run *record.Run, cfg search.Config) int {
+	seed := float64(near.Answer) * 0.9
+	if near.GPU != nil && run.GPU != nil && near.GPU.Capacity > 0 {
+		seed *= float64(run.GPU.Capacity) / float64(near.GPU.Capacity)
+	}
+	s := int(seed) / cfg.MultipleOf * cfg.MultipleOf
+	if s < cfg.Min || s > cfg.Max {
+		return 0
+	}
+	return s
+}
+
 // finish sets the run's status from the search's outcome and returns the
 // error that decides the exit code.
-func (o *searchOptions) finish(run *record.Run, serr error, res search.Result) error {
+func (o *searchOptions) finish(run *record.Run, serr error) error {
 	var crash *search.CrashError
 	switch {
 	case serr == nil:
@@ -276,7 +387,7 @@ func (o *searchOptions) finish(run *record.Run, serr error, res search.Result) e
 
 func (o *searchOptions) print(io *streams, run *record.Run) error {
 	switch {
-	case o.json:
+	case o.json || o.out.json:
 		return report.WriteJSON(io.stdout, run)
 	case o.quiet:
 		if run.Status == record.Found {

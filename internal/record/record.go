@@ -133,3 +133,23 @@ func median(xs []float64) float64 {
 	}
 	return (s[n/2-1] + s[n/2]) / 2
 }
+
+// Recommend returns the smallest size that ran within 2 % of the best
+// measured throughput, or 0 when no trial has step times. Larger batches
+// past the knee of the curve cost memory without buying speed.
+func Recommend(trials []Trial) int {
+	best := 0.0
+	for _, t := range trials {
+		best = max(best, t.Throughput())
+	}
+	if best == 0 {
+		return 0
+	}
+	pick := 0
+	for _, t := range trials {
+		if v := t.Throughput(); v >= 0.98*best && (pick == 0 || t.Size < pick) {
+			pick = t.Size
+		}
+	}
+	return pick
+}

@@ -14,9 +14,15 @@ import (
 
 // WriteJSON writes the whole record as indented JSON.
 func WriteJSON(w io.Writer, run *record.Run) error {
+	return WriteJSONValue(w, run)
+}
+
+// WriteJSONValue writes any value as indented JSON, the one JSON style of
+// batchfit's output.
+func WriteJSONValue(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(run)
+	return enc.Encode(v)
 }
 
 // WriteSummary writes the human summary of a finished run: the answer, what

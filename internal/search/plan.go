@@ -146,13 +146,15 @@ func (m *modelPlanner) opening(v view) []int {
 		// m0 ≤ c: if c bytes are free, j fits. Jump there: it is the
 		// largest size safe to expect to fit, it is often close to the
 		// boundary, and a far second point makes the first slope good.
+		// A start seeded near the boundary (from the history) gets a jump
+		// below 2·s0: take it rather than doubling past the boundary.
 		p := v.points[0]
 		jump := 2 * p.Size
 		if p.Bytes > 0 {
-			if j := float64(p.Size) * v.cLo / float64(p.Bytes); j > float64(jump) && j < float64(v.g.max) {
-				jump = int(j)
-			} else if j >= float64(v.g.max) {
+			if j := float64(p.Size) * v.cLo / float64(p.Bytes); j >= float64(v.g.max) {
 				jump = v.g.max
+			} else if j > float64(p.Size) {
+				jump = int(j)
 			}
 		}
 		return grow(v.g, max(jump, v.lo+v.g.step), v.k)

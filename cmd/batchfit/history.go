@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/report"
+	"github.com/batchfit/batchfit/internal/store"
+)
+
+// runStore is what batchfit keeps in its history; *store.Store is the real one.
+type runStore interface {
+	BeginRun(ctx context.Context, run *record.Run) error
+	AddTrial(ctx context.Context, runID string, t record.Trial) error
+	FinishRun(ctx context.Context, run *record.Run) error
+	Get(ctx context.Context, idOrPrefix string) (*record.Run, error)
+	List(ctx context.Context, limit int) ([]record.Run, error)
+	Cached(ctx context.Context, fingerprint string) (*record.Run, error)
+	Nearest(ctx context.Context, commandKey string) (*record.Run, error)
+	Close() error
+}
+
+var _ runStore = (*store.Store)(nil)
+
+// dbOptions choose the history database.
+type dbOptions struct {
+	path string
+	none bool
+}
+
+func (d *dbOptions) register(fs *pflag.FlagSet, withNone bool) {
+	fs.StringVar(&d.path, "db", "", "the history database (default: $XDG_CACHE_HOME/batchfit/batchfit.db)")
+	if withNone {
+		fs.BoolVar(&d.none, "no-db", false, "neither read nor write the history: no cache, nothing recorded")
+	}
+}
+
+// open returns the store, or nil with --no-db.
+func (d *dbOptions) open(ctx context.Context) (runStore, error) {
+	if d.none {
+		return nil, nil
+	}
+	path := d.path
+	if path == "" {
+		p, err := store.DefaultPath()
+		if err != nil {
+			return nil, failure(exitError, "pass --db PATH, or --no-db to search without the history", err)
+		}
+		path = p
+	}
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		hint := "pass --no-db to search without the history, or --db PATH to use another file"
+		switch {
+		case errors.Is(err, store.ErrLocked):
+			hint = "another batchfit is writing to it; wait for it, or " + hint
+		case errors.Is(err, store.ErrCorrupt):
+			hint = "move the file away to start a new history, or " + hint
+		}
+		return nil, failure(exitError, hint, fmt.Errorf("open the history: %w", err))
+	}
+	return s, nil
+}
+
+func newHistoryCommand(io *streams) *cobra.Command {
+	var db dbOptions
+	var asJSON bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "history",
+		Short: "List past searches",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := db.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			runs, err := s.List(cmd.Context(), limit)
+			if err != nil {
+				return failure(exitError, "", fmt.Errorf("list runs: %w", err))
+			}
+			if asJSON {
+				if runs == nil {
+					runs = []record.Run{}
+				}
+				return writeJSON(io.stdout, runs)
+			}
+			return writeHistory(io.stdout, runs)
+		},
+	}
+	db.register(cmd.Flags(), false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "show at most this many runs (0: all)")
+	return cmd
+}
+
+func writeHistory(w io.Writer, runs []record.Run) error {
+	if len(runs) == 0 {
+		_, err := fmt.Fprintln(w, "no runs yet")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTARTED\tSTATUS\tANSWER\tTRIALS\tGPU\tCOMMAND")
+	for _, r := range runs {
+		answer := "-"
+		if r.Status == record.Found {
+			answer = fmt.Sprint(r.Answer)
+		}
+		gpuName := "-"
+		if r.GPU != nil && len(r.GPU.Devices) > 0 {
+			gpuName = r.GPU.Devices[0].Name
+			if r.Settings.MemoryLimit > 0 {
+				gpuName += " @" + report.Bytes(r.Settings.MemoryLimit)
+			}
+		}
+		status := string(r.Status)
+		if r.Cached {
+			status += " (cached)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04"), status, answer, len(r.Trials), gpuName, clipCommand(r.Command, 60))
+	}
+	return tw.Flush()
+}
+
+func clipCommand(argv []string, n int) string {
+	s := strings.Join(argv, " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func newShowCommand(io *streams) *cobra.Command {
+	var db dbOptions
+	var out outputOptions
+	cmd := &cobra.Command{
+		Use:   "show RUN",
+		Short: "Show one past search, and write its report again",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("give a run id from 'batchfit history' (a unique prefix is enough)", "show needs one run id")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := db.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			run, err := s.Get(cmd.Context(), args[0])
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return usageError("list the runs with 'batchfit history'", "no run %q", args[0])
+			case errors.Is(err, store.ErrAmbiguous):
+				return usageError("give more characters of the run id", "run id %q matches several runs", args[0])
+			case err != nil:
+				return failure(exitError, "", err)
+			}
+			if err := out.write(run); err != nil {
+				return err
+			}
+			if out.json {
+				return writeJSON(io.stdout, run)
+			}
+			return report.WriteSummary(io.stdout, run)
+		},
+	}
+	db.register(cmd.Flags(), false)
+	out.register(cmd.Flags())
+	cmd.Flags().BoolVar(&out.json, "json", false, "print the run as JSON")
+	return cmd
+}
+
+// outputOptions are the files a run can be written to.
+type outputOptions struct {
+	reportPath string
+	plotPath   string
+	json       bool
+}
+
+func (o *outputOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.reportPath, "report", "", "write a self-contained HTML report of the run to this file")
+	fs.StringVar(&o.plotPath, "plot", "", "write the memory chart to this .png or .svg file")
+}
+
+// check catches bad output paths before any trial runs.
+func (o *outputOptions) check() error {
+	for _, p := range []struct{ flag, path string }{{"--report", o.reportPath}, {"--plot", o.plotPath}} {
+		if p.path == "" {
+			continue
+		}
+		if dir := filepath.Dir(p.path); dir != "" {
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return usageError("create the folder first, or choose another path", "%s %s: no such folder %s", p.flag, p.path, dir)
+			}
+		}
+	}
+	if o.plotPath != "" {
+		switch strings.ToLower(filepath.Ext(o.plotPath)) {
+		case ".png", ".svg":
+		default:
+			return usageError("name the file .png or .svg", "--plot %s: unknown image format", o.plotPath)
+		}
+	}
+	return nil
+}
+
+// write writes the report and the plot, each whole or not at all.
+func (o *outputOptions) write(run *record.Run) error {
+	if o.reportPath != "" {
+		err := writeFileAtomic(o.reportPath, func(w io.Writer) error { return report.WriteHTML(w, run) })
+		if err != nil {
+			return failure(exitError, "", fmt.Errorf("write the report: %w", err))
+		}
+	}
+	if o.plotPath != "" {
+		if err := report.WritePlotFile(o.plotPath, run); err != nil {
+			return failure(exitError, "", fmt.Errorf("write the plot: %w", err))
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes through a temporary file renamed into place.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".batchfit-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	return report.WriteJSONValue(w, v)
+}
