@@ -159,6 +159,9 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if run.GPU != nil {
 		cfg.Capacity = run.GPU.Capacity
 	}
+	if err := validate(cfg); err != nil {
+		return err
+	}
 
 	db, err := o.db.open(ctx)
 	if err != nil {
@@ -405,7 +408,9 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 	cfg := search.Config{
 		Min: o.min, Max: o.max, Start: o.start, MultipleOf: o.multipleOf,
 		Confirm: o.confirm, Strategy: search.Strategy(o.strategy), Parallel: 1,
-		MarginPercent: o.margin,
+	}
+	if o.margin > 0 && o.margin <= 90 {
+		cfg.MarginPercent = o.margin
 	}
 	if o.strategy != "model" && o.strategy != "bisect" {
 		return cfg, usageError("use --strategy model or --strategy bisect", "unknown strategy %q", o.strategy)
@@ -425,10 +430,25 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 	if o.confirm < 0 {
 		return cfg, usageError("--confirm counts extra runs of the answer: 0 or more", "--confirm must not be negative, got %d", o.confirm)
 	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, usageError("check --min, --max, --start, --multiple-of and --margin", "%s", err)
+	if o.margin != 0 && (o.margin < 0 || o.margin > 90) {
+		return cfg, usageError("--margin is a percentage of memory to leave free, from 0 to 90", "--margin %g is outside 0-90", o.margin)
 	}
-	return cfg, nil
+	bounds := cfg
+	bounds.MarginPercent = 0 // checked once the capacity is known
+	return cfg, validate(bounds)
+}
+
+// validate checks the search's bounds; it runs again once the GPU's
+// capacity is known, which --margin needs.
+func validate(cfg search.Config) error {
+	if err := cfg.Validate(); err != nil {
+		hint := "check --min, --max, --start and --multiple-of"
+		if cfg.MarginPercent > 0 && cfg.Capacity == 0 {
+			hint = "--margin needs GPU memory figures: run where the NVIDIA driver is, or leave --margin out"
+		}
+		return usageError(hint, "%s", err)
+	}
+	return nil
 }
 
 // openLogDir returns the folder for trial logs and whether to keep it.
