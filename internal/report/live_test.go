@@ -163,7 +163,7 @@ func TestLiveModel(t *testing.T) {
 			start(1, 256)
 			tick(1500 * time.Millisecond)
 		}, "" +
-			"    1     256  ⠙ running                                                2s  bracket\n" +
+			"  1   256  ⠙ running                                               2s  bracket\n" +
 			"bracket · growing until a size does not fit · 1 trial · 2s\n"},
 		{func() {
 			clk.Advance(10 * time.Second)
@@ -181,7 +181,7 @@ func TestLiveModel(t *testing.T) {
 		},
 			// Bisection of [256, 512] takes 8 rounds of the mean 10s, and
 			// the confirmation one more.
-			"bracket · bracket [256, 512] · 2 trials · 20s · about 1m30s left\n"},
+			"bracket · bracket [256, 512] · 2 trials · 20s · ~1m30s left\n"},
 		{func() {
 			ev(search.Event{Kind: search.EventPhase, Phase: search.PhaseRefine, Lo: 256, Hi: 512})
 			ev(search.Event{Kind: search.EventPlan, Phase: search.PhaseRefine, Lo: 256, Hi: 512, Sizes: []int{282, 283}, Predicted: 282.7})
@@ -191,15 +191,15 @@ func TestLiveModel(t *testing.T) {
 		}, "" +
 			// Two trials side by side, the model's round: what is left is
 			// this round (the mean 10s - 4s) and the confirmation (10s).
-			"    3     282  ⠹ running                                                4s  refine\n" +
-			"    4     283  ⠹ running                                                4s  refine\n" +
-			"refine · bracket [256, 512] · model predicts 282 · 4 trials · 24s · about 16s left\n"},
+			"  3   282  ⠹ running                                               4s  refine\n" +
+			"  4   283  ⠹ running                                               4s  refine\n" +
+			"refine · bracket [256, 512] · predicted 282 · 4 trials · 24s · ~16s left\n"},
 		{func() {
 			tick(3 * time.Second)
 			done(failTrial(4, 283, classify.OOM, 23.9, 7, search.PhaseRefine))
 		}, "" +
-			"    3     282  ⠸ running                                                7s  refine\n" +
-			"refine · bracket [256, 512] · model predicts 282 · 4 trials · 27s · about 11s left\n"},
+			"  3   282  ⠸ running                                               7s  refine\n" +
+			"refine · bracket [256, 512] · predicted 282 · 4 trials · 27s · ~11s left\n"},
 		{func() {
 			tick(5 * time.Second)
 			done(okTrial(3, 282, 23.6, 12, search.PhaseRefine))
@@ -209,8 +209,8 @@ func TestLiveModel(t *testing.T) {
 			start(5, 282)
 			tick(time.Second)
 		}, "" +
-			"    5     282  ⠴ running                                                1s  confirm\n" +
-			"confirm · bracket [282, 283] · 5 trials · 33s · about 9s left\n"},
+			"  5   282  ⠴ running                                               1s  confirm\n" +
+			"confirm · bracket [282, 283] · 5 trials · 33s · ~9s left\n"},
 		{func() {
 			tick(9 * time.Second)
 			done(okTrial(5, 282, 23.6, 9, search.PhaseConfirm))
@@ -248,7 +248,7 @@ func TestLiveModelInterrupted(t *testing.T) {
 	}
 	m.Update(closeMsg{at: clk.Now()})
 	want := "" +
-		"    2      12  unfinished                         3s  refine\n" +
+		"  2    12  unfinished                         3s  refine\n" +
 		"2 trials in 3.0s · bracket [8, 16]\n"
 	if got := m.View(); got != want {
 		t.Errorf("closed frame:\n%s\nwant:\n%s", got, want)
@@ -267,22 +267,22 @@ func TestRows(t *testing.T) {
 	}{
 		{"ok", ProgressOptions{Capacity: 80 * gib},
 			okTrial(1, 256, 20, 13.4, search.PhaseBracket),
-			"    1     256  ok          █████░░░░░░░░░░░░░░░  20.00 GiB   250ms   13.4s  bracket"},
+			"  1   256  ok          █████░░░░░░░░░░░░░░░  20.00 GiB  250ms   13.4s  bracket"},
 		{"oom at the limit", ProgressOptions{Capacity: 80 * gib, Limit: 24 * gib},
 			failTrial(12, 65536, classify.OOM, 24, 9.8, search.PhaseRefine),
-			"   12   65536  oom         ████████████████│░░░  24.00 GiB       -    9.8s  refine"},
+			" 12 65536  oom         ████████████████│░░░  24.00 GiB      -    9.8s  refine"},
 		{"peak above the limit", ProgressOptions{Capacity: 80 * gib, Limit: 24 * gib},
 			failTrial(3, 300, classify.OOM, 27, 4, search.PhaseRefine),
-			"    3     300  oom         ████████████████│█░░  27.00 GiB       -    4.0s  refine"},
+			"  3   300  oom         ████████████████│█░░  27.00 GiB      -    4.0s  refine"},
 		{"no peak measured", ProgressOptions{Capacity: 80 * gib},
 			record.Trial{N: 2, Size: 8, Outcome: classify.Crash, Seconds: 75, Phase: "bracket"},
-			"    2       8  crash       ░░░░░░░░░░░░░░░░░░░░          -       -   1m15s  bracket"},
+			"  2     8  crash       ░░░░░░░░░░░░░░░░░░░░          -      -   1m15s  bracket"},
 		{"no GPU figures", ProgressOptions{},
 			record.Trial{N: 4, Size: 96, Outcome: classify.SizeLimit, Seconds: 2, Phase: "refine"},
-			"    4      96  size_limit          -       -    2.0s  refine"},
+			"  4    96  size_limit           -      -    2.0s  refine"},
 		{"slow steps", ProgressOptions{Capacity: 80 * gib},
 			record.Trial{N: 5, Size: 64, Outcome: classify.OK, Seconds: 30, Device: 512 << 20, StepTimes: []float64{3, 2.5}, Phase: "confirm"},
-			"    5      64  ok          ▏░░░░░░░░░░░░░░░░░░░  512.0 MiB   2.75s   30.0s  confirm"},
+			"  5    64  ok          ▏░░░░░░░░░░░░░░░░░░░  512.0 MiB  2.75s   30.0s  confirm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plain := testModel(tc.opts, termenv.Ascii).look.row(tc.t)
@@ -325,10 +325,12 @@ func TestHeader(t *testing.T) {
 		want string
 	}{
 		{ProgressOptions{Title: "batchfit demo", Simulated: true, GPU: "NVIDIA H100 80GB HBM3", Capacity: 80 * gib},
-			"batchfit demo · simulated GPU NVIDIA H100 80GB HBM3 · 80.00 GiB"},
+			"batchfit demo · simulated NVIDIA H100 80GB HBM3 · 80.00 GiB"},
 		{ProgressOptions{Title: "batchfit search", GPU: "NVIDIA H200", Capacity: 140 * gib, Limit: 24 * gib},
-			"batchfit search · NVIDIA H200 · 140.00 GiB · │ --memory-limit 24.00 GiB"},
+			"batchfit search · NVIDIA H200 · 140.00 GiB · │ limit 24.00 GiB"},
 		{ProgressOptions{}, "batchfit · no GPU memory figures"},
+		{ProgressOptions{Title: "batchfit search -- python examples/simclr/train.py --batch-size {} --max-steps 3", Capacity: 80 * gib},
+			"batchfit search -- python examples/simclr/train… · 80.00 GiB"},
 	} {
 		got := strings.Split(testModel(tc.opts, termenv.Ascii).look.header(), "\n")[0]
 		if got != tc.want {
@@ -474,7 +476,7 @@ func TestTTYProgress(t *testing.T) {
 	}
 	last := -1
 	for _, n := range order {
-		row := fmt.Sprintf("%5d %7d  ok ", n, 100+n)
+		row := fmt.Sprintf("%3d %5d  ok ", n, 100+n)
 		if c := strings.Count(text, row); c != 1 {
 			t.Fatalf("row %q printed %d times in:\n%s", row, c, text)
 		}

@@ -122,8 +122,8 @@ func scriptSteps() []func(Progress) {
 	return steps
 }
 
-// TestLiveInTmux runs the live display in a real terminal (tmux, 120×40)
-// and reads the screen: the rows are there and aligned, the final frame
+// TestLiveInTmux runs the live display in a real terminal (tmux, 120×40, and
+// 80 columns without colour) and reads the screen: the rows are there and aligned, the final frame
 // stays after Close, the cursor is shown again and the process exits 0.
 func TestLiveInTmux(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
@@ -136,16 +136,17 @@ func TestLiveInTmux(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		noColor bool
-	}{{"color", false}, {"no-color", true}} {
+		width   int
+	}{{"color", false, 120}, {"no-color-80-columns", true, 80}} {
 		t.Run(tc.name, func(t *testing.T) {
-			screen, raw := runInTmux(t, exe, tc.noColor)
+			screen, raw := runInTmux(t, exe, tc.noColor, tc.width)
 			t.Logf("screen:\n%s", screen)
 			for _, want := range []string{
-				"batchfit demo · simulated GPU NVIDIA H100 80GB HBM3 · 80.00 GiB · │ --memory-limit 24.00 GiB",
-				"    #    size  outcome     peak memory                        step    time  phase",
-				"    1      64  ok          ███▉░░░░░░░░░░░░│░░░   5.90 GiB    58ms   11.2s  bracket",
-				"    4     512  oom         ███████████████▉│░░░  23.90 GiB       -    9.8s  bracket",
-				"    5     282  ok          ███████████████▊│░░░  23.60 GiB   256ms   14.0s  refine",
+				"batchfit demo · simulated NVIDIA H100 80GB HBM3 · 80.00 GiB · │ limit 24.00 GiB",
+				"  #  size  outcome     peak memory                       step    time  phase",
+				"  1    64  ok          ███▉░░░░░░░░░░░░│░░░   5.90 GiB   58ms   11.2s  bracket",
+				"  4   512  oom         ███████████████▉│░░░  23.90 GiB      -    9.8s  bracket",
+				"  5   282  ok          ███████████████▊│░░░  23.60 GiB  256ms   14.0s  refine",
 				"warning: trial 2: the adapter's report was unreadable (1 bad lines)",
 				"7 trials in ",
 				"bracket [282, 283]",
@@ -170,6 +171,13 @@ func TestLiveInTmux(t *testing.T) {
 			if !strings.Contains(screen, "bracket [282, 283]\nlargest batch size that runs: 282") {
 				t.Errorf("the final frame is not right above the answer")
 			}
+			// Nothing wraps, even on 80 columns: every line is the start
+			// of a line the script printed.
+			for _, line := range strings.Split(screen, "\n") {
+				if len([]rune(line)) >= tc.width {
+					t.Errorf("a line fills the %d columns, so it may have wrapped: %q", tc.width, line)
+				}
+			}
 			hasColor := strings.Contains(raw, "\x1b[3")
 			if hasColor == tc.noColor {
 				t.Errorf("colour escapes on the screen: %v, want %v", hasColor, !tc.noColor)
@@ -180,7 +188,7 @@ func TestLiveInTmux(t *testing.T) {
 
 // runInTmux plays the script in a private tmux server and returns the
 // screen as text and with its escapes, once the child has exited.
-func runInTmux(t *testing.T, exe string, noColor bool) (screen, raw string) {
+func runInTmux(t *testing.T, exe string, noColor bool, width int) (screen, raw string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "tmux.sock")
 	tmux := func(args ...string) (string, error) {
@@ -195,7 +203,7 @@ func runInTmux(t *testing.T, exe string, noColor bool) (screen, raw string) {
 	// After the child exits the shell reports its status and whether the
 	// cursor is visible again, then waits so the pane can be read.
 	cmd := fmt.Sprintf("%s %q; echo exit=$? cursor=$(tmux -S %q display -p '#{cursor_flag}'); sleep 60", env, exe, sock)
-	if out, err := tmux("new-session", "-d", "-x", "120", "-y", "40", "sh", "-c", cmd); err != nil {
+	if out, err := tmux("new-session", "-d", "-x", fmt.Sprint(width), "-y", "40", "sh", "-c", cmd); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)

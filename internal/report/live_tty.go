@@ -263,14 +263,14 @@ func (m *liveModel) status() string {
 		parts = append(parts, standing(m.phase, m.lo, m.hi))
 	}
 	if m.predicted > 0 {
-		parts = append(parts, fmt.Sprintf("model predicts %d", int(m.predicted)))
+		parts = append(parts, fmt.Sprintf("predicted %d", int(m.predicted)))
 	}
 	parts = append(parts, plural(m.trials, "trial"), roughly(elapsed))
 	if left, ok := m.estimate().left(); ok {
 		if left < time.Second {
 			parts = append(parts, "finishing")
 		} else {
-			parts = append(parts, "about "+roughly(left)+" left")
+			parts = append(parts, "~"+roughly(left)+" left")
 		}
 	}
 	return l.phase.Render(phase) + l.dim.Render(" · ") + strings.Join(parts, l.dim.Render(" · "))
@@ -308,10 +308,10 @@ func newLook(r *lipgloss.Renderer, opts ProgressOptions) *look {
 
 // Column widths, in cells.
 const (
-	colN       = 5
-	colSize    = 7
+	colN       = 3
+	colSize    = 5
 	colOutcome = 10
-	colPeak    = 9
+	colPeak    = 10
 	colStep    = 6
 	colTime    = 6
 )
@@ -326,10 +326,11 @@ func (l *look) header() string {
 	}
 	sep := l.dim.Render(" · ")
 	var b strings.Builder
-	b.WriteString(l.title.Render(title))
+	// A long command would push the GPU off the line.
+	b.WriteString(l.title.Render(clip(title, 48)))
 	switch {
 	case o.Simulated:
-		b.WriteString(sep + l.dim.Render(strings.TrimSpace("simulated GPU "+o.GPU)))
+		b.WriteString(sep + l.dim.Render(strings.TrimSpace("simulated "+o.GPU)))
 	case o.GPU != "":
 		b.WriteString(sep + l.dim.Render(o.GPU))
 	}
@@ -339,16 +340,14 @@ func (l *look) header() string {
 		b.WriteString(sep + l.dim.Render("no GPU memory figures"))
 	}
 	if o.Limit > 0 {
-		b.WriteString(sep + l.mark.Render("│") + l.dim.Render(" --memory-limit "+Bytes(o.Limit)))
+		b.WriteString(sep + l.mark.Render("│") + l.dim.Render(" limit "+Bytes(o.Limit)))
 	}
 
-	cols := padLeft("#", colN) + " " + padLeft("size", colSize) + "  " + padRight("outcome", colOutcome) + "  "
+	peak := "peak"
 	if o.Capacity > 0 {
-		cols += padRight("peak memory", barCells+2+colPeak) + "  "
-	} else {
-		cols += padLeft("peak", colPeak) + "  "
+		peak = ""
 	}
-	cols += padLeft("step", colStep) + "  " + padLeft("time", colTime) + "  phase"
+	cols := l.columns("#", "size", padRight("outcome", colOutcome), padRight("peak memory", barCells), peak, "step", "time", "phase")
 	return b.String() + "\n" + l.dim.Render(cols)
 }
 
@@ -365,40 +364,33 @@ func (l *look) outcomeStyle(o classify.Outcome) lipgloss.Style {
 	return l.dim
 }
 
+// columns lays out a line of the trial table. outcome comes padded (and
+// maybe styled), bar is left out when there is no capacity to draw against.
+func (l *look) columns(n, size, outcome, bar, peak, step, dur, phase string) string {
+	s := padLeft(n, colN) + " " + padLeft(size, colSize) + "  " + outcome + "  "
+	if l.opts.Capacity > 0 {
+		s += bar + " "
+	}
+	return s + padLeft(peak, colPeak) + " " + padLeft(step, colStep) + "  " + padLeft(dur, colTime) + "  " + phase
+}
+
 // row is a finished trial's line.
 func (l *look) row(t record.Trial) string {
 	st := l.outcomeStyle(t.Outcome)
-	var b strings.Builder
-	b.WriteString(padLeft(fmt.Sprint(t.N), colN) + " " + padLeft(fmt.Sprint(t.Size), colSize) + "  ")
-	b.WriteString(st.Render(padRight(string(t.Outcome), colOutcome)) + "  ")
 	peak := max(t.Allocated, t.Device)
-	if l.opts.Capacity > 0 {
-		b.WriteString(l.bar(peak, st) + "  ")
-	}
-	b.WriteString(padLeft(orDash(peak), colPeak) + "  ")
-	b.WriteString(padLeft(stepTime(t), colStep) + "  ")
-	b.WriteString(padLeft(seconds(t.Seconds), colTime) + "  ")
-	b.WriteString(l.dim.Render(t.Phase))
-	return b.String()
+	return l.columns(fmt.Sprint(t.N), fmt.Sprint(t.Size), st.Render(padRight(string(t.Outcome), colOutcome)),
+		l.bar(peak, st), orDash(peak), stepTime(t), seconds(t.Seconds), l.dim.Render(t.Phase))
 }
 
 // runningRow is a running trial's line: a spinner where the outcome will be
 // and the time it has run so far.
 func (l *look) runningRow(r runningTrial, ran time.Duration, frame int, stopped bool) string {
-	var b strings.Builder
-	b.WriteString(padLeft(fmt.Sprint(r.n), colN) + " " + padLeft(fmt.Sprint(r.size), colSize) + "  ")
-	if stopped {
-		b.WriteString(l.dim.Render(padRight("unfinished", colOutcome)) + "  ")
-	} else {
-		b.WriteString(l.spin.Render(spinner[frame%len(spinner)]) + " " + l.dim.Render(padRight("running", colOutcome-2)) + "  ")
+	outcome := l.dim.Render(padRight("unfinished", colOutcome))
+	if !stopped {
+		outcome = l.spin.Render(spinner[frame%len(spinner)]) + " " + l.dim.Render(padRight("running", colOutcome-2))
 	}
-	if l.opts.Capacity > 0 {
-		b.WriteString(strings.Repeat(" ", barCells+2))
-	}
-	b.WriteString(padLeft("", colPeak) + "  " + padLeft("", colStep) + "  ")
-	b.WriteString(padLeft(roughly(ran), colTime) + "  ")
-	b.WriteString(l.dim.Render(string(r.phase)))
-	return b.String()
+	return l.columns(fmt.Sprint(r.n), fmt.Sprint(r.size), outcome, strings.Repeat(" ", barCells), "", "",
+		roughly(ran), l.dim.Render(string(r.phase)))
 }
 
 // bar draws a memory bar: the filled part in the outcome's colour, the rest
