@@ -11,6 +11,7 @@ import (
 
 func newDemoCommand(io *streams) *cobra.Command {
 	var o searchOptions
+	var simGPUs int
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Run a whole search on a simulated GPU (no GPU needed)",
@@ -32,6 +33,10 @@ search; only the GPU is simulated. Takes a few seconds.
 			defer os.RemoveAll(state)
 			card := sim.H100()
 			card.Dir = state
+			if simGPUs < 1 {
+				return usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", simGPUs)
+			}
+			card.Count = simGPUs
 			t := &target{
 				command:   sim.Command(exe, card, sim.ResNet50()),
 				shown:     []string{"batchfit", "demo"},
@@ -42,6 +47,7 @@ search; only the GPU is simulated. Takes a few seconds.
 		},
 	}
 	o.register(cmd.Flags())
+	cmd.Flags().IntVar(&simGPUs, "sim-gpus", 1, "number of simulated GPUs (try with --gpus all)")
 	return cmd
 }
 

@@ -168,7 +168,7 @@ func newShowCommand(io *streams) *cobra.Command {
 			case err != nil:
 				return failure(exitError, "", err)
 			}
-			if err := out.write(run); err != nil {
+			if err := out.write(run, false); err != nil {
 				return err
 			}
 			if out.json {
@@ -217,20 +217,39 @@ func (o *outputOptions) check() error {
 	return nil
 }
 
-// write writes the report and the plot, each whole or not at all.
-func (o *outputOptions) write(run *record.Run) error {
+// write writes the report and the plot, each whole or not at all. With
+// several runs (one per GPU model) each file name gets the model's name.
+func (o *outputOptions) write(run *record.Run, perModel bool) error {
+	name := func(path string) string {
+		if !perModel || run.GPU == nil || len(run.GPU.Devices) == 0 {
+			return path
+		}
+		ext := filepath.Ext(path)
+		return strings.TrimSuffix(path, ext) + "-" + fileSafe(run.GPU.Devices[0].Name) + ext
+	}
 	if o.reportPath != "" {
-		err := writeFileAtomic(o.reportPath, func(w io.Writer) error { return report.WriteHTML(w, run) })
+		err := writeFileAtomic(name(o.reportPath), func(w io.Writer) error { return report.WriteHTML(w, run) })
 		if err != nil {
 			return failure(exitError, "", fmt.Errorf("write the report: %w", err))
 		}
 	}
 	if o.plotPath != "" {
-		if err := report.WritePlotFile(o.plotPath, run); err != nil {
+		if err := report.WritePlotFile(name(o.plotPath), run); err != nil {
 			return failure(exitError, "", fmt.Errorf("write the plot: %w", err))
 		}
 	}
 	return nil
+}
+
+// fileSafe keeps letters, digits, '.', '-' and '_' of a GPU name.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // writeFileAtomic writes through a temporary file renamed into place.

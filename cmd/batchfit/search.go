@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +35,9 @@ type searchOptions struct {
 	logDir                      string
 	torch                       bool
 	fresh                       bool
+	gpus                        string
+	gpusPerTrial                int
+	perGPUModel                 bool
 	db                          dbOptions
 	out                         outputOptions
 }
@@ -54,6 +58,9 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
 	o.db.register(fs, true)
 	o.out.register(fs)
+	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
+	fs.IntVar(&o.gpusPerTrial, "gpus-per-trial", 1, "GPUs one trial spans (torchrun --nproc_per_node=N); the batch size is per GPU")
+	fs.BoolVar(&o.perGPUModel, "per-gpu-model", false, "with several GPU models in --gpus, run one search per model and report a table")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep every trial's stdout and stderr here (default: a temporary folder, kept only when something failed unexpectedly)")
 }
 
@@ -132,7 +139,8 @@ func unwrapExec(err error) error {
 	return err
 }
 
-// execute runs the search and prints the result.
+// execute runs the search, one per GPU model with --per-gpu-model, and
+// prints the result.
 func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) error {
 	if t.backend != nil {
 		defer t.backend.Close()
@@ -151,34 +159,70 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 			return failure(exitError, "", fmt.Errorf("list GPUs: %w", err))
 		}
 	}
-	limit, fraction, err := o.limit(devices)
+	groups, err := o.gpuGroups(devices)
 	if err != nil {
 		return err
 	}
-	run := o.newRun(ctx, t, devices, limit)
-	if run.GPU != nil {
-		cfg.Capacity = run.GPU.Capacity
-	}
-	if err := validate(cfg); err != nil {
-		return err
-	}
-
 	db, err := o.db.open(ctx)
 	if err != nil {
 		return err
 	}
 	if db != nil {
 		defer db.Close()
-		if done, err := o.fromHistory(ctx, io, db, run, &cfg); done || err != nil {
-			return err
-		}
 	}
 	if t.gpuHint != "" && !o.quiet {
 		fmt.Fprintf(io.stderr, "batchfit: hint: %s\n", t.gpuHint)
 	}
+	var runs []*record.Run
+	var exit error
+	for _, g := range groups {
+		if len(groups) > 1 && !o.quiet {
+			fmt.Fprintf(io.stderr, "batchfit: searching on %s (GPUs %s)\n", g.name, joinInts(g.indexes()))
+		}
+		run, err := o.searchOne(ctx, io, t, g, db, cfg)
+		if run != nil {
+			runs = append(runs, run)
+			if werr := o.out.write(run, len(groups) > 1); werr != nil && exit == nil {
+				exit = werr
+			}
+		}
+		if err != nil {
+			exit = err
+			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	if err := o.printRuns(io, runs); err != nil {
+		return failure(exitError, "", err)
+	}
+	return exit
+}
+
+// searchOne runs one search on one group of GPUs, or answers it from the
+// history. The run it returns is complete whatever the error says.
+func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g gpuGroup, db runStore, cfg search.Config) (*record.Run, error) {
+	limit, fraction, err := o.limit(g.devices)
+	if err != nil {
+		return nil, err
+	}
+	run := o.newRun(ctx, t, g.devices, limit)
+	if run.GPU != nil {
+		cfg.Capacity = run.GPU.Capacity
+	}
+	cfg.Parallel = max(1, len(g.slots))
+	if err := validate(cfg); err != nil {
+		return nil, err
+	}
+	if db != nil {
+		cached, err := o.fromHistory(ctx, io, db, run, &cfg)
+		if cached != nil || err != nil {
+			return cached, err
+		}
+	}
 	logDir, keepLogs, err := o.openLogDir()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	run.LogDir = logDir
 
@@ -191,6 +235,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 		LogDir:         logDir,
 		MemoryLimit:    limit,
 		MemoryFraction: fraction,
+		Slots:          g.slots,
 		Warn: func(msg string) {
 			fmt.Fprintf(io.stderr, "batchfit: warning: %s\n", msg)
 		},
@@ -198,7 +243,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if t.torch {
 		pp, err := adapter.Install(filepath.Join(logDir, "adapter"))
 		if err != nil {
-			return failure(exitError, "", fmt.Errorf("install the PyTorch adapter: %w", err))
+			return nil, failure(exitError, "", fmt.Errorf("install the PyTorch adapter: %w", err))
 		}
 		pcfg.PythonPath = pp
 	}
@@ -207,7 +252,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	}
 	if db != nil {
 		if err := db.BeginRun(ctx, run); err != nil {
-			return failure(exitError, "pass --no-db to search without the history", fmt.Errorf("record the run: %w", err))
+			return nil, failure(exitError, "pass --no-db to search without the history", fmt.Errorf("record the run: %w", err))
 		}
 	}
 	pcfg.OnDone = func(tr record.Trial) {
@@ -221,7 +266,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 		}
 	}
 	if t.simulated && !o.quiet {
-		fmt.Fprintf(io.stderr, "batchfit: the GPU is simulated: %s\n", devices[0].Name)
+		fmt.Fprintf(io.stderr, "batchfit: the GPU is simulated: %s\n", g.name)
 	}
 	prober := probe.New(pcfg)
 	cfg.OnEvent = func(ev search.Event) {
@@ -261,16 +306,10 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 			fmt.Fprintf(io.stderr, "batchfit: warning: record the run: %v\n", err)
 		}
 	}
-	if err := o.out.write(run); err != nil {
-		return err
-	}
-	if err := o.print(io, run); err != nil {
-		return failure(exitError, "", err)
-	}
 	if keepLogs && exit != nil && !o.quiet {
 		fmt.Fprintf(io.stderr, "batchfit: logs of every trial are in %s\n", logDir)
 	}
-	return exit
+	return run, exit
 }
 
 // newRun starts the record of a run with everything known before a trial.
@@ -303,34 +342,28 @@ func (o *searchOptions) newRun(ctx context.Context, t *target, devices []gpu.Dev
 	return run
 }
 
-// fromHistory answers from the cache when the same search was done before
-// (done is true), or seeds the start from a close one.
-func (o *searchOptions) fromHistory(ctx context.Context, io *streams, db runStore, run *record.Run, cfg *search.Config) (done bool, err error) {
+// fromHistory returns the answer from the history when the same search was
+// done before, or seeds the start from a close one.
+func (o *searchOptions) fromHistory(ctx context.Context, io *streams, db runStore, run *record.Run, cfg *search.Config) (*record.Run, error) {
 	if !o.fresh {
 		cached, err := db.Cached(ctx, store.Fingerprint(run))
 		if err != nil {
-			return false, failure(exitError, "pass --no-db to search without the history", fmt.Errorf("read the history: %w", err))
+			return nil, failure(exitError, "pass --no-db to search without the history", fmt.Errorf("read the history: %w", err))
 		}
 		if cached != nil {
 			cached.Cached = true
-			if err := o.out.write(cached); err != nil {
-				return true, err
-			}
 			if !o.quiet {
 				fmt.Fprintf(io.stderr, "batchfit: answered from the history (run %s); --fresh searches again\n", cached.ID)
 			}
-			if err := o.print(io, cached); err != nil {
-				return true, failure(exitError, "", err)
-			}
-			return true, nil
+			return cached, nil
 		}
 	}
 	if o.start != 0 {
-		return false, nil
+		return nil, nil
 	}
 	near, err := db.Nearest(ctx, store.CommandKey(run))
 	if err != nil || near == nil {
-		return false, nil
+		return nil, nil
 	}
 	if seed := seedStart(near, run, *cfg); seed > 0 {
 		cfg.Start = seed
@@ -339,7 +372,7 @@ func (o *searchOptions) fromHistory(ctx context.Context, io *streams, db runStor
 			fmt.Fprintf(io.stderr, "batchfit: starting at %d, from run %s (answer %d on other settings)\n", seed, near.ID, near.Answer)
 		}
 	}
-	return false, nil
+	return nil, nil
 }
 
 // seedStart scales a close run's answer to this run's capacity, a little
@@ -388,9 +421,29 @@ func (o *searchOptions) finish(run *record.Run, serr error) error {
 	}
 }
 
+func (o *searchOptions) printRuns(io *streams, runs []*record.Run) error {
+	if len(runs) == 1 {
+		return o.print(io, runs[0])
+	}
+	if o.json {
+		return report.WriteJSONValue(io.stdout, runs)
+	}
+	if o.quiet {
+		for _, r := range runs {
+			answer := "-"
+			if r.Status == record.Found {
+				answer = strconv.Itoa(r.Answer)
+			}
+			fmt.Fprintf(io.stdout, "%s\t%s\n", r.GPU.Devices[0].Name, answer)
+		}
+		return nil
+	}
+	return report.WriteModelTable(io.stdout, runs)
+}
+
 func (o *searchOptions) print(io *streams, run *record.Run) error {
 	switch {
-	case o.json || o.out.json:
+	case o.json:
 		return report.WriteJSON(io.stdout, run)
 	case o.quiet:
 		if run.Status == record.Found {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,8 +113,9 @@ func (p *Prober) SetPhase(phase string) {
 func (p *Prober) Trials() []record.Trial {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]record.Trial, len(p.trials))
-	copy(out, p.trials)
+	out := slices.Clone(p.trials)
+	// Parallel trials finish out of order; the record lists them as started.
+	slices.SortFunc(out, func(a, b record.Trial) int { return a.N - b.N })
 	return out
 }
 
@@ -198,6 +200,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	if watch != nil {
 		peak = watch.Stop()
 	}
+	device := perGPUPeak(peak, gpus)
 
 	events, bad, rerr := adapter.Read(base + ".report.jsonl")
 	if rerr != nil || bad > 0 {
@@ -210,7 +213,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		TimedOut:        res.TimedOut,
 		Canceled:        res.Canceled,
 		HostOOMEvidence: res.HostOOMEvidence,
-		Output:          append(append([]byte{}, res.StderrTail...), res.StdoutTail...),
+		Output:          res.Output(),
 	}
 	if len(events) > 0 {
 		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception}
@@ -219,8 +222,8 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 
 	// torch enforces --memory-limit itself through its allocator cap; other
 	// programs are held to it by their measured peak.
-	if c.Outcome == classify.OK && p.cfg.MemoryLimit > 0 && sum.MaxReserved == 0 && peak.Bytes > p.cfg.MemoryLimit {
-		c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", gib(peak.Bytes), gib(p.cfg.MemoryLimit))}
+	if c.Outcome == classify.OK && p.cfg.MemoryLimit > 0 && sum.MaxReserved == 0 && device > p.cfg.MemoryLimit {
+		c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", gib(device), gib(p.cfg.MemoryLimit))}
 	}
 
 	t := record.Trial{
@@ -235,7 +238,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		GPUs:      gpus,
 		Allocated: sum.MaxAllocated,
 		Reserved:  sum.MaxReserved,
-		Device:    peak.Bytes,
+		Device:    device,
 		StepTimes: sum.StepTimes,
 		Stdout:    spec.StdoutPath,
 		Stderr:    spec.StderrPath,
@@ -258,7 +261,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	return search.Observation{
 		Size:    size,
 		Outcome: c.Outcome,
-		Memory:  search.Memory{Allocated: sum.MaxAllocated, Reserved: sum.MaxReserved, Device: peak.Bytes},
+		Memory:  search.Memory{Allocated: sum.MaxAllocated, Reserved: sum.MaxReserved, Device: device},
 	}, nil
 }
 
@@ -334,3 +337,16 @@ type watchFunc func(pid int) func()
 func (f watchFunc) Watch(pid int) func() { return f(pid) }
 
 func gib(b uint64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+
+// perGPUPeak is the memory figure of a trial: for a trial spanning several
+// GPUs the batch size is per GPU, so the largest per-GPU peak counts.
+func perGPUPeak(peak gpu.Peak, gpus []int) uint64 {
+	if len(gpus) <= 1 || len(peak.PerDevice) == 0 {
+		return peak.Bytes
+	}
+	var m uint64
+	for _, b := range peak.PerDevice {
+		m = max(m, b)
+	}
+	return m
+}

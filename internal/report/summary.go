@@ -172,3 +172,25 @@ func clip(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// WriteModelTable writes one row per GPU model: the answer on each card.
+func WriteModelTable(w io.Writer, runs []*record.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tMEMORY\tANSWER\tTRIALS\tSECONDS\tSTATUS")
+	for _, r := range runs {
+		name, mem := "-", "-"
+		if r.GPU != nil && len(r.GPU.Devices) > 0 {
+			name, mem = r.GPU.Devices[0].Name, Bytes(r.GPU.Capacity)
+		}
+		answer := "-"
+		if r.Status == record.Found {
+			answer = fmt.Sprint(r.Answer)
+		}
+		status := string(r.Status)
+		if r.Cached {
+			status += " (cached)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%s\n", name, mem, answer, len(r.Trials), r.Seconds, status)
+	}
+	return tw.Flush()
+}
