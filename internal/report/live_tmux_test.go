@@ -2,9 +2,11 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,11 +22,15 @@ import (
 // scriptEnv makes the test binary play a scripted search on its stderr
 // instead of running tests: the child that TestLiveInTmux runs in a real
 // terminal. Its value is the pause between steps, e.g. "30ms" (or "700ms"
-// to watch it by eye).
+// to watch it by eye), or "interrupt": start a trial and wait for Ctrl-C.
 const scriptEnv = "BATCHFIT_LIVE_SCRIPT"
 
 func TestMain(m *testing.M) {
-	if pause := os.Getenv(scriptEnv); pause != "" {
+	switch pause := os.Getenv(scriptEnv); pause {
+	case "":
+	case "interrupt":
+		os.Exit(playInterrupted())
+	default:
 		os.Exit(playScript(pause))
 	}
 	os.Exit(m.Run())
@@ -38,12 +44,7 @@ func playScript(pause string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	tty := isatty.IsTerminal(os.Stderr.Fd())
-	p := NewProgress(os.Stderr, ProgressOptions{
-		TTY: tty, Color: tty && os.Getenv("NO_COLOR") == "",
-		Capacity: 80 << 30, Limit: 24 << 30, Simulated: true, GPU: "NVIDIA H100 80GB HBM3",
-		Title: "batchfit demo", Confirm: 1,
-	})
+	p := scriptProgress()
 	for _, s := range scriptSteps() {
 		time.Sleep(d)
 		s(p)
@@ -52,6 +53,42 @@ func playScript(pause string) int {
 	p.Close() // a second Close is harmless
 	fmt.Println("largest batch size that runs: 282")
 	return 0
+}
+
+// scriptProgress is the Progress as the CLI sets it up on stderr.
+func scriptProgress() Progress {
+	tty := isatty.IsTerminal(os.Stderr.Fd())
+	return NewProgress(os.Stderr, ProgressOptions{
+		TTY: tty, Color: tty && os.Getenv("NO_COLOR") == "",
+		Capacity: 80 << 30, Limit: 24 << 30, Simulated: true, GPU: "NVIDIA H100 80GB HBM3",
+		Title: "batchfit demo", Confirm: 1,
+	})
+}
+
+// playInterrupted starts a trial and waits for Ctrl-C the way batchfit does,
+// through its own signal handler: the display must not take the key or the
+// signal. Then the trial ends canceled, the display closes and the process
+// exits 130.
+func playInterrupted() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	p := scriptProgress()
+	p.Event(search.Event{Kind: search.EventPhase, Phase: search.PhaseBracket})
+	p.Event(search.Event{Kind: search.EventPlan, Phase: search.PhaseBracket, Sizes: []int{64}})
+	p.TrialStarted(1, 64, []int{0})
+	// Tell the test the display is up: it sends Ctrl-C once it sees this.
+	p.Warn("waiting for ctrl-c")
+	select {
+	case <-ctx.Done():
+	case <-time.After(20 * time.Second):
+		p.Close()
+		fmt.Println("no interrupt came")
+		return 1
+	}
+	p.TrialDone(record.Trial{N: 1, Size: 64, Outcome: classify.Canceled, Seconds: 1.5, Phase: "bracket"})
+	p.Close()
+	fmt.Println("interrupted")
+	return 130
 }
 
 // scriptSteps is a search on a 24 GiB limit: bracket 64..512, a model
@@ -139,7 +176,7 @@ func TestLiveInTmux(t *testing.T) {
 		width   int
 	}{{"color", false, 120}, {"no-color-80-columns", true, 80}} {
 		t.Run(tc.name, func(t *testing.T) {
-			screen, raw := runInTmux(t, exe, tc.noColor, tc.width)
+			screen, stream := runInTmux(t, exe, "10ms", tc.noColor, tc.width)
 			t.Logf("screen:\n%s", screen)
 			for _, want := range []string{
 				"batchfit demo · simulated NVIDIA H100 80GB HBM3 · 80.00 GiB · │ limit 24.00 GiB",
@@ -178,32 +215,53 @@ func TestLiveInTmux(t *testing.T) {
 					t.Errorf("a line fills the %d columns, so it may have wrapped: %q", tc.width, line)
 				}
 			}
-			hasColor := strings.Contains(raw, "\x1b[3")
+			// NO_COLOR: no styles at all (the Ascii profile drops bold and
+			// faint too); the cursor moves are the display's, not colour.
+			hasColor := ansi.MatchString(stream)
 			if hasColor == tc.noColor {
-				t.Errorf("colour escapes on the screen: %v, want %v", hasColor, !tc.noColor)
+				t.Errorf("colour escapes written: %v, want %v", hasColor, !tc.noColor)
 			}
 		})
 	}
 }
 
-// runInTmux plays the script in a private tmux server and returns the
-// screen as text and with its escapes, once the child has exited.
-func runInTmux(t *testing.T, exe string, noColor bool, width int) (screen, raw string) {
+// runInTmux plays the script in a private tmux server and returns, once the
+// child has exited, the screen with its scrollback as text, with a last line
+// "exit=STATUS cursor=VISIBLE" added, and everything the child wrote, escapes
+// included. The child replaces the pane's shell (exec), so that Ctrl-C
+// reaches only it; the pane stays after it exits so it can be read. keys
+// come in pairs: text to wait for on the screen, then the keys to send when
+// it shows.
+func runInTmux(t *testing.T, exe, script string, noColor bool, width int, keys ...string) (screen, stream string) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "tmux.sock")
+	dir := t.TempDir()
+	sock, conf, pipe := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf"), filepath.Join(dir, "stream")
+	if err := os.WriteFile(conf, []byte("set -g remain-on-exit on\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The server, and so the pane, takes its environment from the first
+	// client: this one's, without NO_COLOR unless the case sets it.
+	env := []string{scriptEnv + "=" + script, "TERM=xterm-256color"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NO_COLOR=") && !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "TMUX=") {
+			env = append(env, kv)
+		}
+	}
+	if noColor {
+		env = append(env, "NO_COLOR=1")
+	}
 	tmux := func(args ...string) (string, error) {
-		out, err := exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", conf}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 	t.Cleanup(func() { tmux("kill-server") })
-	env := fmt.Sprintf("env -u NO_COLOR %s=10ms TERM=xterm-256color", scriptEnv)
-	if noColor {
-		env += " NO_COLOR=1"
-	}
-	// After the child exits the shell reports its status and whether the
-	// cursor is visible again, then waits so the pane can be read.
-	cmd := fmt.Sprintf("%s %q; echo exit=$? cursor=$(tmux -S %q display -p '#{cursor_flag}'); sleep 60", env, exe, sock)
-	if out, err := tmux("new-session", "-d", "-x", fmt.Sprint(width), "-y", "40", "sh", "-c", cmd); err != nil {
+	// The shell waits for pipe-pane to be in place before it becomes the
+	// child, so the stream is whole.
+	start := fmt.Sprintf("sleep 0.2; exec %q", exe)
+	if out, err := tmux("new-session", "-d", "-x", fmt.Sprint(width), "-y", "40", start, ";",
+		"pipe-pane", "-o", fmt.Sprintf("cat > %q", pipe)); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -212,9 +270,40 @@ func runInTmux(t *testing.T, exe string, noColor bool, width int) (screen, raw s
 		if err != nil {
 			t.Fatalf("tmux capture-pane: %v: %s", err, out)
 		}
-		if strings.Contains(out, "exit=") {
-			rawOut, _ := tmux("capture-pane", "-p", "-e")
-			return trimLines(out), rawOut
+		if len(keys) >= 2 && strings.Contains(out, keys[0]) {
+			if out, err := tmux("send-keys", keys[1]); err != nil {
+				t.Fatalf("tmux send-keys: %v: %s", err, out)
+			}
+			keys = keys[2:]
+		}
+		state, err := tmux("display", "-p", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")
+		if err != nil {
+			t.Fatalf("tmux display: %v: %s", err, state)
+		}
+		// The status shows a moment after the pane is marked dead.
+		f := strings.Split(strings.TrimSpace(state), ":")
+		if len(f) == 3 && f[0] == "1" && (f[1] != "" || f[2] != "") {
+			status := f[1]
+			if status == "" {
+				status = "signal " + f[2]
+			}
+			out, _ = tmux("capture-pane", "-p", "-S", "-")
+			// tmux's own note under a dead pane is not the program's.
+			if i := strings.Index(out, "\nPane is dead"); i >= 0 {
+				out = out[:i]
+			}
+			b, err := os.ReadFile(pipe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// tmux reports a dead pane's cursor as hidden whatever the
+			// program did, so read what it wrote last: show or hide.
+			stream = string(b)
+			cursor := 0
+			if strings.LastIndex(stream, "\x1b[?25h") > strings.LastIndex(stream, "\x1b[?25l") {
+				cursor = 1
+			}
+			return trimLines(out) + fmt.Sprintf("\nexit=%s cursor=%d", status, cursor), stream
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the scripted search did not finish in 30s; the screen:\n%s", out)
@@ -230,4 +319,33 @@ func trimLines(s string) string {
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// TestLiveInTmuxCtrlC presses Ctrl-C in a real terminal while a trial runs:
+// the SIGINT reaches the program's own handler (the display neither reads
+// the key nor catches the signal), the final frame stays, the terminal is
+// restored and the exit status is the program's.
+func TestLiveInTmuxCtrlC(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen, _ := runInTmux(t, exe, "interrupt", false, 120, "waiting for ctrl-c", "C-c")
+	t.Logf("screen:\n%s", screen)
+	for _, want := range []string{
+		"warning: waiting for ctrl-c",
+		"  1    64  canceled",
+		"1 trial in ",
+		"interrupted\nexit=130 cursor=1",
+	} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the screen lacks %q", want)
+		}
+	}
+	if strings.Contains(screen, "running") {
+		t.Errorf("the running row stayed on the screen")
+	}
 }

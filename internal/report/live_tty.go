@@ -250,7 +250,7 @@ func (m *liveModel) status() string {
 	elapsed := m.now.Sub(m.start)
 	var parts []string
 	if m.closed {
-		parts = append(parts, fmt.Sprintf("%d trials in %s", m.trials, seconds(elapsed.Seconds())))
+		parts = append(parts, fmt.Sprintf("%s in %s", plural(m.trials, "trial"), seconds(elapsed.Seconds())))
 		if m.phase != "" {
 			parts = append(parts, bracketText(m.lo, m.hi))
 		}
