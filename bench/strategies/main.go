@@ -80,7 +80,7 @@ func run(strategy search.Strategy, k, shapes int, seed int64, card sim.Card, lim
 			}
 			return obs, nil
 		})
-		cfg := search.Config{Min: 1, Max: 1 << 20, MultipleOf: 1, Parallel: k, Strategy: strategy, Capacity: capacity}
+		cfg := search.Config{Min: 1, Max: 1 << 20, MultipleOf: 1, Parallel: k, Strategy: strategy, Capacity: capacity, AllocatorCap: limit > 0}
 		res, err := search.Run(context.Background(), cfg, prober)
 		s.n++
 		if (err == nil && res.Max == truth) || (truth == 0 && err != nil) {

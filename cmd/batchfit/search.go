@@ -209,6 +209,7 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 	run := o.newRun(ctx, t, g.devices, limit)
 	if run.GPU != nil {
 		cfg.Capacity = run.GPU.Capacity
+		cfg.AllocatorCap = limit > 0
 	}
 	cfg.Parallel = max(1, len(g.slots))
 	if err := validate(cfg); err != nil {

@@ -44,6 +44,12 @@ type Config struct {
 	// memory figures the trials report; 0 means unknown (Model then
 	// searches like Bisect).
 	Capacity uint64
+	// AllocatorCap says Capacity caps PyTorch's allocator itself
+	// (--memory-limit through per_process_memory_fraction), so the CUDA
+	// context lies outside it. Otherwise Capacity is the whole card and the
+	// context, measured as NVML's peak less the allocator's reserved peak,
+	// comes off it.
+	AllocatorCap bool
 	// MarginPercent, when above 0, also asks for the largest size whose
 	// measured peak leaves this share of Capacity free.
 	MarginPercent float64

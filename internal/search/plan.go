@@ -36,24 +36,32 @@ func (v view) seenOK() bool  { return v.lo >= v.g.min }
 // figure reaches the capacity by whatever the allocator's counters do not
 // see: on a whole card, the CUDA context and other memory outside PyTorch,
 // about 0.3–0.6 GiB per process (DESIGN.md); under an allocator cap
-// (--memory-limit through per_process_memory_fraction), almost nothing,
-// because the context lies outside the cap. The search cannot tell which,
-// so it expects anything from 0 to 0.6 GiB. This only decides where to look
-// first; the answer is exact wherever the boundary really is.
+// (--memory-limit through per_process_memory_fraction), only the
+// allocator's slack (reserved but unallocated, rounding), because the
+// context lies outside the cap. When the context was measured (NVML and the
+// adapter on the same trial) or lies outside the cap, only the slack is
+// unknown. This only decides where to look first; the answer is exact
+// wherever the boundary really is.
 const (
 	allocatedOverheadLo = 0
 	allocatedOverheadHi = 0.6 * (1 << 30)
+	allocatorSlackHi    = 0.25 * (1 << 30)
 )
 
 // expectedPeak returns the window in which the peak at the boundary is
-// expected, for a capacity in units of fig. NVML figures include the
-// context, so their window is the capacity itself.
-func expectedPeak(capacity uint64, fig Figure) (lo, hi float64) {
+// expected, for a capacity in units of fig. context is the measured memory
+// outside the allocator's figures, or -1 when it is unknown. NVML figures
+// include the context, so their window is the capacity itself.
+func expectedPeak(capacity uint64, fig Figure, context float64) (lo, hi float64) {
 	c := float64(capacity)
-	if fig == FigureAllocated {
-		return max(c-allocatedOverheadHi, 0), max(c-allocatedOverheadLo, 0)
+	if fig != FigureAllocated {
+		return c, c
 	}
-	return c, c
+	if context >= 0 {
+		c -= context
+		return max(c-allocatorSlackHi, 0), max(c, 0)
+	}
+	return max(c-allocatedOverheadHi, 0), max(c-allocatedOverheadLo, 0)
 }
 
 // bisectPlanner grows ×2 from the start until a size fails or the top of

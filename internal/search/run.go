@@ -397,8 +397,27 @@ func (d *driver) view(lo, hi int) view {
 	if f, err := memmodel.Estimate(v.points); err == nil {
 		v.fit = &f
 	}
-	v.cLo, v.cHi = expectedPeak(d.cfg.Capacity, fig)
+	v.cLo, v.cHi = expectedPeak(d.cfg.Capacity, fig, d.context(hi))
 	return v
+}
+
+// context is what the capacity loses outside the allocator's figures: 0
+// under an allocator cap, else NVML's peak less the reserved peak of the
+// same trial (the CUDA context), the least seen; -1 when unknown.
+func (d *driver) context(hi int) float64 {
+	if d.cfg.AllocatorCap {
+		return 0
+	}
+	ctx := -1.0
+	for s, o := range d.belief {
+		m := o.Memory
+		if fits(o) && s < hi && m.Device > m.Reserved && m.Reserved > 0 {
+			if c := float64(m.Device - m.Reserved); ctx < 0 || c < ctx {
+				ctx = c
+			}
+		}
+	}
+	return ctx
 }
 
 // marginView shows the margin planner its bracket, with the margin limit

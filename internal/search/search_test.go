@@ -558,7 +558,9 @@ func TestEvents(t *testing.T) {
 			}
 		}
 	}
-	if want := []Phase{PhaseBracket, PhaseRefine, PhaseConfirm, PhaseMargin}; !slices.Equal(phases, want) {
+	// A prediction that hits at once proves the answer while still
+	// bracketing, so refine may be skipped; the order may not change.
+	if want, skipRefine := []Phase{PhaseBracket, PhaseRefine, PhaseConfirm, PhaseMargin}, []Phase{PhaseBracket, PhaseConfirm, PhaseMargin}; !slices.Equal(phases, want) && !slices.Equal(phases, skipRefine) {
 		t.Errorf("phases %v, want %v", phases, want)
 	}
 	if !slices.EqualFunc(plans, p.calls, slices.Equal) || observed != len(res.Trials) {
