@@ -1,0 +1,284 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// fakeFresh stands in for the fresh-process prober: sizes up to limit fit.
+type fakeFresh struct {
+	limit int
+	mu    sync.Mutex
+	calls [][]int
+	phase string
+	recs  []record.Trial
+}
+
+func (f *fakeFresh) Probe(ctx context.Context, sizes []int) ([]search.Observation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, slices.Clone(sizes))
+	obs := make([]search.Observation, len(sizes))
+	for i, s := range sizes {
+		obs[i] = search.Observation{Size: s, Outcome: classify.OK}
+		if s > f.limit {
+			obs[i].Outcome = classify.OOM
+		}
+		f.recs = append(f.recs, record.Trial{Size: s, Outcome: obs[i].Outcome, Reason: "fresh " + f.phase, Stderr: "fresh.err"})
+	}
+	return obs, nil
+}
+
+func (f *fakeFresh) Trials() []record.Trial {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.recs)
+}
+
+func (f *fakeFresh) SetPhase(p string) { f.phase = p }
+
+// fakeProber returns a Prober over testdata/fakeworker.py and the file in
+// which the workers log "pid size" per trial.
+func fakeProber(t *testing.T, fallback search.Prober, mod func(*ProberConfig), env ...string) (*Prober, string) {
+	t.Helper()
+	py := findPython(t, false)
+	log := filepath.Join(t.TempDir(), "trials.log")
+	cfg := ProberConfig{
+		Command:  []string{py, "testdata/fakeworker.py"},
+		Env:      testEnv(t, append(env, "FAKE_LOG="+log)...),
+		Steps:    2,
+		Timeout:  20 * time.Second,
+		LogDir:   t.TempDir(),
+		Fallback: fallback,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p := NewProber(cfg)
+	t.Cleanup(func() { p.Close() })
+	return p, log
+}
+
+// workerRuns reads the fake workers' log: the pid of each trial, in order.
+func workerRuns(t *testing.T, path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		pids = append(pids, strings.Fields(line)[0])
+	}
+	return pids
+}
+
+func outcomes(obs []search.Observation) []classify.Outcome {
+	out := make([]classify.Outcome, len(obs))
+	for i, o := range obs {
+		out[i] = o.Outcome
+	}
+	return out
+}
+
+func TestRecyclePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		keep bool
+		want []classify.Outcome
+		// same[i]: trial i+1 ran on the same worker as trial i
+		same     []bool
+		recycled []bool
+	}{
+		{name: "fresh worker after an OOM", env: []string{"FAKE_OOM_ABOVE=20"}, want: []classify.Outcome{"ok", "oom", "ok"},
+			same: []bool{true, false}, recycled: []bool{false, true, false}},
+		{name: "kept after a verified OOM", env: []string{"FAKE_OOM_ABOVE=20"}, keep: true, want: []classify.Outcome{"ok", "oom", "ok"},
+			same: []bool{true, true}, recycled: []bool{false, false, false}},
+		{name: "always after a failed verification", env: []string{"FAKE_RETAIN=512"}, keep: true, want: []classify.Outcome{"ok", "ok", "ok"},
+			same: []bool{false, false}, recycled: []bool{true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, log := fakeProber(t, nil, func(c *ProberConfig) { c.KeepAfterOOM = tc.keep }, tc.env...)
+			obs, err := p.Probe(context.Background(), []int{8, 32, 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcomes(obs); !slices.Equal(got, tc.want) {
+				t.Errorf("outcomes = %v", got)
+			}
+			if obs[0].Memory.Allocated != 9000 || obs[0].Memory.Reserved != 18000 {
+				t.Errorf("memory = %+v", obs[0].Memory)
+			}
+			pids := workerRuns(t, log)
+			for i, same := range tc.same {
+				if (pids[i] == pids[i+1]) != same {
+					t.Errorf("trials %d and %d on workers %s and %s, want same=%v", i+1, i+2, pids[i], pids[i+1], same)
+				}
+			}
+			recs := p.Records()
+			for i, want := range tc.recycled {
+				if recs[i].Recycled != want {
+					t.Errorf("record %d recycled = %v (%s), want %v", i+1, recs[i].Recycled, recs[i].RecycleReason, want)
+				}
+				if recs[i].N != i+1 || recs[i].Result == nil || recs[i].WorkerPID == 0 || recs[i].Fresh {
+					t.Errorf("record %d = %+v", i+1, recs[i])
+				}
+			}
+		})
+	}
+}
+
+// A failed verification warns once, with the size of the leak.
+func TestRecycleWarnsOnce(t *testing.T) {
+	var warnings []string
+	p, _ := fakeProber(t, nil, func(c *ProberConfig) { c.Warn = func(m string) { warnings = append(warnings, m) } }, "FAKE_RETAIN=2048")
+	if _, err := p.Probe(context.Background(), []int{8, 16}); err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "kept 2.0 KiB") || !strings.Contains(warnings[0], "batchfit doctor") {
+		t.Errorf("warnings = %q", warnings)
+	}
+	ws := p.Workers()
+	if len(ws) != 2 || !strings.Contains(ws[0].Retired, "2.0 KiB") || ws[0].Hello.Device != "Fake GPU" || ws[0].Stderr == "" {
+		t.Errorf("workers = %+v", ws)
+	}
+}
+
+// A warm crash is re-run in a fresh process, which decides.
+func TestCrashIsRerunFresh(t *testing.T) {
+	fresh := &fakeFresh{limit: 100}
+	p, _ := fakeProber(t, fresh, nil, "FAKE_MODE=die")
+	obs, err := p.Probe(context.Background(), []int{8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs[0].Outcome != classify.OK || len(fresh.calls) != 1 || fresh.calls[0][0] != 8 {
+		t.Errorf("obs = %+v, fresh calls %v", obs, fresh.calls)
+	}
+	recs := p.Records()
+	if len(recs) != 2 || !recs[0].Superseded || recs[0].Outcome != classify.Crash || !recs[0].Recycled || !recs[1].Fresh || recs[1].N != 2 {
+		t.Fatalf("records = %+v", recs)
+	}
+	ts := p.Trials()
+	if ts[0].Outcome != classify.Crash || !strings.Contains(ts[0].Tail, "segfault coming") || ts[1].Stderr != "fresh.err" || ts[1].N != 2 {
+		t.Errorf("trials = %+v", ts)
+	}
+}
+
+// search.Run's confirmation runs (search.Fresh) go to fresh processes; the
+// rest to the warm worker. The answer is confirmed fresh at the end.
+func TestSearchWithConfirmation(t *testing.T) {
+	fresh := &fakeFresh{limit: 20}
+	var done []record.Trial
+	p, log := fakeProber(t, fresh, func(c *ProberConfig) {
+		c.OnDone = func(tr record.Trial) { done = append(done, tr) }
+	}, "FAKE_OOM_ABOVE=20")
+	cfg := search.Config{Min: 1, Max: 64, Strategy: search.Bisect, Confirm: 1}
+	cfg.OnEvent = func(ev search.Event) {
+		if ev.Kind == search.EventPlan {
+			p.SetPhase(string(ev.Phase))
+		}
+	}
+	res, err := search.Run(context.Background(), cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Max != 20 || res.FirstFailure != 21 {
+		t.Fatalf("max %d, first failure %d", res.Max, res.FirstFailure)
+	}
+	if len(fresh.calls) != 1 || !slices.Equal(fresh.calls[0], []int{20}) || fresh.phase != "confirm" {
+		t.Errorf("fresh calls %v (phase %q), want the confirmation of 20", fresh.calls, fresh.phase)
+	}
+	warm := len(workerRuns(t, log))
+	if warm+1 != len(p.Records()) || len(done) != warm {
+		t.Errorf("%d warm trials, %d records, %d OnDone", warm, len(p.Records()), len(done))
+	}
+	last := p.Records()[len(p.Records())-1]
+	if !last.Fresh || last.Phase != "confirm" || last.Size != 20 {
+		t.Errorf("last record = %+v", last)
+	}
+
+	c, err := p.ConfirmFresh(context.Background(), res.Max, res.FirstFailure)
+	if err != nil || !c.Agree || c.FirstFailure == nil || c.FirstFailure.Outcome != classify.OOM {
+		t.Errorf("confirmation = %+v, %v", c, err)
+	}
+	fresh.limit = 25 // the fresh process fits 21: the warm search was wrong
+	if c, _ := p.ConfirmFresh(context.Background(), res.Max, res.FirstFailure); c.Agree {
+		t.Errorf("a fresh success at the first failure must disagree: %+v", c)
+	}
+}
+
+// Without a fallback, a fresh trial runs on a worker of its own.
+func TestFreshWithoutFallback(t *testing.T) {
+	p, log := fakeProber(t, nil, nil)
+	if _, err := p.Probe(context.Background(), []int{8}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.ConfirmFresh(context.Background(), 8, 0)
+	if err != nil || !c.Agree {
+		t.Fatalf("confirmation = %+v, %v", c, err)
+	}
+	pids := workerRuns(t, log)
+	if len(pids) != 2 || pids[0] == pids[1] {
+		t.Errorf("worker pids %v: the confirmation must run on a new worker", pids)
+	}
+	if ws := p.Workers(); len(ws) != 2 || ws[0].Retired == "" || ws[1].Retired == "" {
+		t.Errorf("workers = %+v", ws)
+	}
+}
+
+// A worker that cannot start is an error for the search; a canceled
+// context is a canceled observation.
+func TestProberStartFailureAndCancel(t *testing.T) {
+	p, _ := fakeProber(t, nil, nil, "FAKE_MODE=fatal")
+	_, err := p.Probe(context.Background(), []int{8})
+	if err == nil || !strings.Contains(err.Error(), "cannot read the dataset config") {
+		t.Errorf("err = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	obs, err := p.Probe(ctx, []int{8, 16})
+	if err != nil || len(obs) != 2 || obs[0].Outcome != classify.Canceled {
+		t.Errorf("obs = %+v, err = %v", obs, err)
+	}
+}
+
+// The recycle policy with the real worker: a Trial that keeps its failed
+// batch fails verification after the OOM, and the next trial runs on a new
+// worker whose memory is back at the baseline.
+func TestRecycleRealWorker(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	p := NewProber(ProberConfig{
+		Command:      []string{py, "-m", "batchfit.worker", "trials:KeepsFailedBatch"},
+		Env:          testEnv(t, "TRIAL_OOM_ABOVE=100"),
+		Steps:        1,
+		Timeout:      time.Minute,
+		KeepAfterOOM: true, // the verification alone must recycle
+	})
+	defer p.Close()
+	obs, err := p.Probe(context.Background(), []int{200, 777})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs[0].Outcome != classify.OOM || obs[1].Outcome != classify.OK {
+		t.Fatalf("outcomes %v: the check on the new worker must find nothing alive", outcomes(obs))
+	}
+	recs := p.Records()
+	if !recs[0].Recycled || recs[0].Result.Verified || recs[0].Result.RetainedBytes != 200*16*4 {
+		t.Errorf("first record = %+v, result %+v", recs[0], recs[0].Result)
+	}
+	if recs[0].WorkerPID == recs[1].WorkerPID || !recs[1].Result.Verified {
+		t.Errorf("records = %+v", recs)
+	}
+}
