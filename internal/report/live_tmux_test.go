@@ -228,14 +228,16 @@ func TestLiveInTmux(t *testing.T) {
 // runInTmux plays the script in a private tmux server and returns, once the
 // child has exited, the screen with its scrollback as text, with a last line
 // "exit=STATUS cursor=VISIBLE" added, and everything the child wrote, escapes
-// included. The child replaces the pane's shell (exec), so that Ctrl-C
-// reaches only it; the pane stays after it exits so it can be read. keys
-// come in pairs: text to wait for on the screen, then the keys to send when
-// it shows.
+// included. A shell starts the child as an interactive one would, in the
+// foreground, so Ctrl-C goes to both; the shell traps it to outlive the
+// child and write its exit status. keys come in pairs: text to wait for on
+// the screen, then the keys to send when it shows.
 func runInTmux(t *testing.T, exe, script string, noColor bool, width int, keys ...string) (screen, stream string) {
 	t.Helper()
 	dir := t.TempDir()
-	sock, conf, pipe := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf"), filepath.Join(dir, "stream")
+	sock, conf := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf")
+	pipe, status := filepath.Join(dir, "stream"), filepath.Join(dir, "status")
+	// The pane stays after the shell exits, so it can be read.
 	if err := os.WriteFile(conf, []byte("set -g remain-on-exit on\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -257,10 +259,11 @@ func runInTmux(t *testing.T, exe, script string, noColor bool, width int, keys .
 		return string(out), err
 	}
 	t.Cleanup(func() { tmux("kill-server") })
-	// The shell waits for pipe-pane to be in place before it becomes the
-	// child, so the stream is whole.
-	start := fmt.Sprintf("sleep 0.2; exec %q", exe)
-	if out, err := tmux("new-session", "-d", "-x", fmt.Sprint(width), "-y", "40", start, ";",
+	// A trap that runs a command, unlike one that ignores the signal, is
+	// not inherited: the child starts with SIGINT as it would from a
+	// shell. The sleep lets pipe-pane be in place before the child writes.
+	shell := fmt.Sprintf("trap true INT; sleep 0.2; %q; echo $? > %q", exe, status)
+	if out, err := tmux("new-session", "-d", "-x", fmt.Sprint(width), "-y", "40", shell, ";",
 		"pipe-pane", "-o", fmt.Sprintf("cat > %q", pipe)); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
@@ -276,16 +279,16 @@ func runInTmux(t *testing.T, exe, script string, noColor bool, width int, keys .
 			}
 			keys = keys[2:]
 		}
-		state, err := tmux("display", "-p", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")
+		// The pane is dead once the shell has exited and tmux has read
+		// all it wrote.
+		dead, err := tmux("display", "-p", "#{pane_dead}")
 		if err != nil {
-			t.Fatalf("tmux display: %v: %s", err, state)
+			t.Fatalf("tmux display: %v: %s", err, dead)
 		}
-		// The status shows a moment after the pane is marked dead.
-		f := strings.Split(strings.TrimSpace(state), ":")
-		if len(f) == 3 && f[0] == "1" && (f[1] != "" || f[2] != "") {
-			status := f[1]
-			if status == "" {
-				status = "signal " + f[2]
+		if strings.TrimSpace(dead) == "1" {
+			code, err := os.ReadFile(status)
+			if err != nil {
+				t.Fatalf("the shell wrote no exit status: %v", err)
 			}
 			out, _ = tmux("capture-pane", "-p", "-S", "-")
 			// tmux's own note under a dead pane is not the program's.
@@ -303,7 +306,7 @@ func runInTmux(t *testing.T, exe, script string, noColor bool, width int, keys .
 			if strings.LastIndex(stream, "\x1b[?25h") > strings.LastIndex(stream, "\x1b[?25l") {
 				cursor = 1
 			}
-			return trimLines(out) + fmt.Sprintf("\nexit=%s cursor=%d", status, cursor), stream
+			return trimLines(out) + fmt.Sprintf("\nexit=%s cursor=%d", strings.TrimSpace(string(code)), cursor), stream
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the scripted search did not finish in 30s; the screen:\n%s", out)
