@@ -218,7 +218,7 @@ func TestLiveModel(t *testing.T) {
 		{func() {
 			send(closeMsg{at: clk.Now()})
 			tick(time.Second) // ignored once closed
-		}, "5 trials in 42.0s · bracket [282, 283]\n"},
+		}, "5 trials in 42.0s · bracket [282, 283]\n\n"},
 	}
 	for i, f := range frames {
 		f.do()
@@ -249,7 +249,7 @@ func TestLiveModelInterrupted(t *testing.T) {
 	m.Update(closeMsg{at: clk.Now()})
 	want := "" +
 		"  2    12  unfinished                         3s  refine\n" +
-		"2 trials in 3.0s · bracket [8, 16]\n"
+		"2 trials in 3.0s · bracket [8, 16]\n\n"
 	if got := m.View(); got != want {
 		t.Errorf("closed frame:\n%s\nwant:\n%s", got, want)
 	}
@@ -328,6 +328,10 @@ func TestHeader(t *testing.T) {
 			"batchfit demo · simulated NVIDIA H100 80GB HBM3 · 80.00 GiB"},
 		{ProgressOptions{Title: "batchfit search", GPU: "NVIDIA H200", Capacity: 140 * gib, Limit: 24 * gib},
 			"batchfit search · NVIDIA H200 · 140.00 GiB · │ limit 24.00 GiB"},
+		{ProgressOptions{Title: "batchfit demo", Simulated: true, GPU: "NVIDIA H100 80GB HBM3 (simulated)", Capacity: 80 * gib},
+			"batchfit demo · NVIDIA H100 80GB HBM3 (simulated) · 80.00 GiB"},
+		{ProgressOptions{Title: "batchfit demo", Simulated: true},
+			"batchfit demo · simulated"},
 		{ProgressOptions{}, "batchfit · no GPU memory figures"},
 		{ProgressOptions{Title: "batchfit search -- python examples/simclr/train.py --batch-size {} --max-steps 3", Capacity: 80 * gib},
 			"batchfit search -- python examples/simclr/train… · 80.00 GiB"},

@@ -204,8 +204,8 @@ func TestLiveInTmux(t *testing.T) {
 			if strings.Contains(screen, "running") || strings.ContainsAny(screen, strings.Join(spinner, "")) {
 				t.Errorf("the live area's running rows stayed on the screen")
 			}
-			// The answer follows the final frame directly.
-			if !strings.Contains(screen, "bracket [282, 283]\nlargest batch size that runs: 282") {
+			// The answer follows the final frame after one blank line.
+			if !strings.Contains(screen, "bracket [282, 283]\n\nlargest batch size that runs: 282") {
 				t.Errorf("the final frame is not right above the answer")
 			}
 			// Nothing wraps, even on 80 columns: every line is the start

@@ -240,6 +240,10 @@ func (m *liveModel) View() string {
 	}
 	b.WriteString(m.status())
 	b.WriteString("\n")
+	if m.closed {
+		// A blank line between the progress and the result that follows.
+		b.WriteString("\n")
+	}
 	return b.String()
 }
 
@@ -329,7 +333,7 @@ func (l *look) header() string {
 	// A long command would push the GPU off the line.
 	b.WriteString(l.title.Render(clip(title, 48)))
 	switch {
-	case o.Simulated:
+	case o.Simulated && !strings.Contains(o.GPU, "simulated"):
 		b.WriteString(sep + l.dim.Render(strings.TrimSpace("simulated "+o.GPU)))
 	case o.GPU != "":
 		b.WriteString(sep + l.dim.Render(o.GPU))
