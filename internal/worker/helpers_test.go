@@ -130,3 +130,7 @@ func runTrial(t *testing.T, w *Worker, size, steps int) Result {
 func alive(pid int) bool {
 	return !zombie(pid)
 }
+
+func hasModule(python, module string) bool {
+	return exec.Command(python, "-c", "import "+module).Run() == nil
+}

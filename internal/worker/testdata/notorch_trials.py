@@ -4,3 +4,11 @@
 class Plain(object):
     def step(self, batch_size):
         pass
+
+
+class BadSetup(object):
+    def setup(self):
+        raise ValueError("cannot read the dataset config")
+
+    def step(self, batch_size):
+        pass

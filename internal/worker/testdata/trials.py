@@ -6,6 +6,7 @@ TRIAL_OOM_ABOVE  sizes above this raise torch.cuda.OutOfMemoryError from a
 TRIAL_HANG_AT    a step at this size sleeps forever
 TRIAL_DIE_AT     a step at this size ends the process (os._exit(3))
 TRIAL_ERROR_AT   a step at this size raises KeyError
+TRIAL_RETRY_AT   see Careless
 
 A step at size 777 checks that no tensor of an earlier step is alive (weak
 references to every batch, output and loss the steps made) and raises
@@ -77,26 +78,21 @@ class Clean(object):
         return loss
 
 
-class KeepsException(Clean):
-    """Keeps the exception of a failed step, as code that logs it later
-    would; its traceback holds the failed step's frames."""
+class Careless(Clean):
+    """On an out-of-memory error it keeps the exception, as code that logs it
+    later would (its traceback holds the failed step's frames), and re-raises
+    it; at TRIAL_RETRY_AT it retries at half the size inside the except
+    block instead, as the question's search did. The worker clears the
+    frames of an exception that reaches it; one the step swallowed it never
+    sees, so then the failed step's tensors stay alive."""
 
     def step(self, batch_size):
         try:
             Clean.step(self, batch_size)
         except RuntimeError as e:
             self.last_error = e
-            raise
-
-
-class RetriesInExcept(Clean):
-    """The question's mistake inside one step: on an OOM it retries at half
-    the size while the first attempt's exception is alive."""
-
-    def step(self, batch_size):
-        try:
-            Clean.step(self, batch_size)
-        except RuntimeError:
+            if batch_size != env_int("TRIAL_RETRY_AT"):
+                raise
             Clean.step(self, max(batch_size // 2, 1))
 
 
@@ -121,14 +117,6 @@ class KeepsFailedBatch(Clean):
 class Lazy(Clean):
     """Builds its optimizer's state only on the first real step (run it with
     BATCHFIT_WORKER_WARMUP=0)."""
-
-
-class BadSetup(object):
-    def setup(self):
-        raise ValueError("cannot read the dataset config")
-
-    def step(self, batch_size):
-        pass
 
 
 class Noisy(Clean):
