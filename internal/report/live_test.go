@@ -3,15 +3,11 @@ package report
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
@@ -126,24 +122,21 @@ func TestPlainProgressConcurrent(t *testing.T) {
 	}
 }
 
-// testModel is the live model as NewProgress builds it, with a fixed colour
-// profile (a buffer is not a terminal, so detection would say none).
-func testModel(opts ProgressOptions, profile termenv.Profile) *liveModel {
+// testModel is the live model as NewProgress builds it.
+func testModel(opts ProgressOptions) *liveModel {
 	if opts.MultipleOf == 0 {
 		opts.MultipleOf = 1
 	}
 	if opts.Now == nil {
 		opts.Now = newFakeClock().Now
 	}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(profile)
-	return newLiveModel(newLook(r, opts), opts)
+	return newLiveModel(newLook(opts), opts)
 }
 
 // TestLiveModel drives the live model through a search and reads its frames.
 func TestLiveModel(t *testing.T) {
 	clk := newFakeClock()
-	m := testModel(ProgressOptions{TTY: true, Capacity: 80 * gib, Limit: 24 * gib, Confirm: 1, Now: clk.Now}, termenv.Ascii)
+	m := testModel(ProgressOptions{TTY: true, Capacity: 80 * gib, Limit: 24 * gib, Confirm: 1, Now: clk.Now})
 	send := func(msg any) { m.Update(msg) }
 	tick := func(d time.Duration) {
 		clk.Advance(d)
@@ -222,7 +215,7 @@ func TestLiveModel(t *testing.T) {
 	}
 	for i, f := range frames {
 		f.do()
-		got := m.View()
+		got := m.View().Content
 		if got != f.want {
 			t.Errorf("frame %d:\n%s\nwant:\n%s", i, got, f.want)
 		}
@@ -236,21 +229,21 @@ func TestLiveModel(t *testing.T) {
 // running at Close are shown as unfinished, without a spinner.
 func TestLiveModelInterrupted(t *testing.T) {
 	clk := newFakeClock()
-	m := testModel(ProgressOptions{TTY: true, Now: clk.Now}, termenv.Ascii)
+	m := testModel(ProgressOptions{TTY: true, Now: clk.Now})
 	m.Update(eventMsg{ev: search.Event{Kind: search.EventPhase, Phase: search.PhaseRefine, Lo: 8, Hi: 16}, at: clk.Now()})
 	m.Update(eventMsg{ev: search.Event{Kind: search.EventPlan, Phase: search.PhaseRefine, Lo: 8, Hi: 16, Sizes: []int{10, 12}}, at: clk.Now()})
 	m.Update(startMsg{n: 1, size: 10, at: clk.Now()})
 	m.Update(startMsg{n: 2, size: 12, at: clk.Now()})
 	clk.Advance(3 * time.Second)
 	m.Update(doneMsg{t: record.Trial{N: 1, Size: 10, Outcome: classify.Canceled, Seconds: 3}, at: clk.Now()})
-	if s := m.View(); strings.Contains(s, "left") {
+	if s := m.View().Content; strings.Contains(s, "left") {
 		t.Errorf("an estimate from a canceled trial alone:\n%s", s)
 	}
 	m.Update(closeMsg{at: clk.Now()})
 	want := "" +
 		"  2    12  unfinished                         3s  refine\n" +
 		"2 trials in 3.0s · bracket [8, 16]\n\n"
-	if got := m.View(); got != want {
+	if got := m.View().Content; got != want {
 		t.Errorf("closed frame:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -285,11 +278,13 @@ func TestRows(t *testing.T) {
 			"  5    64  ok          ▏░░░░░░░░░░░░░░░░░░░  512.0 MiB  2.75s   30.0s  confirm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plain := testModel(tc.opts, termenv.Ascii).look.row(tc.t)
+			plain := testModel(tc.opts).look.row(tc.t)
 			if plain != tc.want {
 				t.Errorf("row:\n%q\nwant:\n%q", plain, tc.want)
 			}
-			colored := testModel(tc.opts, termenv.ANSI).look.row(tc.t)
+			withColor := tc.opts
+			withColor.Color = true
+			colored := testModel(withColor).look.row(tc.t)
 			if !strings.Contains(colored, "\x1b[") {
 				t.Errorf("no colour in %q", colored)
 			}
@@ -303,7 +298,7 @@ func TestRows(t *testing.T) {
 // The columns of the heading, the finished rows and the running rows line
 // up, whatever the outcome.
 func TestColumnsAlign(t *testing.T) {
-	m := testModel(ProgressOptions{Capacity: 80 * gib, Limit: 40 * gib}, termenv.Ascii)
+	m := testModel(ProgressOptions{Capacity: 80 * gib, Limit: 40 * gib})
 	header := strings.Split(m.look.header(), "\n")
 	lines := []string{header[1]}
 	for _, o := range []classify.Outcome{classify.OK, classify.OOM, classify.HostOOM, classify.SizeLimit, classify.Timeout, classify.Crash, classify.Canceled} {
@@ -336,7 +331,7 @@ func TestHeader(t *testing.T) {
 		{ProgressOptions{Title: "batchfit search -- python examples/simclr/train.py --batch-size {} --max-steps 3", Capacity: 80 * gib},
 			"batchfit search -- python examples/simclr/train… · 80.00 GiB"},
 	} {
-		got := strings.Split(testModel(tc.opts, termenv.Ascii).look.header(), "\n")[0]
+		got := strings.Split(testModel(tc.opts).look.header(), "\n")[0]
 		if got != tc.want {
 			t.Errorf("header %q, want %q", got, tc.want)
 		}

@@ -3,14 +3,15 @@ package report
 import (
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/mattn/go-isatty"
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
@@ -33,20 +34,22 @@ type ttyProgress struct {
 }
 
 func newTTYProgress(w io.Writer, opts ProgressOptions) *ttyProgress {
-	r := lipgloss.NewRenderer(w)
-	if !opts.Color {
-		r.SetColorProfile(termenv.Ascii)
-	}
-	l := newLook(r, opts)
+	l := newLook(opts)
 	t := &ttyProgress{look: l, now: opts.Now, done: make(chan struct{})}
-	t.prog = tea.NewProgram(newLiveModel(l, opts),
+	teaOpts := []tea.ProgramOption{
 		tea.WithOutput(w),
 		// No input: the terminal stays out of raw mode, so Ctrl-C is a
-		// SIGINT for batchfit's own handler, which cancels the search.
+		// SIGINT for batchfit's own handler, which cancels the search;
+		// and no query is sent to the terminal, whose reply nobody would
+		// read.
 		tea.WithInput(nil),
 		tea.WithoutSignalHandler(),
-		tea.WithoutBracketedPaste(),
-	)
+	}
+	if f, ok := w.(*os.File); !ok || !isatty.IsTerminal(f.Fd()) {
+		// Not a terminal (tests): without a size nothing is drawn.
+		teaOpts = append(teaOpts, tea.WithWindowSize(80, 24))
+	}
+	t.prog = tea.NewProgram(newLiveModel(l, opts), teaOpts...)
 	go func() {
 		defer close(t.done)
 		// An error leaves the terminal as it was; progress is not worth
@@ -229,10 +232,18 @@ func (m *liveModel) estimate() estimate {
 	return e
 }
 
-// View draws the running trials and the status line. It ends in a newline so
-// that the line bubbletea clears when it stops is an empty one, and the last
-// frame stays whole.
-func (m *liveModel) View() string {
+// View draws the live area. Nothing is read from the terminal, so bracketed
+// paste is left off.
+func (m *liveModel) View() tea.View {
+	v := tea.NewView(m.draw())
+	v.DisableBracketedPasteMode = true
+	return v
+}
+
+// draw draws the running trials and the status line. It ends in a newline
+// so that the line bubbletea clears when it stops is an empty one, and the
+// last frame stays whole.
+func (m *liveModel) draw() string {
 	var b strings.Builder
 	for _, r := range m.running {
 		b.WriteString(m.look.runningRow(r, m.now.Sub(r.start), m.frame, m.closed))
@@ -295,8 +306,13 @@ type look struct {
 	ok, tooLarge, crash, dim, title, phase, mark, spin lipgloss.Style
 }
 
-func newLook(r *lipgloss.Renderer, opts ProgressOptions) *look {
-	s := r.NewStyle
+// newLook returns the styles; without colour every style is plain, so that
+// nothing but text is ever written (NO_COLOR means no bold or faint either).
+func newLook(opts ProgressOptions) *look {
+	if !opts.Color {
+		return &look{opts: opts}
+	}
+	s := lipgloss.NewStyle
 	return &look{
 		opts:     opts,
 		ok:       s().Foreground(lipgloss.Color("2")),
