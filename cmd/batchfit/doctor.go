@@ -130,11 +130,7 @@ func (o *doctorOptions) run(ctx context.Context, io *streams, argv []string) err
 	}
 	dir, _ := os.Getwd()
 	base := os.Environ()
-	env := adapter.Env(base, pythonPath, "")
-	if fraction > 0 {
-		conf := adapter.MergeAllocConf(os.Getenv(adapter.AllocConfEnv), fraction)
-		env = append(env, adapter.AllocConfEnv+"="+conf)
-	}
+	env := worker.Environ(base, pythonPath, fraction)
 
 	fmt.Fprintf(io.stderr, "batchfit: doctor: starting the worker: %s\n", strings.Join(argv, " "))
 	stderrLog := filepath.Join(logDir, "worker.err")

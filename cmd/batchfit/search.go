@@ -1,9 +1,12 @@
 package main
 
 import (
+	goio "io"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mattn/go-isatty"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,9 +240,6 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 		MemoryLimit:    limit,
 		MemoryFraction: fraction,
 		Slots:          g.slots,
-		Warn: func(msg string) {
-			fmt.Fprintf(io.stderr, "batchfit: warning: %s\n", msg)
-		},
 	}
 	if t.torch {
 		pp, err := adapter.Install(filepath.Join(logDir, "adapter"))
@@ -256,27 +256,33 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 			return nil, failure(exitError, "pass --no-db to search without the history", fmt.Errorf("record the run: %w", err))
 		}
 	}
-	pcfg.OnDone = func(tr record.Trial) {
-		if !o.quiet {
-			fmt.Fprintf(io.stderr, "batchfit: %s\n", report.TrialLine(tr, cfg.Capacity))
-		}
-		if db != nil {
-			if err := db.AddTrial(ctx, run.ID, tr); err != nil {
-				fmt.Fprintf(io.stderr, "batchfit: warning: record trial %d: %v\n", tr.N, err)
-			}
-		}
-	}
 	if t.simulated && !o.quiet {
 		fmt.Fprintf(io.stderr, "batchfit: the GPU is simulated: %s\n", g.name)
+	}
+	// Between here and prog.Close nothing else writes to stderr: the live
+	// display owns it.
+	prog := o.progress(io, t, g, limit)
+	defer prog.Close()
+	pcfg.Warn = prog.Warn
+	pcfg.OnStart = prog.TrialStarted
+	pcfg.OnDone = func(tr record.Trial) {
+		prog.TrialDone(tr)
+		if db != nil {
+			if err := db.AddTrial(ctx, run.ID, tr); err != nil {
+				prog.Warn(fmt.Sprintf("record trial %d: %v", tr.N, err))
+			}
+		}
 	}
 	prober := probe.New(pcfg)
 	cfg.OnEvent = func(ev search.Event) {
 		if ev.Kind == search.EventPlan {
 			prober.SetPhase(string(ev.Phase))
 		}
+		prog.Event(ev)
 	}
 
 	res, serr := search.Run(ctx, cfg, prober)
+	prog.Close()
 	run.Finished = time.Now()
 	run.Seconds = run.Finished.Sub(run.Started).Seconds()
 	run.Trials = prober.Trials()
@@ -548,4 +554,26 @@ func indentTail(s string, lines int) string {
 		return "  (no output)"
 	}
 	return out
+}
+
+// progress returns the live display on a terminal, plain lines otherwise,
+// and nothing with --quiet.
+func (o *searchOptions) progress(io *streams, t *target, g gpuGroup, limit uint64) report.Progress {
+	if o.quiet {
+		return report.NewProgress(goio.Discard, report.ProgressOptions{})
+	}
+	f, ok := io.stderr.(*os.File)
+	tty := ok && isatty.IsTerminal(f.Fd()) && os.Getenv("TERM") != "dumb"
+	opts := report.ProgressOptions{
+		TTY: tty, Color: tty && os.Getenv("NO_COLOR") == "",
+		Limit: limit, Simulated: t.simulated, Title: "batchfit search",
+		MultipleOf: o.multipleOf, Confirm: o.confirm,
+	}
+	if t.simulated {
+		opts.Title = "batchfit demo"
+	}
+	if len(g.devices) > 0 {
+		opts.GPU, opts.Capacity = g.devices[0].Name, g.devices[0].Total
+	}
+	return report.NewProgress(io.stderr, opts)
 }
