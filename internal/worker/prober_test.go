@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 )
@@ -280,5 +281,46 @@ func TestRecycleRealWorker(t *testing.T) {
 	}
 	if recs[0].WorkerPID == recs[1].WorkerPID || !recs[1].Result.Verified {
 		t.Errorf("records = %+v", recs)
+	}
+}
+
+// The whole path on CPU torch: search.Run over the warm Prober, the
+// fresh-process prober as its fallback (the same command, which runs one
+// trial at BATCHFIT_BATCH_SIZE when it has no channel), and the fresh
+// confirmation of the answer and its first failure.
+func TestWarmSearchOnCPU(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	dir := t.TempDir()
+	pp := pythonPath(t)
+	var base []string
+	for _, kv := range testEnv(t, "TRIAL_OOM_ABOVE=100") {
+		if !strings.HasPrefix(kv, "PYTHONPATH=") {
+			base = append(base, kv)
+		}
+	}
+	argv := []string{py, "-m", "batchfit.worker", "trials:Clean"}
+	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir})
+	p := NewProber(ProberConfig{Command: argv, Env: Environ(base, pp, 0), Steps: 2, Timeout: time.Minute,
+		LogDir: dir, KeepAfterOOM: true, Fallback: fresh})
+	defer p.Close()
+	res, err := search.Run(context.Background(), search.Config{Min: 1, Max: 1024, Strategy: search.Bisect}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Max != 100 || res.FirstFailure != 101 {
+		t.Fatalf("max %d, first failure %d", res.Max, res.FirstFailure)
+	}
+	c, err := p.ConfirmFresh(context.Background(), res.Max, res.FirstFailure)
+	if err != nil || !c.Agree || c.FirstFailure.Outcome != classify.OOM {
+		t.Fatalf("confirmation %+v, %v", c, err)
+	}
+	if ws := p.Workers(); len(ws) != 1 {
+		t.Errorf("%d workers, want one kept through verified OOMs: %+v", len(ws), ws)
+	}
+	ts := p.Trials()
+	last := ts[len(ts)-1]
+	if last.Size != 101 || last.Outcome != classify.OOM || last.Phase != "confirm" || last.N != len(ts) || last.Stderr == "" {
+		t.Errorf("last trial = %+v", last)
 	}
 }
