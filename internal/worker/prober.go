@@ -48,8 +48,10 @@ type ProberConfig struct {
 	Fallback search.Prober
 	OOMKills trial.OOMCounter
 
-	OnStart func(n, size int)        // a warm trial starts
-	OnDone  func(t record.Trial)     // a warm trial finished
+	OnStart func(n, size int) // a warm trial starts
+	// OnDone is told about each warm trial; fresh ones are the fallback's
+	// to report (its own OnDone), under its own numbering.
+	OnDone  func(t record.Trial)
 	Warn    func(msg string)         // a problem that does not stop the search
 	OnReady func(n int, hello Hello) // worker n is ready
 }

@@ -426,14 +426,13 @@ def reset(runner, torch):
         torch.cuda.reset_peak_memory_stats()
 
 
-def sync_for(torch):
+def sync():
+    """Wait for the GPU, when the Trial uses CUDA, so that a step's time
+    covers its kernels. Checked at each call: CUDA may start in the first
+    step."""
+    torch = torch_module()
     if cuda_in_use(torch):
-        return torch.cuda.synchronize
-    return _nothing
-
-
-def _nothing():
-    pass
+        torch.cuda.synchronize()
 
 
 def warm_up(runner, size, min_steps=1):
@@ -444,7 +443,7 @@ def warm_up(runner, size, min_steps=1):
     n = 0
     last = None
     while n < _MAX_WARMUP_STEPS:
-        failure, _ = run_trial(runner, size, 1, sync_for(torch_module()))
+        failure, _ = run_trial(runner, size, 1, sync)
         if failure is not None:
             raise WarmupError(size, failure)
         n += 1

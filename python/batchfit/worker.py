@@ -15,7 +15,8 @@ stay the Trial's own.
                        peak_allocated, peak_reserved, step_seconds,
                        retained_bytes, allocated_after, reserved_after,
                        verified, optimizer_state_created, ...}
-    batchfit -> exit  (the worker exits 0; so does end of input)
+    batchfit -> exit  (the worker exits 0 at once, skipping atexit handlers;
+                       so does end of input)
     anything else -> error {error, id?}
 
 Verification: with CUDA, torch.cuda.memory_allocated() after the reset must
@@ -148,9 +149,8 @@ class Worker(object):
         return msg
 
     def trial(self, id_, batch_size, steps):
-        torch = _trial.torch_module()
         started = time.perf_counter()
-        failure, times = _trial.run_trial(self.runner, batch_size, steps, _trial.sync_for(torch))
+        failure, times = _trial.run_trial(self.runner, batch_size, steps, _trial.sync)
         # torch may have been imported by the first step.
         self.torch = torch = _trial.torch_module()
         self.cuda = _trial.cuda_in_use(torch)
@@ -351,7 +351,13 @@ def main(argv=None):
         channel.send(msg)
         return 1
     channel.send(hello)
-    return serve(channel, worker)
+    code = serve(channel, worker)
+    # The process exists only for batchfit: leave at once rather than wait
+    # for the Trial's threads and atexit handlers (a data loader's, a
+    # logger's) while batchfit waits to start the next worker.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
