@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,13 +210,59 @@ func TestSearchWithConfirmation(t *testing.T) {
 		t.Errorf("last record = %+v", last)
 	}
 
-	c, err := p.ConfirmFresh(context.Background(), res.Max, res.FirstFailure)
-	if err != nil || !c.Agree || c.FirstFailure == nil || c.FirstFailure.Outcome != classify.OOM {
-		t.Errorf("confirmation = %+v, %v", c, err)
+	st, err := p.SettleFresh(context.Background(), res.Max, res.FirstFailure, 1, cfg.Min, cfg.Max)
+	if err != nil || !st.Agreed || st.Answer != 20 || st.FirstFailure != 21 || len(st.Trials) != 2 {
+		t.Errorf("settled = %+v, %v", st, err)
 	}
-	fresh.limit = 25 // the fresh process fits 21: the warm search was wrong
-	if c, _ := p.ConfirmFresh(context.Background(), res.Max, res.FirstFailure); c.Agree {
-		t.Errorf("a fresh success at the first failure must disagree: %+v", c)
+}
+
+// SettleFresh moves a warm answer that fresh processes do not confirm.
+func TestSettleFresh(t *testing.T) {
+	for _, tc := range []struct {
+		name                        string
+		limit                       int // fresh processes fit sizes up to this
+		answer, first, step, lo, hi int
+		want, wantFirst             int
+		agreed                      bool
+		probes                      []int
+		err                         error
+	}{
+		{name: "agree", limit: 20, answer: 20, first: 21, step: 1, lo: 1, hi: 64,
+			want: 20, wantFirst: 21, agreed: true, probes: []int{20, 21}},
+		{name: "fresh fits less", limit: 18, answer: 20, first: 21, step: 1, lo: 1, hi: 64,
+			want: 18, wantFirst: 19, probes: []int{20, 21, 19, 18}},
+		{name: "fresh fits more", limit: 25, answer: 20, first: 21, step: 1, lo: 1, hi: 64,
+			want: 25, wantFirst: 26, probes: []int{20, 21, 22, 23, 25, 29, 27, 26}},
+		{name: "on the grid", limit: 90, answer: 96, first: 104, step: 8, lo: 8, hi: 1024,
+			want: 88, wantFirst: 96, probes: []int{96, 104, 88}},
+		{name: "the top fits", limit: 100, answer: 64, first: 0, step: 1, lo: 1, hi: 64,
+			want: 64, agreed: true, probes: []int{64}},
+		{name: "fresh fits up to the top", limit: 100, answer: 60, first: 61, step: 1, lo: 1, hi: 64,
+			want: 64, probes: []int{60, 61, 62, 63, 64}},
+		{name: "nothing fits fresh", limit: 0, answer: 20, first: 21, step: 1, lo: 19, hi: 64,
+			probes: []int{20, 21, 19}, err: ErrNothingFitsFresh},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh := &fakeFresh{limit: tc.limit}
+			p := NewProber(ProberConfig{Fallback: fresh})
+			st, err := p.SettleFresh(context.Background(), tc.answer, tc.first, tc.step, tc.lo, tc.hi)
+			var probes []int
+			for _, c := range fresh.calls {
+				probes = append(probes, c...)
+			}
+			if !slices.Equal(probes, tc.probes) {
+				t.Errorf("probes %v, want %v", probes, tc.probes)
+			}
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Errorf("err = %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil || st.Answer != tc.want || st.FirstFailure != tc.wantFirst || st.Agreed != tc.agreed || len(st.Trials) != len(probes) {
+				t.Errorf("settled = %+v, %v", st, err)
+			}
+		})
 	}
 }
 
@@ -225,9 +272,9 @@ func TestFreshWithoutFallback(t *testing.T) {
 	if _, err := p.Probe(context.Background(), []int{8}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := p.ConfirmFresh(context.Background(), 8, 0)
-	if err != nil || !c.Agree {
-		t.Fatalf("confirmation = %+v, %v", c, err)
+	st, err := p.SettleFresh(context.Background(), 8, 0, 1, 1, 8)
+	if err != nil || !st.Agreed {
+		t.Fatalf("settled = %+v, %v", st, err)
 	}
 	pids := workerRuns(t, log)
 	if len(pids) != 2 || pids[0] == pids[1] {
@@ -311,9 +358,9 @@ func TestWarmSearchOnCPU(t *testing.T) {
 	if res.Max != 100 || res.FirstFailure != 101 {
 		t.Fatalf("max %d, first failure %d", res.Max, res.FirstFailure)
 	}
-	c, err := p.ConfirmFresh(context.Background(), res.Max, res.FirstFailure)
-	if err != nil || !c.Agree || c.FirstFailure.Outcome != classify.OOM {
-		t.Fatalf("confirmation %+v, %v", c, err)
+	st, err := p.SettleFresh(context.Background(), res.Max, res.FirstFailure, 1, 1, 1024)
+	if err != nil || !st.Agreed || st.Trials[1].Outcome != classify.OOM {
+		t.Fatalf("settled %+v, %v", st, err)
 	}
 	if ws := p.Workers(); len(ws) != 1 {
 		t.Errorf("%d workers, want one kept through verified OOMs: %+v", len(ws), ws)
