@@ -254,7 +254,14 @@ func (w *Worker) awaitHello(ctx context.Context) error {
 		case in, ok := <-w.msgs:
 			switch {
 			case !ok:
-				<-w.exited
+				// It closed the channel: it is on its way out (an import
+				// error), or must be sent. Its own exit status says more
+				// than a kill's.
+				select {
+				case <-w.exited:
+				case <-time.After(w.opts.Grace):
+				case <-ctx.Done():
+				}
 				return fail("hello", errors.New("the worker exited before it was ready"))
 			case in.err != nil:
 				return fail("hello", fmt.Errorf("bad message: %w", in.err))

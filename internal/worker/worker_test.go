@@ -204,6 +204,12 @@ func TestSetupFailure(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(se.Exception, "has no attribute 'Nothing'") {
 		t.Errorf("err = %v", err)
 	}
+	// Without the batchfit package on PYTHONPATH the worker never runs; its
+	// exit status and stderr say why.
+	_, err = Start(context.Background(), []string{py, "-m", "batchfit.worker", "trials:Clean"}, []string{"PATH=" + os.Getenv("PATH")}, logOpts(t))
+	if !errors.As(err, &se) || se.Stage != "hello" || se.Status != "exit status 1" || !strings.Contains(se.Tail, "No module named batchfit") {
+		t.Errorf("err = %v (%+v)", err, se)
+	}
 }
 
 // Workers that break the protocol, with no torch involved.
