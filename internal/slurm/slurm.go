@@ -33,6 +33,10 @@ const (
 // node is submitted again before batchfit gives up.
 const maxReruns = 2
 
+// killWait is how long a job killed with SIGKILL may take to leave the
+// queue before batchfit cancels it outright.
+const killWait = 5 * time.Second
+
 // Options say how trials are submitted.
 type Options struct {
 	// Passed to sbatch when set.
@@ -444,10 +448,10 @@ func (e *Executor) submit(ctx context.Context, j *job) (string, error) {
 func submitHint(stderr string) string {
 	s := strings.ToLower(stderr)
 	switch {
-	case strings.Contains(s, "partition"):
-		return "list the partitions you may use with `sinfo -s`, and pick one with --partition"
 	case strings.Contains(s, "account") || strings.Contains(s, "association"):
 		return "list your accounts with `sacctmgr show assoc user=$USER format=account,partition,qos`, and pick one with --account"
+	case strings.Contains(s, "partition"):
+		return "list the partitions you may use with `sinfo -s`, and pick one with --partition"
 	case strings.Contains(s, "qos"):
 		return "list your QOS with `sacctmgr show assoc user=$USER format=account,qos`, and pick one with --qos"
 	case strings.Contains(s, "node configuration is not available") || strings.Contains(s, "gres") || strings.Contains(s, "feature"):
@@ -532,19 +536,27 @@ func (e *Executor) end(ctx context.Context, id string) (jobEnd, error) {
 
 // stop ends the job. A running job gets SIGTERM (its whole batch script,
 // which is the trial's command, and its children: --full), up to grace to
-// exit, then SIGKILL; then the job is cancelled, which also covers a job
-// that had not started. urgent, when closed, cuts the grace short. stop
+// exit, then SIGKILL; a job that is still there after that, or had not
+// started, is cancelled. urgent, when closed, cuts the grace short. stop
 // returns when the job has left the queue, or with an error when it has not
 // after stopWait.
+//
+// scancel is left for last because a plain cancel makes slurmd wait at
+// least 5 s (or KillWait) for the job's processes even when SIGKILL has
+// already ended them.
 func (e *Executor) stop(ctx context.Context, id string, running bool, grace time.Duration, urgent <-chan struct{}) error {
 	bg := context.WithoutCancel(ctx)
-	if running && grace > 0 {
-		e.scancel(bg, "--signal=TERM", "--full", id)
-		if !e.waitGone(bg, id, grace, urgent) {
-			e.scancel(bg, "--signal=KILL", "--full", id)
+	if running {
+		if grace > 0 {
+			e.scancel(bg, "--signal=TERM", "--full", id)
+			if e.waitGone(bg, id, grace, urgent) {
+				return nil
+			}
 		}
-	} else if grace <= 0 && running {
 		e.scancel(bg, "--signal=KILL", "--full", id)
+		if e.waitGone(bg, id, killWait, nil) {
+			return nil
+		}
 	}
 	e.scancel(bg, id)
 	if !e.waitGone(bg, id, e.stopWait, nil) {

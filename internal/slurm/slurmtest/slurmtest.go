@@ -27,6 +27,10 @@ import (
 // GPUs is how many fake GPUs the node offers (gres gpu).
 const GPUs = 4
 
+// KeepEnv, when set in the environment, keeps a stopped cluster's directory
+// (configuration, daemon logs) for a look at what happened.
+const KeepEnv = "SLURMTEST_KEEP"
+
 // startTimeout bounds how long the cluster may take to come up.
 const startTimeout = 30 * time.Second
 
@@ -295,6 +299,8 @@ func (c *Cluster) slurmConf(ctldPort, slurmdPort, cpus, mem int) string {
 		"MpiDefault=none",
 		"SwitchType=switch/none",
 		"SchedulerType=sched/builtin",
+		// Schedule each job when it is submitted, not in batches every 3 s.
+		"SchedulerParameters=batch_sched_delay=0",
 		"SelectType=select/cons_tres",
 		// CPUs only: with memory as a resource, every job would take the
 		// whole node and the parallel tests could not run side by side.
@@ -385,7 +391,7 @@ func (c *Cluster) startDaemon(name string, argv ...string) error {
 
 // Stop cancels every job left in the cluster, waits for them to end, stops
 // the daemons by their PIDs (SIGTERM, then SIGKILL) in reverse start order
-// and removes the cluster's directory.
+// and removes the cluster's directory (see KeepEnv).
 func (c *Cluster) Stop() error {
 	var errs []error
 	if len(c.daemons) == 3 {
@@ -408,6 +414,10 @@ func (c *Cluster) Stop() error {
 	if len(errs) > 0 {
 		// Keep the directory: its logs say what went wrong.
 		return fmt.Errorf("stop the test Slurm cluster (logs in %s): %w", c.Dir, errors.Join(errs...))
+	}
+	if os.Getenv(KeepEnv) != "" {
+		fmt.Fprintf(os.Stderr, "slurmtest: %s is set: the cluster's files stay in %s\n", KeepEnv, c.Dir)
+		return nil
 	}
 	return os.RemoveAll(c.Dir)
 }
