@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +43,13 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CACHE_HOME", env.WorkDir+"/cache")
 			env.Setenv("BATCHFIT_TEST_STATUS_FILE", env.WorkDir+"/.status")
 			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "torch" {
+				// Debian's CPU torch, which scripts/test installs.
+				return exec.Command("/usr/bin/python3", "-c", "import torch").Run() == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// waitfile PATH: wait (up to a minute) until PATH exists.

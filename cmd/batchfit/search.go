@@ -23,6 +23,7 @@ import (
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/store"
+	"github.com/batchfit/batchfit/internal/worker"
 )
 
 // searchOptions are the flags shared by search and demo.
@@ -39,6 +40,7 @@ type searchOptions struct {
 	torch                       bool
 	fresh                       bool
 	gpus                        string
+	worker, keepAfterOOM        bool
 	gpusPerTrial                int
 	perGPUModel                 bool
 	db                          dbOptions
@@ -61,6 +63,8 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
 	o.db.register(fs, true)
 	o.out.register(fs)
+	fs.BoolVar(&o.worker, "worker", false, "run trials in a warm PyTorch worker (python -m batchfit.worker module:Trial) whose reset is verified; the answer is confirmed in fresh processes")
+	fs.BoolVar(&o.keepAfterOOM, "keep-after-oom", false, "with --worker, keep a worker after an out-of-memory trial when its reset verified")
 	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
 	fs.IntVar(&o.gpusPerTrial, "gpus-per-trial", 1, "GPUs one trial spans (torchrun --nproc_per_node=N); the batch size is per GPU")
 	fs.BoolVar(&o.perGPUModel, "per-gpu-model", false, "with several GPU models in --gpus, run one search per model and report a table")
@@ -165,6 +169,16 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	groups, err := o.gpuGroups(devices)
 	if err != nil {
 		return err
+	}
+	if o.worker {
+		switch {
+		case t.simulated:
+			return usageError("the demo runs fresh processes; try --worker with a PyTorch Trial module", "--worker is not available in the demo")
+		case !t.torch:
+			return usageError("run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial", "--worker needs a Python command")
+		case len(groups[0].slots) > 1:
+			return usageError("leave out --worker to run trials on several GPUs at once", "--worker runs one trial at a time; it cannot be combined with parallel --gpus")
+		}
 	}
 	db, err := o.db.open(ctx)
 	if err != nil {
@@ -273,7 +287,8 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 			}
 		}
 	}
-	prober := probe.New(pcfg)
+	prober := o.newProber(t, pcfg, fraction, prog)
+	defer prober.Close()
 	cfg.OnEvent = func(ev search.Event) {
 		if ev.Kind == search.EventPlan {
 			prober.SetPhase(string(ev.Phase))
@@ -282,6 +297,16 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 	}
 
 	res, serr := search.Run(ctx, cfg, prober)
+	if wp, ok := prober.(*worker.Prober); ok && serr == nil {
+		// A warm worker's answer is reported only once fresh processes
+		// agree with it.
+		prober.SetPhase("settle")
+		st, err := wp.SettleFresh(ctx, res.Max, res.FirstFailure, o.multipleOf, o.min, o.max)
+		res.Max, res.FirstFailure, serr = st.Answer, st.FirstFailure, err
+		if errors.Is(err, worker.ErrNothingFitsFresh) {
+			serr = search.ErrNothingFits
+		}
+	}
 	prog.Close()
 	run.Finished = time.Now()
 	run.Seconds = run.Finished.Sub(run.Started).Seconds()
@@ -576,4 +601,38 @@ func (o *searchOptions) progress(io *streams, t *target, g gpuGroup, limit uint6
 		opts.GPU, opts.Capacity = g.devices[0].Name, g.devices[0].Total
 	}
 	return report.NewProgress(io.stderr, opts)
+}
+
+// trialProber is what a search runs its trials through: fresh processes
+// (probe.Prober) or a warm worker (worker.Prober).
+type trialProber interface {
+	search.Prober
+	SetPhase(phase string)
+	Trials() []record.Trial
+	TorchVersion() string
+	Close() error
+}
+
+// newProber returns the fresh-process prober, or with --worker a warm
+// worker that falls back to fresh processes for re-checks, confirmations
+// and the final answer.
+func (o *searchOptions) newProber(t *target, pcfg probe.Config, fraction float64, prog report.Progress) trialProber {
+	fresh := probe.New(pcfg)
+	if !o.worker {
+		return fresh
+	}
+	return worker.NewProber(worker.ProberConfig{
+		Command:      t.command,
+		Env:          worker.Environ(os.Environ(), pcfg.PythonPath, fraction),
+		Dir:          pcfg.Dir,
+		Steps:        pcfg.Steps,
+		Timeout:      pcfg.Timeout,
+		Warmup:       o.min,
+		LogDir:       pcfg.LogDir,
+		KeepAfterOOM: o.keepAfterOOM,
+		Fallback:     fresh,
+		OnStart:      func(n, size int) { prog.TrialStarted(n, size, nil) },
+		OnDone:       pcfg.OnDone,
+		Warn:         prog.Warn,
+	})
 }

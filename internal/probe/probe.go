@@ -350,3 +350,7 @@ func perGPUPeak(peak gpu.Peak, gpus []int) uint64 {
 	}
 	return m
 }
+
+// Close releases nothing: every trial's processes are gone when it returns.
+// It lets callers treat fresh and warm-worker probers alike.
+func (p *Prober) Close() error { return nil }
