@@ -104,7 +104,15 @@ def main(argv=None):
     if cuda and not torch.cuda.is_available():
         sys.exit("train.py: error: CUDA is not available (use --device cpu for a smoke test)")
     torch.manual_seed(0)
+    # Under torchrun (--nproc_per_node=N) each rank trains on its own GPU with
+    # DistributedDataParallel; --batch-size is per GPU.
+    distributed = cuda and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        torch.distributed.init_process_group("nccl")
     model = ModelWrapper(out_dim=args.out_dim).to(args.device)
+    if distributed:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = make_scaler(enabled=cuda)
     shape = (args.batch_size, 3, args.image_size, args.image_size)
@@ -132,6 +140,8 @@ def main(argv=None):
         skipped = " (step skipped: gradient overflow)" if scaler.get_scale() < scale else ""
         print("step %d/%d batch %d loss %.4f %.3fs%s" % (
             step, args.steps, args.batch_size, loss.item(), time.perf_counter() - start, skipped), flush=True)
+    if distributed:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
