@@ -1,32 +1,44 @@
 #!/usr/bin/env bash
-# Runs the question's SimCLR ResNet-50 workload with both strategies on a GPU
-# and prints a table: answer, trials, seconds, and the peak of every trial.
-# Usage: bench/gpu_simclr.sh [BATCHFIT] [OUTDIR]   (default: batchfit on PATH, ./bench-out)
+# Runs the question's SimCLR ResNet-50 workload on a GPU in each mode and
+# prints a table: answer, trials, seconds, and the peak of every trial.
+#   model   fresh processes, memory-model guided (the default)
+#   bisect  fresh processes, bracket and bisection
+#   worker  a warm worker with verified resets, settled in fresh processes
+# Usage: bench/gpu_simclr.sh [BATCHFIT] [OUTDIR] [MODES...]
+#        (default: batchfit on PATH, ./bench-out, all three modes)
 set -euo pipefail
 bf=${1:-batchfit}
 out=${2:-bench-out}
+shift 2 2>/dev/null || true
+modes=("$@")
+[ ${#modes[@]} -gt 0 ] || modes=(model bisect worker)
 limit=${LIMIT:-24GiB}
 mkdir -p "$out"
 py=$(command -v python3)
-for s in model bisect; do
-	"$bf" search --strategy "$s" --memory-limit "$limit" --steps 2 --json --log-dir "$out/logs-$s" \
-		-- "$py" examples/simclr_resnet50/train.py --batch-size {} \
-		>"$out/$s.json" 2>"$out/$s.err" || echo "strategy $s exited $?" >&2
+# Warm the file cache once, so that no mode pays the first import alone.
+"$py" -c 'import torch, torchvision; torch.zeros(1).cuda()'
+for m in "${modes[@]}"; do
+	case $m in
+	model | bisect) cmd=(search --strategy "$m" -- "$py" examples/simclr_resnet50/train.py --batch-size {}) ;;
+	worker) cmd=(search --worker -- "$py" -m batchfit.worker examples/worker/simclr_trial.py:Trial) ;;
+	*) echo "unknown mode $m" >&2; exit 2 ;;
+	esac
+	"$bf" "${cmd[@]:0:1}" --no-db --memory-limit "$limit" --steps 2 --json --log-dir "$out/logs-$m" "${cmd[@]:1}" \
+		>"$out/$m.json" 2>"$out/$m.err" || echo "mode $m exited $?" >&2
 done
-python3 - "$out" <<'PY'
+python3 - "$out" "${modes[@]}" <<'PY'
 import json, sys
-out = sys.argv[1]
-rows = {}
-print(f"{'strategy':8} {'answer':>6} {'trials':>6} {'seconds':>8}")
-for s in ("model", "bisect"):
-    r = json.load(open(f"{out}/{s}.json"))
-    rows[s] = r
-    print(f"{s:8} {r['answer']:>6} {len(r['trials']):>6} {r['seconds']:>8.1f}")
-m, b = rows["model"], rows["bisect"]
-print(f"time ratio model/bisect: {m['seconds']/b['seconds']:.2f}")
-for s, r in rows.items():
-    print(f"\n{s}: n size outcome seconds peak_alloc_GiB peak_reserved_GiB peak_nvml_GiB")
+out, modes = sys.argv[1], sys.argv[2:]
+runs = {m: json.load(open(f"{out}/{m}.json")) for m in modes}
+print(f"{'mode':8} {'answer':>6} {'trials':>6} {'seconds':>8}")
+for m, r in runs.items():
+    print(f"{m:8} {r['answer']:>6} {len(r['trials']):>6} {r['seconds']:>8.1f}")
+for a, b in (("model", "bisect"), ("worker", "model")):
+    if a in runs and b in runs:
+        print(f"time ratio {a}/{b}: {runs[a]['seconds'] / runs[b]['seconds']:.2f}")
+for m, r in runs.items():
+    print(f"\n{m}: n size outcome seconds phase peak_alloc_GiB peak_reserved_GiB peak_nvml_GiB")
     for t in r["trials"]:
         g = lambda k: t.get(k, 0) / 2**30
-        print(f"  {t['n']:2} {t['batch_size']:5} {t['outcome']:8} {t['seconds']:6.1f} {g('peak_allocated_bytes'):7.2f} {g('peak_reserved_bytes'):7.2f} {g('peak_device_bytes'):7.2f}")
+        print(f"  {t['n']:2} {t['batch_size']:5} {t['outcome']:8} {t['seconds']:6.1f} {t.get('phase',''):8} {g('peak_allocated_bytes'):7.2f} {g('peak_reserved_bytes'):7.2f} {g('peak_device_bytes'):7.2f}")
 PY
