@@ -61,6 +61,7 @@ func fakeExecutor(t *testing.T, f fakeSlurm) *Executor {
 	}
 	e.queryGrace = 200 * time.Millisecond
 	e.stopWait = 200 * time.Millisecond
+	e.killWait = 100 * time.Millisecond
 	return e
 }
 
@@ -247,8 +248,8 @@ func TestSubmitFailures(t *testing.T) {
 		if !errors.As(err, &se) || !strings.Contains(se.Hint(), tc.hint) {
 			t.Errorf("sbatch %q: err = %v, hint %q; want a hint with %q", tc.stderr, err, hintOf(err), tc.hint)
 		}
-		if tc.stderr != "" && !strings.Contains(err.Error(), strings.TrimSpace(tc.stderr)) {
-			t.Errorf("error %q does not carry sbatch's stderr", err)
+		if tc.stderr != "" && !strings.Contains(err.Error(), strings.ReplaceAll(strings.TrimSpace(tc.stderr), "\n", "; ")) {
+			t.Errorf("error %q does not carry sbatch's stderr on one line", err)
 		}
 	}
 }
@@ -292,4 +293,46 @@ func hintOf(err error) string {
 		return h.Hint()
 	}
 	return ""
+}
+
+// A cancelled trial is reported canceled even when Slurm cannot say how the
+// job ended; and its job was cancelled before Run returned.
+func TestCancelWithoutEndRecord(t *testing.T) {
+	var c calls
+	var mu sync.Mutex
+	cancelled := false
+	e := fakeExecutor(t, func(name string, args []string) (string, string, error) {
+		c.add(name)
+		mu.Lock()
+		defer mu.Unlock()
+		switch name {
+		case "sbatch":
+			return "7\n", "", nil
+		case "squeue":
+			if cancelled {
+				return "", "", nil
+			}
+			return "RUNNING\n", "", nil
+		case "scancel":
+			cancelled = true
+			return "", "", nil
+		case "scontrol":
+			return "", "slurm_load_jobs error: Invalid job id specified\n", errExit1
+		}
+		return "", "sacct: error: Slurm accounting storage is disabled\n", errExit1
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for c.get("squeue") < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := e.Run(ctx, fakeSpec(t), nil)
+	if err != nil || !res.Canceled {
+		t.Fatalf("got %+v, %v; want canceled", res, err)
+	}
+	if c.get("scancel") == 0 {
+		t.Error("the job was not cancelled")
+	}
 }

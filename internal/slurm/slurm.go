@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,10 +33,6 @@ const (
 // maxReruns is how many times a trial whose job was preempted or lost its
 // node is submitted again before batchfit gives up.
 const maxReruns = 2
-
-// killWait is how long a job killed with SIGKILL may take to leave the
-// queue before batchfit cancels it outright.
-const killWait = 5 * time.Second
 
 // Options say how trials are submitted.
 type Options struct {
@@ -71,6 +68,7 @@ type Executor struct {
 	cmdTimeout time.Duration // one client command
 	queryGrace time.Duration // how long the job's state may stay unknown
 	stopWait   time.Duration // how long a cancelled job may take to leave the queue
+	killWait   time.Duration // how long a job sent SIGKILL may take to leave it before it is cancelled
 }
 
 // New checks opts and returns an Executor. With the real commands, sbatch
@@ -105,6 +103,7 @@ func New(opts Options) (*Executor, error) {
 		cmdTimeout: time.Minute,
 		queryGrace: 2 * time.Minute,
 		stopWait:   time.Minute,
+		killWait:   5 * time.Second,
 	}, nil
 }
 
@@ -382,7 +381,12 @@ follow:
 
 	end, err := e.end(ctx, id)
 	if err != nil {
-		return res, end, id, err
+		if !res.Canceled && !res.TimedOut {
+			return res, end, id, err
+		}
+		// batchfit ended the job and knows why; Slurm's exit status and
+		// times would only add detail.
+		end = jobEnd{ExitCode: -1}
 	}
 	res.Start, res.Duration = end.Start, end.End.Sub(end.Start)
 	if end.Start.IsZero() || end.End.Before(end.Start) {
@@ -432,15 +436,15 @@ follow:
 func (e *Executor) submit(ctx context.Context, j *job) (string, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cmdTimeout)
 	defer cancel()
-	stdout, stderr, err := e.cmds.Run(cctx, "sbatch", append(j.args, j.scriptPath)...)
+	stdout, stderr, err := e.cmds.Run(cctx, "sbatch", append(slices.Clip(j.args), j.scriptPath)...)
 	if err != nil {
-		msg := strings.TrimSpace(string(stderr))
+		msg := oneLine(stderr)
 		return "", &Error{Op: "submit the trial (sbatch)", Err: err, Stderr: msg, hint: submitHint(msg)}
 	}
 	// --parsable prints "ID" or "ID;cluster".
 	id, _, _ := strings.Cut(strings.TrimSpace(string(stdout)), ";")
 	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
-		return "", &Error{Op: "submit the trial (sbatch)", Err: fmt.Errorf("no job ID in sbatch's output %q", shorten(string(stdout))), Stderr: strings.TrimSpace(string(stderr))}
+		return "", &Error{Op: "submit the trial (sbatch)", Err: fmt.Errorf("no job ID in sbatch's output %q", shorten(string(stdout))), Stderr: oneLine(stderr)}
 	}
 	return id, nil
 }
@@ -472,7 +476,7 @@ func (e *Executor) queueState(ctx context.Context, id string) (string, error) {
 		if unknownJob(stderr) {
 			return "COMPLETED", nil
 		}
-		return "", &Error{Op: "ask squeue about job " + id, JobID: id, Err: err, Stderr: strings.TrimSpace(string(stderr))}
+		return "", &Error{Op: "ask squeue about job " + id, JobID: id, Err: err, Stderr: oneLine(stderr)}
 	}
 	st := strings.TrimSpace(string(stdout))
 	if st == "" {
@@ -502,7 +506,7 @@ func (e *Executor) end(ctx context.Context, id string) (jobEnd, error) {
 		stdout, stderr, err = e.cmds.Run(cctx, "scontrol", "-o", "show", "job", id)
 		if err != nil {
 			if !unknownJob(stderr) {
-				err = &Error{Op: "ask scontrol about job " + id, JobID: id, Err: err, Stderr: strings.TrimSpace(string(stderr))}
+				err = &Error{Op: "ask scontrol about job " + id, JobID: id, Err: err, Stderr: oneLine(stderr)}
 			}
 			break
 		}
@@ -528,7 +532,7 @@ func (e *Executor) end(ctx context.Context, id string) (jobEnd, error) {
 		}
 	}
 	if serr != nil && len(stderr) > 0 {
-		serr = fmt.Errorf("%w: %s", serr, strings.TrimSpace(string(stderr)))
+		serr = fmt.Errorf("%w: %s", serr, oneLine(stderr))
 	}
 	return jobEnd{}, &Error{Op: "read how job " + id + " ended", JobID: id, Err: errors.Join(err, serr),
 		hint: "neither scontrol (which forgets finished jobs after MinJobAge) nor sacct (accounting) knows the job; ask the administrators to raise MinJobAge or enable accounting"}
@@ -554,7 +558,7 @@ func (e *Executor) stop(ctx context.Context, id string, running bool, grace time
 			}
 		}
 		e.scancel(bg, "--signal=KILL", "--full", id)
-		if e.waitGone(bg, id, killWait, nil) {
+		if e.waitGone(bg, id, e.killWait, nil) {
 			return nil
 		}
 	}
@@ -612,4 +616,15 @@ func readTail(path string, n int) []byte {
 		return nil
 	}
 	return b
+}
+
+// oneLine joins a command's stderr into one line for an error message.
+func oneLine(b []byte) string {
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
