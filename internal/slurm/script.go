@@ -98,12 +98,24 @@ func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// comment renders a command line for a comment: quoted words, and a newline
-// (which would end the comment) shown as \n.
+// comment renders a command line for a comment, to copy and paste: words
+// quoted where the shell needs it, and a newline (which would end the
+// comment) shown as \n.
 func comment(argv []string) string {
 	words := make([]string, len(argv))
 	for i, a := range argv {
-		words[i] = strings.ReplaceAll(quote(a), "\n", `\n`)
+		if a == "" || strings.ContainsFunc(a, needsQuote) {
+			a = quote(a)
+		}
+		words[i] = strings.ReplaceAll(a, "\n", `\n`)
 	}
 	return strings.Join(words, " ")
+}
+
+func needsQuote(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-_./=:,+@%", r)
 }

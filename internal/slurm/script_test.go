@@ -216,3 +216,11 @@ func TestTimeLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestComment(t *testing.T) {
+	got := comment([]string{"sbatch", "--output=/logs/100%/t.out", "--comment=a b", "it's", "", "x\ny"})
+	want := `sbatch --output=/logs/100%/t.out '--comment=a b' 'it'\''s' '' 'x\ny'`
+	if got != want {
+		t.Errorf("comment = %s\nwant      %s", got, want)
+	}
+}

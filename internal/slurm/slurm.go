@@ -237,7 +237,7 @@ func (e *Executor) prepare(spec trial.Spec) (*job, error) {
 	base := strings.TrimSuffix(j.stdout, filepath.Ext(j.stdout))
 	j.scriptPath = base + ".sbatch"
 	j.args = e.sbatchArgs(spec, dir, j.stdout, j.stderr)
-	s := script{argv: spec.Argv, env: env, dir: dir, gpus: e.opts.GPUsPerTrial > 0, sbatch: append([]string{"sbatch"}, j.args...)}
+	s := script{argv: spec.Argv, env: env, dir: dir, gpus: e.opts.GPUsPerTrial > 0, sbatch: slices.Concat([]string{"sbatch"}, j.args, []string{j.scriptPath})}
 	text, err := s.text()
 	if err != nil {
 		return nil, &trial.StartError{Op: "find command", Argv0: argv0, Err: err}
