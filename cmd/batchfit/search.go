@@ -287,7 +287,7 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 			}
 		}
 	}
-	prober := o.newProber(t, pcfg, fraction, prog)
+	prober := o.newProber(t, g, pcfg, limit, fraction, prog)
 	defer prober.Close()
 	cfg.OnEvent = func(ev search.Event) {
 		if ev.Kind == search.EventPlan {
@@ -616,12 +616,21 @@ type trialProber interface {
 // newProber returns the fresh-process prober, or with --worker a warm
 // worker that falls back to fresh processes for re-checks, confirmations
 // and the final answer.
-func (o *searchOptions) newProber(t *target, pcfg probe.Config, fraction float64, prog report.Progress) trialProber {
-	fresh := probe.New(pcfg)
+func (o *searchOptions) newProber(t *target, g gpuGroup, pcfg probe.Config, limit uint64, fraction float64, prog report.Progress) trialProber {
 	if !o.worker {
-		return fresh
+		return probe.New(pcfg)
 	}
+	// Under a --memory-limit that leaves the card room for three capped
+	// processes, the next worker starts while the current one runs, and the
+	// fresh confirmations run side by side: each process is held to the
+	// limit by its own allocator cap, so none changes another's answer.
+	roomy := limit > 0 && len(g.devices) > 0 && g.devices[0].Total >= 3*(limit+1<<30)
+	if roomy {
+		pcfg.Slots = [][]int{nil, nil}
+	}
+	fresh := probe.New(pcfg)
 	return worker.NewProber(worker.ProberConfig{
+		Standby:      roomy,
 		Command:      t.command,
 		Env:          worker.Environ(os.Environ(), pcfg.PythonPath, fraction),
 		Dir:          pcfg.Dir,

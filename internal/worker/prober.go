@@ -40,6 +40,11 @@ type ProberConfig struct {
 	// verified. The default replaces it: an OOM may leave the allocator
 	// fragmented or a library in a state that verification cannot see.
 	KeepAfterOOM bool
+	// Standby starts each next worker while the current one runs trials,
+	// so a replacement is ready at once. Only safe when every process is
+	// capped (--memory-limit) well below what the card has free: the
+	// standby holds a CUDA context and the model on the same GPU.
+	Standby bool
 	// Fallback runs trials in fresh processes: the search's re-checks and
 	// confirmations (search.Fresh), a re-run of every warm crash, and
 	// SettleFresh. nil starts a new worker for each such trial instead.
@@ -142,6 +147,19 @@ type Prober struct {
 
 	w  *Worker // the current worker; only the Probe goroutine touches it
 	wi int     // its index in workers
+
+	// next delivers the standby worker (ProberConfig.Standby) once it is
+	// ready; stopNext cancels its start. Only the Probe goroutine touches
+	// them.
+	next     chan standby
+	stopNext context.CancelFunc
+}
+
+// standby is a worker started ahead of need, or why it could not start.
+type standby struct {
+	w   *Worker
+	n   int
+	err error
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -496,6 +514,7 @@ func (p *Prober) TorchVersion() string {
 
 // Close stops the current worker.
 func (p *Prober) Close() error {
+	p.dropStandby()
 	if p.w != nil {
 		p.w.Close()
 		p.w = nil
@@ -508,18 +527,63 @@ func (p *Prober) ensure(ctx context.Context) (*Worker, error) {
 	if p.w != nil {
 		return p.w, nil
 	}
-	w, n, err := p.start(ctx)
-	if err != nil {
-		return nil, err
+	var s standby
+	if p.next != nil {
+		s = <-p.next
+		p.next, p.stopNext = nil, nil
+		if s.err != nil && ctx.Err() == nil {
+			s.w, s.n, s.err = p.start(ctx) // the standby failed: start one in the open, for its error
+		}
+	} else {
+		s.w, s.n, s.err = p.start(ctx)
 	}
-	p.w, p.wi = w, n
-	return w, nil
+	if s.err != nil {
+		return nil, s.err
+	}
+	p.w, p.wi = s.w, s.n
+	p.startStandby(ctx)
+	return s.w, nil
+}
+
+// startStandby starts the next worker while the current one runs trials,
+// so that replacing a worker (after an OOM, by default) costs no start-up.
+// Only with ProberConfig.Standby: the standby holds a CUDA context and a
+// model on the GPU, which is safe only when every worker is capped below
+// what the card has free.
+func (p *Prober) startStandby(ctx context.Context) {
+	if !p.cfg.Standby || p.next != nil {
+		return
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	ch := make(chan standby, 1)
+	p.next, p.stopNext = ch, cancel
+	go func() {
+		w, n, err := p.start(sctx)
+		ch <- standby{w: w, n: n, err: err}
+	}()
+}
+
+// dropStandby stops the standby worker, waiting until it is gone.
+func (p *Prober) dropStandby() {
+	if p.next == nil {
+		return
+	}
+	p.stopNext()
+	if s := <-p.next; s.w != nil {
+		s.w.Close()
+		p.mu.Lock()
+		p.workers[s.n].Retired = "not needed"
+		p.mu.Unlock()
+	}
+	p.next, p.stopNext = nil, nil
 }
 
 // start starts a worker and registers it; n is its index in workers.
 func (p *Prober) start(ctx context.Context) (*Worker, int, error) {
+	// Reserve the index first: a standby may be starting at the same time.
 	p.mu.Lock()
 	n := len(p.workers)
+	p.workers = append(p.workers, WorkerInfo{N: n + 1, Retired: "did not start"})
 	p.mu.Unlock()
 	opts := Options{Dir: p.cfg.Dir, StartTimeout: p.cfg.StartTimeout, OOMKills: p.cfg.OOMKills}
 	if p.cfg.LogDir != "" {
@@ -543,7 +607,7 @@ func (p *Prober) start(ctx context.Context) (*Worker, int, error) {
 		info.Stdout, info.Stderr = stdout, stderr
 	}
 	p.mu.Lock()
-	p.workers = append(p.workers, info)
+	p.workers[n] = info
 	p.mu.Unlock()
 	if p.cfg.OnReady != nil {
 		p.cfg.OnReady(n+1, info.Hello)

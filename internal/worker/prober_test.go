@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,5 +370,43 @@ func TestWarmSearchOnCPU(t *testing.T) {
 	last := ts[len(ts)-1]
 	if last.Size != 101 || last.Outcome != classify.OOM || last.Phase != "confirm" || last.N != len(ts) || last.Stderr == "" {
 		t.Errorf("last trial = %+v", last)
+	}
+}
+
+// With Standby, the worker that replaces one retired after an OOM was
+// started while the old one ran, and the standby left at the end is
+// stopped by Close.
+func TestStandbyWorker(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	p := NewProber(ProberConfig{
+		Command: []string{py, "-m", "batchfit.worker", "trials:Clean"},
+		Env:     testEnv(t, "TRIAL_OOM_ABOVE=100"),
+		Steps:   1,
+		Timeout: time.Minute,
+		Standby: true,
+	})
+	obs, err := p.Probe(context.Background(), []int{50, 200, 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(obs); got[0] != classify.OK || got[1] != classify.OOM || got[2] != classify.OK {
+		t.Fatalf("outcomes %v", got)
+	}
+	recs := p.Records()
+	if recs[0].WorkerPID != recs[1].WorkerPID || recs[2].WorkerPID == recs[1].WorkerPID || !recs[1].Recycled {
+		t.Errorf("records = %+v", recs)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ws := p.Workers()
+	if len(ws) != 3 || (ws[2].Retired != "not needed" && ws[2].Retired != "did not start") {
+		t.Fatalf("workers = %+v: the first, its standby that took over, and a standby stopped at Close", ws)
+	}
+	for _, w := range ws {
+		if w.PID > 0 && syscall.Kill(w.PID, 0) == nil {
+			t.Errorf("worker %d (pid %d) still runs after Close", w.N, w.PID)
+		}
 	}
 }
