@@ -15,6 +15,8 @@ type gpuGroup struct {
 	name    string
 	devices []gpu.Device
 	slots   [][]int // nil: one trial at a time, not pinned
+	// constraint is the Slurm --constraint of this group's jobs.
+	constraint string
 }
 
 func (g gpuGroup) indexes() []int {
@@ -113,4 +115,23 @@ func joinInts(xs []int) string {
 		s[i] = strconv.Itoa(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// slurmGroups are the searches of a Slurm run: one per GPU type in
+// --constraint with --per-gpu-model, else one. Slots only count the jobs
+// that run at once: Slurm picks the GPUs.
+func (o *searchOptions) slurmGroups() ([]gpuGroup, error) {
+	var groups []gpuGroup
+	for _, c := range o.exec.constraints(o.perGPUModel) {
+		g := gpuGroup{name: c, constraint: c, slots: make([][]int, o.exec.parallel)}
+		if c != "" {
+			// The answer's table names the card by its constraint.
+			g.devices = []gpu.Device{{Name: c}}
+		}
+		groups = append(groups, g)
+	}
+	if o.perGPUModel && len(groups) < 2 {
+		return nil, usageError("list the GPU types to compare: --constraint a100,h100", "--per-gpu-model with --executor slurm needs several types in --constraint")
+	}
+	return groups, nil
 }

@@ -45,6 +45,7 @@ type searchOptions struct {
 	perGPUModel                 bool
 	db                          dbOptions
 	out                         outputOptions
+	exec                        executorOptions
 }
 
 func (o *searchOptions) register(fs *pflag.FlagSet) {
@@ -63,6 +64,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
 	o.db.register(fs, true)
 	o.out.register(fs)
+	o.exec.register(fs)
 	fs.BoolVar(&o.worker, "worker", false, "run trials in a warm PyTorch worker (python -m batchfit.worker module:Trial) whose reset is verified; the answer is confirmed in fresh processes")
 	fs.BoolVar(&o.keepAfterOOM, "keep-after-oom", false, "with --worker, keep a worker after an out-of-memory trial when its reset verified")
 	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
@@ -159,6 +161,9 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if err := o.out.check(); err != nil {
 		return err
 	}
+	if err := o.exec.check(o); err != nil {
+		return err
+	}
 	var devices []gpu.Device
 	if t.backend != nil {
 		devices, err = t.backend.Devices()
@@ -167,6 +172,9 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 		}
 	}
 	groups, err := o.gpuGroups(devices)
+	if o.exec.slurm() {
+		groups, err = o.slurmGroups()
+	}
 	if err != nil {
 		return err
 	}
@@ -243,6 +251,12 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 		return nil, err
 	}
 	run.LogDir = logDir
+	var executor probe.Executor
+	if o.exec.slurm() {
+		if executor, err = o.exec.executor(g.constraint, o.gpusPerTrial); err != nil {
+			return nil, err
+		}
+	}
 
 	pcfg := probe.Config{
 		Command:        t.command,
@@ -254,6 +268,7 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 		MemoryLimit:    limit,
 		MemoryFraction: fraction,
 		Slots:          g.slots,
+		Executor:       executor,
 	}
 	if t.torch {
 		pp, err := adapter.Install(filepath.Join(logDir, "adapter"))
@@ -262,7 +277,9 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 		}
 		pcfg.PythonPath = pp
 	}
-	if t.backend != nil {
+	if t.backend != nil && executor == nil {
+		// NVML sees this machine only; Slurm trials report their memory
+		// through the adapter.
 		pcfg.Sampler = gpu.NewSampler(t.backend, 0)
 	}
 	if db != nil {
@@ -538,6 +555,13 @@ func validate(cfg search.Config) error {
 
 // openLogDir returns the folder for trial logs and whether to keep it.
 func (o *searchOptions) openLogDir() (string, bool, error) {
+	if o.logDir == "" && o.exec.slurm() {
+		dir, err := slurmLogDir()
+		if err != nil {
+			return "", false, failure(exitError, "pass --log-dir on a folder the compute nodes can see", fmt.Errorf("create a folder for trial logs: %w", err))
+		}
+		return dir, false, nil
+	}
 	if o.logDir == "" {
 		dir, err := os.MkdirTemp("", "batchfit-")
 		if err != nil {

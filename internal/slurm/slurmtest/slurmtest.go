@@ -27,6 +27,10 @@ import (
 // GPUs is how many fake GPUs the node offers (gres gpu).
 const GPUs = 4
 
+// Features are the node's features, as GPU types for --constraint: the one
+// node has them all.
+var Features = []string{"h200sim", "a100sim"}
+
 // KeepEnv, when set in the environment, keeps a stopped cluster's directory
 // (configuration, daemon logs) for a look at what happened.
 const KeepEnv = "SLURMTEST_KEEP"
@@ -312,7 +316,7 @@ func (c *Cluster) slurmConf(ctldPort, slurmdPort, cpus, mem int) string {
 		"KillWait=2",
 		"ReturnToService=2",
 		"SlurmdParameters=config_overrides",
-		fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%d Gres=gpu:%d State=UNKNOWN", c.Node, cpus, mem, GPUs),
+		fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%d Gres=gpu:%d Features=%s State=UNKNOWN", c.Node, cpus, mem, GPUs, strings.Join(Features, ",")),
 		"PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
 	}
 	return strings.Join(lines, "\n") + "\n"
