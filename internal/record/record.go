@@ -93,9 +93,17 @@ type Trial struct {
 	Reserved  uint64           `json:"peak_reserved_bytes,omitempty"`
 	Device    uint64           `json:"peak_device_bytes,omitempty"` // NVML, whole process tree
 	StepTimes []float64        `json:"step_seconds,omitempty"`
-	Stdout    string           `json:"stdout_log,omitempty"`
-	Stderr    string           `json:"stderr_log,omitempty"`
-	Tail      string           `json:"stderr_tail,omitempty"` // kept for crashes only
+	// Warm-worker trials: the worker's pid, the memory its reset left
+	// above the baseline, whether the reset verified, and why the worker
+	// was replaced after this trial.
+	WorkerPID int    `json:"worker_pid,omitempty"`
+	Retained  int64  `json:"retained_bytes,omitempty"`
+	Verified  *bool  `json:"reset_verified,omitempty"`
+	Recycled  string `json:"recycled,omitempty"`
+
+	Stdout string `json:"stdout_log,omitempty"`
+	Stderr string `json:"stderr_log,omitempty"`
+	Tail   string `json:"stderr_tail,omitempty"` // kept for crashes only
 }
 
 // Throughput is samples per second from the median step time, or 0.

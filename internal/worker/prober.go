@@ -113,8 +113,12 @@ func (r Record) Trial() record.Trial {
 		Stdout:  r.stdout,
 		Stderr:  r.stderr,
 	}
+	t.WorkerPID, t.Recycled = r.WorkerPID, r.RecycleReason
 	if res := r.Result; res != nil {
 		t.Allocated, t.Reserved = res.PeakAllocated, res.PeakReserved
+		t.Retained = res.RetainedBytes
+		verified := res.Verified
+		t.Verified = &verified
 		t.StepTimes = res.StepSeconds
 		if res.Outcome == classify.Crash || res.Outcome == classify.Timeout {
 			t.Tail = res.Tail
