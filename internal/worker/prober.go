@@ -532,6 +532,18 @@ func (p *Prober) ensure(ctx context.Context) (*Worker, error) {
 		return p.w, nil
 	}
 	var s standby
+	if p.next == nil && p.cfg.Standby {
+		// The first worker's standby starts beside it: an OOM early in the
+		// search finds it (nearly) ready.
+		p.startStandby(ctx)
+		s.w, s.n, s.err = p.start(ctx)
+		if s.err != nil {
+			p.dropStandby()
+			return nil, s.err
+		}
+		p.w, p.wi = s.w, s.n
+		return s.w, nil
+	}
 	if p.next != nil {
 		s = <-p.next
 		p.next, p.stopNext = nil, nil
