@@ -88,7 +88,10 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
 ` + exitCodesHelp,
 		Example: `  batchfit search -- python train.py --batch-size {} --max-steps 3
   batchfit search --memory-limit 24GiB -- python train.py --batch-size {}
-  batchfit search -q --multiple-of 8 -- ./train.sh`,
+  batchfit search -q --multiple-of 8 -- ./train.sh
+  batchfit search --worker -- python -m batchfit.worker mymodule:Trial
+  batchfit search --gpus 0,1 --gpus-per-trial 2 -- torchrun --nproc_per_node=2 train.py --batch-size {}
+  batchfit search --executor slurm --jobs 4 --partition gpu -- python train.py --batch-size {}`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
 				return usageError("put the training command after --: batchfit search -- python train.py --batch-size {}", "no command to search")
