@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -425,8 +424,8 @@ follow:
 	if tail <= 0 {
 		tail = trial.DefaultTailBytes
 	}
-	res.StdoutTail = readTail(j.stdout, tail)
-	res.StderrTail = readTail(j.stderr, tail)
+	res.StdoutTail = trial.ReadTail(j.stdout, 0, tail)
+	res.StderrTail = trial.ReadTail(j.stderr, 0, tail)
 	return res, end, id, nil
 }
 
@@ -596,26 +595,6 @@ func (e *Executor) waitGone(ctx context.Context, id string, limit time.Duration,
 		case <-time.After(poll):
 		}
 	}
-}
-
-// readTail returns the last n bytes of the file at path; nil if it cannot
-// be read (the job never started its command, for one).
-func readTail(path string, n int) []byte {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil
-	}
-	off := max(fi.Size()-int64(n), 0)
-	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 // oneLine joins a command's stderr into one line for an error message.

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
+
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 func TestParseStat(t *testing.T) {
@@ -72,7 +74,7 @@ func TestTrackerFindsDescendants(t *testing.T) {
 	}
 
 	// As in Run: the leader dies first and stays unreaped during cleanup.
-	exited := waitExit(leader)
+	exited := procgroup.WaitExit(leader)
 	cmd.Process.Kill()
 	<-exited
 	if n := tr.killLeftovers(); n != 2 {

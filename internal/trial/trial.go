@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 // Defaults for the zero values of Spec.
@@ -204,9 +206,9 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 		Dir:    spec.Dir,
 		Stdout: logs.stdout,
 		Stderr: logs.stderr,
-		// Setpgid: one group for the trial and its children, killable as a
-		// whole. Pdeathsig: if batchfit dies hard, the leader dies too.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		// One group for the trial and its children, killable as a whole,
+		// that dies with batchfit.
+		SysProcAttr: procgroup.Attr(),
 	}
 	counter := spec.OOMKills
 	if counter == nil {
@@ -226,7 +228,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 
 	tr := newTracker(pid, cookie)
-	exited := waitExit(pid)
+	exited := procgroup.WaitExit(pid)
 	pollStop := make(chan struct{})
 	pollDone := make(chan struct{})
 	go func() {
@@ -287,8 +289,8 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 			res.HostOOMEvidence = true
 		}
 	}
-	res.StdoutTail = readTail(logs.stdout, tailBytes)
-	res.StderrTail = readTail(logs.stderr, tailBytes)
+	res.StdoutTail = ReadTail(logs.stdout.Name(), 0, tailBytes)
+	res.StderrTail = ReadTail(logs.stderr.Name(), 0, tailBytes)
 	return res, nil
 }
 
@@ -322,35 +324,6 @@ func stop(ctx context.Context, tr *tracker, leader *os.Process, exited <-chan st
 // their trial's cleanup. It is process-wide and done once.
 func becomeSubreaper() {
 	subreaperOnce.Do(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
-}
-
-// waitExit reports when the process pid has exited, without reaping it
-// (WNOWAIT): the zombie keeps pid and group id reserved during cleanup.
-func waitExit(pid int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if err == nil {
-				return
-			}
-			if err != unix.EINTR {
-				break
-			}
-		}
-		// A kernel without WNOWAIT (a sandbox's): watch for the zombie
-		// instead. pid is an unreaped child, so it cannot vanish or be
-		// reused meanwhile.
-		for {
-			if st, err := readStat(pid); err != nil || st.dead() {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	return done
 }
 
 func newCookie() string {
@@ -461,15 +434,27 @@ func openLogs(stdoutPath, stderrPath string) (*logs, error) {
 }
 
 func (l *logs) open(path, stream string) (*os.File, error) {
-	if path == "" {
-		f, err := os.CreateTemp("", "batchfit-"+stream+"-*")
-		if err != nil {
-			return nil, err
-		}
+	f, temp, err := OpenLog(path, "batchfit-"+stream+"-*")
+	if temp {
 		l.temp = append(l.temp, f.Name())
-		return f, nil
 	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	return f, err
+}
+
+// OpenLog opens a log file as Spec says of its log paths: the file at path,
+// created (truncated) with mode 0644. With path "" it creates a temporary
+// file instead, named after pattern as os.CreateTemp does, and temp says
+// that the caller must remove it.
+func OpenLog(path, pattern string) (f *os.File, temp bool, err error) {
+	if path == "" {
+		f, err := os.CreateTemp("", pattern)
+		if err != nil {
+			return nil, false, err
+		}
+		return f, true, nil
+	}
+	f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	return f, false, err
 }
 
 func (l *logs) close() {
@@ -484,23 +469,25 @@ func (l *logs) close() {
 	}
 }
 
-// readTail returns the last n bytes written to f. It reads through a fresh
-// descriptor: the child shares f's file offset.
-func readTail(f *os.File, n int) []byte {
-	r, err := os.Open(f.Name())
+// ReadTail returns the last n bytes of the file at path, but none from
+// before offset from (a log that earlier runs wrote to); nil if it cannot be
+// read. It opens the file afresh: a child writing to it shares the offset of
+// the descriptor it was given.
+func ReadTail(path string, from int64, n int) []byte {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
-	defer r.Close()
-	fi, err := r.Stat()
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil
 	}
-	off := fi.Size() - int64(n)
-	if off < 0 {
-		off = 0
+	off := max(fi.Size()-int64(n), from, 0)
+	if off > fi.Size() {
+		off = fi.Size()
 	}
-	b, err := io.ReadAll(io.NewSectionReader(r, off, fi.Size()-off))
+	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
 	if err != nil {
 		return nil
 	}

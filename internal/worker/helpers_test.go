@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 // findPython returns an interpreter (with torch when asked), or skips.
@@ -128,7 +129,7 @@ func runTrial(t *testing.T, w *Worker, size, steps int) Result {
 
 // alive reports whether a process exists (a zombie counts as gone).
 func alive(pid int) bool {
-	return !zombie(pid)
+	return !procgroup.Exited(pid)
 }
 
 func hasModule(python, module string) bool {

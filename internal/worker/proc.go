@@ -2,8 +2,6 @@ package worker
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"strconv"
 	"syscall"
@@ -11,47 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// waitExit reports when the process pid has exited, without reaping it
-// (WNOWAIT): the zombie keeps the pid, which is also the group id, reserved
-// until the group has been killed.
-func waitExit(pid int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if err == nil {
-				return
-			}
-			if err != unix.EINTR {
-				break
-			}
-		}
-		// A kernel without WNOWAIT (a sandbox's): watch for the zombie.
-		// pid is an unreaped child, so it cannot vanish or be reused.
-		for !zombie(pid) {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	return done
-}
-
-// zombie reports whether pid has exited (or cannot be read any more).
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	// The state follows the command name, which is in parentheses and may
-	// itself hold spaces or parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return true
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
-}
 
 // reapGroup collects members of the killed group pgid that were re-parented
 // to batchfit (it is a child subreaper once a trial has run), so that they
@@ -116,30 +73,4 @@ func groupRunning(pgid int) bool {
 		}
 	}
 	return false
-}
-
-// readTail returns the last n bytes of the file at path that lie beyond
-// offset from.
-func readTail(path string, from int64, n int) []byte {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil
-	}
-	off := max(fi.Size()-int64(n), from, 0)
-	if off >= fi.Size() {
-		return nil
-	}
-	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil
-	}
-	return b
 }

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
@@ -218,10 +219,9 @@ func Start(ctx context.Context, argv []string, env []string, opts Options) (*Wor
 	cmd.Dir = opts.Dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{reqR, repW}
-	// Setpgid: one group for the worker and its children (data loader
-	// workers), killable as a whole. Pdeathsig: if batchfit dies hard, the
-	// worker dies too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// One group for the worker and its children (data loader workers),
+	// killable as a whole, that dies with batchfit.
+	cmd.SysProcAttr = procgroup.Attr()
 	err = cmd.Start()
 	reqR.Close()
 	repW.Close()
@@ -528,7 +528,7 @@ func (w *Worker) read() {
 // wait notices the leader's exit, kills what is left of its group while the
 // zombie keeps the group id reserved, then reaps it.
 func (w *Worker) wait() {
-	<-waitExit(w.pid)
+	<-procgroup.WaitExit(w.pid)
 	w.procMu.Lock()
 	killGroup(w.pid)
 	_ = w.cmd.Wait()
@@ -591,7 +591,7 @@ func (w *Worker) Close() error {
 // (since the start outside a trial): earlier trials' errors in the log
 // must not explain this one.
 func (w *Worker) tail() string {
-	return string(readTail(w.stderr, w.mark, w.opts.TailBytes))
+	return string(trial.ReadTail(w.stderr, w.mark, w.opts.TailBytes))
 }
 
 // markLog notes where the stderr log ends now.
@@ -602,15 +602,11 @@ func (w *Worker) markLog() {
 }
 
 func (w *Worker) openLog(path, stream string) (*os.File, error) {
-	if path == "" {
-		f, err := os.CreateTemp("", "batchfit-worker-"+stream+"-*")
-		if err != nil {
-			return nil, err
-		}
+	f, temp, err := trial.OpenLog(path, "batchfit-worker-"+stream+"-*")
+	if temp {
 		w.temp = append(w.temp, f.Name())
-		return f, nil
 	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	return f, err
 }
 
 func (w *Worker) removeTemp() {

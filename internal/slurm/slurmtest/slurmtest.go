@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 // GPUs is how many fake GPUs the node offers (gres gpu).
@@ -378,9 +380,9 @@ func (c *Cluster) startDaemon(name string, argv ...string) error {
 	cmd.Dir = c.Dir
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group keeps a terminal's Ctrl-C for the test binary,
-	// which then stops the daemons in order; Pdeathsig ends them if the test
-	// binary dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// which then stops the daemons in order; they die with the test binary
+	// if it dies without cleaning up.
+	cmd.SysProcAttr = procgroup.Attr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}

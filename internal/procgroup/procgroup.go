@@ -1,0 +1,66 @@
+// Package procgroup holds what trials and warm workers share about a child
+// that leads its own process group: the attributes it is started with, and
+// how its exit is noticed without reaping it, so that its pid (the group's
+// id) stays reserved while the rest of the group is killed.
+package procgroup
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Attr returns the attributes for a child that leads its own process group.
+// Setpgid: the child and its children are killable as a whole, and a
+// terminal's Ctrl-C reaches batchfit, which stops them in order. Pdeathsig:
+// if batchfit dies hard, the child dies too.
+func Attr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// WaitExit reports when the child pid has exited, without reaping it
+// (WNOWAIT): the zombie keeps the pid, which is also the group id, reserved
+// until its caller has killed the rest of the group and reaps it.
+func WaitExit(pid int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err == nil {
+				return
+			}
+			if err != unix.EINTR {
+				break
+			}
+		}
+		// A kernel without WNOWAIT (a sandbox's): watch for the zombie
+		// instead. pid is an unreaped child, so it cannot vanish or be
+		// reused meanwhile.
+		for !Exited(pid) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return done
+}
+
+// Exited reports whether pid has exited: it is a zombie, or its stat
+// cannot be read any more.
+func Exited(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold spaces or parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return true
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
+}
