@@ -1,18 +1,17 @@
 package main
 
 import (
-	goio "io"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mattn/go-isatty"
+	goio "io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -320,7 +319,6 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 	if wp, ok := prober.(*worker.Prober); ok && serr == nil {
 		// A warm worker's answer is reported only once fresh processes
 		// agree with it.
-		prober.SetPhase("settle")
 		st, err := wp.SettleFresh(ctx, res.Max, res.FirstFailure, o.multipleOf, o.min, o.max)
 		res.Max, res.FirstFailure, serr = st.Answer, st.FirstFailure, err
 		if errors.Is(err, worker.ErrNothingFitsFresh) {
@@ -655,6 +653,11 @@ func (o *searchOptions) newProber(t *target, g gpuGroup, pcfg probe.Config, limi
 	if roomy {
 		pcfg.Slots = [][]int{nil, nil}
 	}
+	// The worker's records number fresh trials among the warm ones; those
+	// reach the history with the finished run, not under the fresh
+	// prober's own numbers.
+	onDone := pcfg.OnDone
+	pcfg.OnDone = prog.TrialDone
 	fresh := probe.New(pcfg)
 	return worker.NewProber(worker.ProberConfig{
 		Standby:      roomy,
@@ -668,7 +671,7 @@ func (o *searchOptions) newProber(t *target, g gpuGroup, pcfg probe.Config, limi
 		KeepAfterOOM: o.keepAfterOOM,
 		Fallback:     fresh,
 		OnStart:      func(n, size int) { prog.TrialStarted(n, size, nil) },
-		OnDone:       pcfg.OnDone,
+		OnDone:       onDone,
 		Warn:         prog.Warn,
 	})
 }
