@@ -89,15 +89,35 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 
 // WriteTrialTable writes one row per trial.
 func WriteTrialTable(w io.Writer, run *record.Run) error {
+	// With a known capacity (the card, or --memory-limit) each peak is also
+	// shown as a share of it: torch's reserved peak, which is what an
+	// allocator cap holds (the CUDA context lies outside it), else NVML's.
+	var capacity uint64
+	capHeader := ""
+	if run.GPU != nil && run.GPU.Capacity > 0 {
+		capacity = run.GPU.Capacity
+		capHeader = "of " + Bytes(capacity) + "\t"
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trial\tsize\toutcome\tseconds\tpeak alloc\tpeak gpu\tsamples/s\t")
+	fmt.Fprintf(tw, "trial\tsize\toutcome\tseconds\tpeak alloc\tpeak gpu\t%ssamples/s\t\n", capHeader)
 	for _, t := range run.Trials {
 		note := ""
 		if t.Retry {
 			note = " (retry)"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
-			orDash(t.Allocated), orDash(t.Device), throughput(t))
+		share := ""
+		if capacity > 0 {
+			share = "-\t"
+			peak := t.Reserved
+			if peak == 0 {
+				peak = t.Device
+			}
+			if peak > 0 && t.Outcome.Fits() {
+				share = fmt.Sprintf("%.1f %%\t", 100*float64(peak)/float64(capacity))
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
+			orDash(t.Allocated), orDash(t.Device), share, throughput(t))
 	}
 	return tw.Flush()
 }
