@@ -18,7 +18,7 @@ const AllocConfEnv = "PYTORCH_CUDA_ALLOC_CONF"
 // reportFile removes BATCHFIT_REPORT, so the hook stays silent. Where base
 // sets a variable twice the last value counts, as in os/exec.
 func Env(base []string, pythonPath, reportFile string) []string {
-	userPath, hasUserPath := lookup(base, "PYTHONPATH")
+	userPath, hasUserPath := Lookup(base, "PYTHONPATH")
 	env := without(base, "PYTHONPATH", ReportEnv)
 	switch {
 	case pythonPath != "" && userPath != "":
@@ -34,8 +34,8 @@ func Env(base []string, pythonPath, reportFile string) []string {
 	return env
 }
 
-// lookup returns the last value of key in env.
-func lookup(env []string, key string) (value string, ok bool) {
+// Lookup returns the last value of key in env, as a program sees it.
+func Lookup(env []string, key string) (value string, ok bool) {
 	for _, kv := range env {
 		if k, v, found := strings.Cut(kv, "="); found && k == key {
 			value, ok = v, true

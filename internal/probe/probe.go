@@ -8,7 +8,6 @@ package probe
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -266,16 +265,17 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 }
 
 // env builds the trial's environment: the base, then batchfit's variables,
-// which win over inherited ones of the same name.
+// which win over inherited ones of the same name; the adapter's PYTHONPATH
+// and report file go through adapter.Env, as for the warm worker.
 func (p *Prober) env(n, size int, gpus []int, reportPath string) []string {
 	set := map[string]string{
 		"BATCHFIT_BATCH_SIZE": strconv.Itoa(size),
 		"BATCHFIT_STEPS":      strconv.Itoa(p.cfg.Steps),
 		"BATCHFIT_TRIAL":      strconv.Itoa(n),
-		adapter.ReportEnv:     reportPath,
 	}
 	if p.cfg.MemoryFraction > 0 {
-		set["PYTORCH_CUDA_ALLOC_CONF"] = adapter.MergeAllocConf(lookup(p.cfg.Env, "PYTORCH_CUDA_ALLOC_CONF"), p.cfg.MemoryFraction)
+		conf, _ := adapter.Lookup(p.cfg.Env, adapter.AllocConfEnv)
+		set[adapter.AllocConfEnv] = adapter.MergeAllocConf(conf, p.cfg.MemoryFraction)
 	}
 	if gpus != nil {
 		ids := make([]string, len(gpus))
@@ -286,25 +286,17 @@ func (p *Prober) env(n, size int, gpus []int, reportPath string) []string {
 		// NVML numbers GPUs by PCI bus; CUDA fastest-first unless told.
 		set["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
 	}
-	env := make([]string, 0, len(p.cfg.Env)+len(set)+1)
+	env := make([]string, 0, len(p.cfg.Env)+len(set)+2)
 	for _, kv := range p.cfg.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ours := set[k]; ours || (k == "PYTHONPATH" && p.cfg.PythonPath != "") {
-			continue
+		if _, ours := set[k]; !ours {
+			env = append(env, kv)
 		}
-		env = append(env, kv)
 	}
 	for k, v := range set {
 		env = append(env, k+"="+v)
 	}
-	if p.cfg.PythonPath != "" {
-		pp := p.cfg.PythonPath
-		if user := lookup(p.cfg.Env, "PYTHONPATH"); user != "" {
-			pp += string(os.PathListSeparator) + user
-		}
-		env = append(env, "PYTHONPATH="+pp)
-	}
-	return env
+	return adapter.Env(env, p.cfg.PythonPath, reportPath)
 }
 
 func (p *Prober) warn(msg string) {
@@ -321,15 +313,6 @@ func Substitute(argv []string, size int) []string {
 		out[i] = strings.ReplaceAll(a, Placeholder, s)
 	}
 	return out
-}
-
-func lookup(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 type watchFunc func(pid int) func()
