@@ -454,7 +454,7 @@ func (o *searchOptions) finish(run *record.Run, serr error) error {
 	case errors.As(serr, &crash):
 		run.Status = record.Failed
 		run.Error = serr.Error()
-		t := findTrial(run.Trials, crash.Observation.Size)
+		t := run.LastFailure(crash.Observation.Size)
 		hint := "the command failed for a reason other than memory; fix it, then search again"
 		if t != nil {
 			hint = fmt.Sprintf("the command failed for a reason other than memory at batch size %d; its stderr ends with:\n%s\nfull log: %s", t.Size, indentTail(t.Tail, 15), t.Stderr)
@@ -587,15 +587,6 @@ func (o *searchOptions) openLogDir() (string, bool, error) {
 func unexpected(err error) bool {
 	var ee *exitErr
 	return !errors.As(err, &ee) || (ee.code != exitFound && ee.code != exitInterrupted)
-}
-
-func findTrial(ts []record.Trial, size int) *record.Trial {
-	for i := len(ts) - 1; i >= 0; i-- {
-		if ts[i].Size == size {
-			return &ts[i]
-		}
-	}
-	return nil
 }
 
 func indentTail(s string, lines int) string {

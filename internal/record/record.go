@@ -161,3 +161,14 @@ func Recommend(trials []Trial) int {
 	}
 	return pick
 }
+
+// LastFailure returns the last trial at size that did not run, or nil: the
+// trial that proves a failure (or shows a crash) at that size.
+func (r *Run) LastFailure(size int) *Trial {
+	for i := len(r.Trials) - 1; i >= 0; i-- {
+		if t := &r.Trials[i]; t.Size == size && !t.Outcome.Fits() {
+			return t
+		}
+	}
+	return nil
+}

@@ -190,10 +190,8 @@ func htmlHeadline(v *htmlView, run *record.Run) {
 
 // htmlFailureOf says how the trial at size failed, the last time it ran.
 func htmlFailureOf(run *record.Run, size int) string {
-	for i := len(run.Trials) - 1; i >= 0; i-- {
-		if t := run.Trials[i]; t.Size == size && !t.Outcome.Fits() {
-			return fmt.Sprintf("does not (%s)", t.Outcome)
-		}
+	if t := run.LastFailure(size); t != nil {
+		return fmt.Sprintf("does not (%s)", t.Outcome)
 	}
 	return "does not"
 }

@@ -155,10 +155,8 @@ func Bytes(b uint64) string {
 }
 
 func failureOf(run *record.Run, size int) string {
-	for i := len(run.Trials) - 1; i >= 0; i-- {
-		if t := run.Trials[i]; t.Size == size && !t.Outcome.Fits() {
-			return "failed (" + string(t.Outcome) + ")"
-		}
+	if t := run.LastFailure(size); t != nil {
+		return "failed (" + string(t.Outcome) + ")"
 	}
 	return "failed"
 }
