@@ -128,18 +128,11 @@ func writeHistory(w io.Writer, runs []record.Run) error {
 		if r.Cached {
 			status += " (cached)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04"), status, answer, len(r.Trials), gpuName, clipCommand(r.Command, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04"), status, answer, len(r.Trials), gpuName, report.Clip(strings.Join(r.Command, " "), 60))
 	}
 	return tw.Flush()
 }
 
-func clipCommand(argv []string, n int) string {
-	s := strings.Join(argv, " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
 
 func newShowCommand(io *streams) *cobra.Command {
 	var db dbOptions

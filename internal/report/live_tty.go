@@ -347,7 +347,7 @@ func (l *look) header() string {
 	sep := l.dim.Render(" · ")
 	var b strings.Builder
 	// A long command would push the GPU off the line.
-	b.WriteString(l.title.Render(clip(title, 48)))
+	b.WriteString(l.title.Render(Clip(title, 48)))
 	switch {
 	case o.Simulated && !strings.Contains(o.GPU, "simulated"):
 		b.WriteString(sep + l.dim.Render(strings.TrimSpace("simulated "+o.GPU)))

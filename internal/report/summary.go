@@ -136,7 +136,7 @@ func TrialLine(t record.Trial, capacity uint64) string {
 		}
 	}
 	if t.Reason != "" && !t.Outcome.Fits() {
-		fmt.Fprintf(&b, " (%s)", clip(t.Reason, 100))
+		fmt.Fprintf(&b, " (%s)", Clip(t.Reason, 100))
 	}
 	return b.String()
 }
@@ -182,8 +182,8 @@ func seconds(s float64) string {
 	return fmt.Sprintf("%dm%02.0fs", int(s)/60, s-float64(int(s)/60*60))
 }
 
-// clip shortens s to at most n runes, marking the cut.
-func clip(s string, n int) string {
+// Clip shortens s to at most n runes, marking the cut.
+func Clip(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
