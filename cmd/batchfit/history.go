@@ -133,7 +133,6 @@ func writeHistory(w io.Writer, runs []record.Run) error {
 	return tw.Flush()
 }
 
-
 func newShowCommand(io *streams) *cobra.Command {
 	var db dbOptions
 	var out outputOptions
