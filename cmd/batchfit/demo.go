@@ -21,33 +21,36 @@ search; only the GPU is simulated. Takes a few seconds.
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if simGPUs < 1 {
+				return usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", simGPUs)
+			}
 			exe, err := os.Executable()
 			if err != nil {
-				return failure(exitError, "", fmt.Errorf("find the batchfit executable: %w", err))
+				return fmt.Errorf("find the batchfit executable: %w", err)
 			}
 			state, err := os.MkdirTemp("", "batchfit-simgpu-")
 			if err != nil {
-				return failure(exitError, "", fmt.Errorf("create the simulated GPU's state folder: %w", err))
+				return fmt.Errorf("create the simulated GPU's state folder: %w", err)
 			}
 			defer os.RemoveAll(state)
 			card := sim.H100()
 			card.Dir = state
-			if simGPUs < 1 {
-				return usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", simGPUs)
-			}
 			card.Count = simGPUs
 			t := &target{
 				command:   sim.Command(exe, card, sim.ResNet50()),
 				shown:     []string{"batchfit", "demo"},
 				backend:   sim.NewBackend(card),
 				simulated: true,
+				framework: sim.Framework{},
 			}
 			return o.execute(cmd.Context(), io, t)
-		},
+		}),
 	}
 	o.register(cmd.Flags())
 	cmd.Flags().IntVar(&simGPUs, "sim-gpus", 1, "number of simulated GPUs (try with --gpus all)")
+	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus")
+	useFlagGroups(cmd)
 	return cmd
 }
 

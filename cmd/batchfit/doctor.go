@@ -1,23 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/doctor"
-	"github.com/batchfit/batchfit/internal/gpu"
-	"github.com/batchfit/batchfit/internal/probe"
-	"github.com/batchfit/batchfit/internal/report"
-	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/worker"
 )
 
@@ -61,9 +52,9 @@ Exit codes:
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), io, args)
-		},
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, io, args)
+		}),
 	}
 	fs := cmd.Flags()
 	fs.IntVar(&o.size, "size", 8, "the batch size that is repeated, and the start of the doubling")
@@ -95,132 +86,37 @@ func (o *doctorOptions) validate() error {
 	return nil
 }
 
-func (o *doctorOptions) run(ctx context.Context, io *streams, argv []string) error {
+func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	t, err := commandTarget(argv, false)
+	var so searchOptions
+	t, err := so.commandTarget(argv)
 	if err != nil {
 		return err
 	}
-	var devices []gpu.Device
-	if t.backend != nil {
-		defer t.backend.Close()
-		if devices, err = t.backend.Devices(); err != nil {
-			return failure(exitError, "", fmt.Errorf("list GPUs: %w", err))
-		}
-	}
-	so := searchOptions{memoryLimit: o.memoryLimit, logDir: o.logDir}
-	limit, fraction, err := so.limit(devices)
+	defer t.backend.Close()
+	limit, err := runner.ParseLimit(o.memoryLimit)
 	if err != nil {
 		return err
 	}
-	logDir, keepLogs, err := so.openLogDir()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if !keepLogs {
-			os.RemoveAll(logDir)
-		}
-	}()
-	pythonPath, err := adapter.Install(filepath.Join(logDir, "adapter"))
-	if err != nil {
-		return failure(exitError, "", fmt.Errorf("install the Python package: %w", err))
-	}
-	dir, _ := os.Getwd()
-	base := os.Environ()
-	env := worker.Environ(base, pythonPath, fraction)
-
-	fmt.Fprintf(io.stderr, "batchfit: doctor: starting the worker: %s\n", strings.Join(argv, " "))
-	stderrLog := filepath.Join(logDir, "worker.err")
-	w, err := worker.Start(ctx, argv, env, worker.Options{
-		Dir:          dir,
-		StdoutPath:   filepath.Join(logDir, "worker.out"),
-		StderrPath:   stderrLog,
+	cfg := runner.DoctorConfig{
+		Command:      argv,
+		Protocol:     doctor.Config{Size: o.size, Repeat: o.repeat, Steps: o.steps, MaxSize: o.max, Timeout: o.timeout},
 		StartTimeout: o.startTimeout,
-	})
+		MemoryLimit:  limit,
+		NoFresh:      o.noFresh,
+		LogDir:       o.logDir,
+	}
+	deps := runner.Deps{GPU: t.backend, Notice: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) }}
+	r, err := runner.Doctor(cmd.Context(), cfg, deps)
 	if err != nil {
-		if ctx.Err() != nil {
-			return failure(exitInterrupted, "", errors.New("interrupted; the worker was stopped"))
-		}
-		keepLogs = true
-		return failure(exitError, startHint(err, stderrLog), err)
-	}
-	h := w.Hello()
-	fmt.Fprintf(io.stderr, "batchfit: doctor: worker %d ready on %s after %.1fs (%d warm-up step(s) at batch size %d)\n",
-		h.PID, h.Device, h.SetupSeconds, h.WarmupSteps, h.WarmupSize)
-
-	cfg := doctor.Config{
-		Size: o.size, Repeat: o.repeat, Steps: o.steps, MaxSize: o.max, Timeout: o.timeout,
-		OnTrial: func(tr doctor.Trial) {
-			fmt.Fprintf(io.stderr, "batchfit: doctor: trial %d (%s) batch %d: %s, %s retained\n",
-				tr.ID, tr.Phase, tr.Size, tr.Outcome, signedBytes(tr.RetainedBytes))
-		},
-	}
-	if !o.noFresh {
-		fresh := probe.New(probe.Config{
-			Command: argv, Env: base, Dir: dir, Steps: o.steps, Timeout: o.timeout, LogDir: logDir,
-			PythonPath: pythonPath, MemoryLimit: limit, MemoryFraction: fraction,
-		})
-		cfg.Fresh = func(ctx context.Context, size int) (search.Observation, error) {
-			fmt.Fprintf(io.stderr, "batchfit: doctor: batch %d in a fresh process\n", size)
-			obs, err := fresh.Probe(ctx, []int{size})
-			if err != nil {
-				return search.Observation{}, err
-			}
-			return obs[0], nil
-		}
-	}
-	r, err := doctor.Run(ctx, cfg, w)
-	if err != nil {
-		if ctx.Err() != nil {
-			return failure(exitInterrupted, "", errors.New("interrupted; the worker was stopped"))
-		}
-		return failure(exitError, "", err)
+		return err
 	}
 	if o.json {
 		enc := json.NewEncoder(io.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			return failure(exitError, "", err)
-		}
-	} else if err := doctor.WriteText(io.stdout, r); err != nil {
-		return failure(exitError, "", err)
+		return enc.Encode(r)
 	}
-	if keepLogs {
-		fmt.Fprintf(io.stderr, "batchfit: doctor: the worker's output is in %s\n", logDir)
-	}
-	return nil
-}
-
-// startHint shows why the worker did not start: the end of its traceback or
-// of its stderr, and where the whole log is.
-func startHint(err error, stderrLog string) string {
-	var se *worker.StartError
-	if !errors.As(err, &se) {
-		return ""
-	}
-	switch {
-	case se.Stage == "start":
-		return "check the worker command: batchfit doctor -- python -m batchfit.worker mymodule:Trial"
-	case se.Stage == "warmup" && se.Outcome == "oom":
-		return "even the warm-up batch does not fit; set BATCHFIT_WORKER_WARMUP to a smaller size, or check what else uses the GPU"
-	}
-	text := se.Traceback
-	if text == "" {
-		text = se.Tail
-	}
-	hint := fmt.Sprintf("the worker's output ends with:\n%s\nfull log: %s", indentTail(text, 15), stderrLog)
-	if se.Stage == "warmup" {
-		hint += "\nthe warm-up runs at BATCHFIT_WORKER_WARMUP (default 1); a model that cannot train on one sample (BatchNorm) needs a larger one"
-	}
-	return hint
-}
-
-func signedBytes(b int64) string {
-	if b < 0 {
-		return "-" + report.Bytes(uint64(-b))
-	}
-	return report.Bytes(uint64(b))
+	return doctor.WriteText(io.stdout, r)
 }

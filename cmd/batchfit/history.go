@@ -15,22 +15,9 @@ import (
 
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
+	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/store"
 )
-
-// runStore is what batchfit keeps in its history; *store.Store is the real one.
-type runStore interface {
-	BeginRun(ctx context.Context, run *record.Run) error
-	AddTrial(ctx context.Context, runID string, t record.Trial) error
-	FinishRun(ctx context.Context, run *record.Run) error
-	Get(ctx context.Context, idOrPrefix string) (*record.Run, error)
-	List(ctx context.Context, limit int) ([]record.Run, error)
-	Cached(ctx context.Context, fingerprint string) (*record.Run, error)
-	Nearest(ctx context.Context, commandKey string) (*record.Run, error)
-	Close() error
-}
-
-var _ runStore = (*store.Store)(nil)
 
 // dbOptions choose the history database.
 type dbOptions struct {
@@ -45,16 +32,28 @@ func (d *dbOptions) register(fs *pflag.FlagSet, withNone bool) {
 	}
 }
 
-// open returns the store, or nil with --no-db.
-func (d *dbOptions) open(ctx context.Context) (runStore, error) {
+// history is the history a search reads and writes: store.Null with
+// --no-db.
+type history interface {
+	runner.Store
+	Close() error
+}
+
+// open returns the history, or store.Null with --no-db.
+func (d *dbOptions) open(ctx context.Context) (history, error) {
 	if d.none {
-		return nil, nil
+		return store.Null{}, nil
 	}
+	return d.openFile(ctx)
+}
+
+// openFile opens the database file.
+func (d *dbOptions) openFile(ctx context.Context) (*store.Store, error) {
 	path := d.path
 	if path == "" {
 		p, err := store.DefaultPath()
 		if err != nil {
-			return nil, failure(exitError, "pass --db PATH, or --no-db to search without the history", err)
+			return nil, &exitErr{code: exitError, err: err, hint: "pass --db PATH, or --no-db to search without the history"}
 		}
 		path = p
 	}
@@ -67,7 +66,7 @@ func (d *dbOptions) open(ctx context.Context) (runStore, error) {
 		case errors.Is(err, store.ErrCorrupt):
 			hint = "move the file away to start a new history, or " + hint
 		}
-		return nil, failure(exitError, hint, fmt.Errorf("open the history: %w", err))
+		return nil, &exitErr{code: exitError, err: fmt.Errorf("open the history: %w", err), hint: hint}
 	}
 	return s, nil
 }
@@ -80,15 +79,15 @@ func newHistoryCommand(io *streams) *cobra.Command {
 		Use:   "history",
 		Short: "List past searches",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := db.open(cmd.Context())
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			s, err := db.openFile(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			runs, err := s.List(cmd.Context(), limit)
 			if err != nil {
-				return failure(exitError, "", fmt.Errorf("list runs: %w", err))
+				return fmt.Errorf("list runs: %w", err)
 			}
 			if asJSON {
 				if runs == nil {
@@ -97,7 +96,7 @@ func newHistoryCommand(io *streams) *cobra.Command {
 				return writeJSON(io.stdout, runs)
 			}
 			return writeHistory(io.stdout, runs)
-		},
+		}),
 	}
 	db.register(cmd.Flags(), false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
@@ -145,8 +144,8 @@ func newShowCommand(io *streams) *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := db.open(cmd.Context())
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			s, err := db.openFile(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -158,7 +157,7 @@ func newShowCommand(io *streams) *cobra.Command {
 			case errors.Is(err, store.ErrAmbiguous):
 				return usageError("give more characters of the run id", "run id %q matches several runs", args[0])
 			case err != nil:
-				return failure(exitError, "", err)
+				return err
 			}
 			if err := out.write(run, false); err != nil {
 				return err
@@ -167,7 +166,7 @@ func newShowCommand(io *streams) *cobra.Command {
 				return writeJSON(io.stdout, run)
 			}
 			return report.WriteSummary(io.stdout, run)
-		},
+		}),
 	}
 	db.register(cmd.Flags(), false)
 	out.register(cmd.Flags())
@@ -222,12 +221,12 @@ func (o *outputOptions) write(run *record.Run, perModel bool) error {
 	if o.reportPath != "" {
 		err := writeFileAtomic(name(o.reportPath), func(w io.Writer) error { return report.WriteHTML(w, run) })
 		if err != nil {
-			return failure(exitError, "", fmt.Errorf("write the report: %w", err))
+			return fmt.Errorf("write the report: %w", err)
 		}
 	}
 	if o.plotPath != "" {
 		if err := report.WritePlotFile(name(o.plotPath), run); err != nil {
-			return failure(exitError, "", fmt.Errorf("write the plot: %w", err))
+			return fmt.Errorf("write the plot: %w", err)
 		}
 	}
 	return nil

@@ -11,6 +11,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/batchfit/batchfit/internal/runner"
+	"github.com/batchfit/batchfit/internal/search"
 )
 
 // Exit codes, documented in --help.
@@ -29,7 +32,7 @@ const exitCodesHelp = `Exit codes:
   3    nothing fits: even --min does not run
   130  interrupted (Ctrl-C); every trial process was stopped`
 
-// exitError carries an exit code and an optional hint to main.
+// exitErr is an error with the exit code it ends batchfit with.
 type exitErr struct {
 	code int
 	err  error
@@ -38,13 +41,46 @@ type exitErr struct {
 
 func (e *exitErr) Error() string { return e.err.Error() }
 func (e *exitErr) Unwrap() error { return e.err }
+func (e *exitErr) Hint() string  { return e.hint }
 
 func usageError(hint string, format string, args ...any) error {
 	return &exitErr{code: exitUsage, err: fmt.Errorf(format, args...), hint: hint}
 }
 
-func failure(code int, hint string, err error) error {
-	return &exitErr{code: code, err: err, hint: hint}
+// exitCode maps what a command returned to batchfit's exit code. Errors
+// that carry none are classified by what they match.
+func exitCode(err error) int {
+	var ee *exitErr
+	var ce *runner.ConfigError
+	switch {
+	case err == nil:
+		return exitFound
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ce):
+		return exitUsage
+	case errors.Is(err, search.ErrNothingFits):
+		return exitNothingFits
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	}
+	return exitError
+}
+
+// hintOf returns the first non-empty hint anywhere in err's chain.
+func hintOf(err error) string {
+	type hinter interface{ Hint() string }
+	for err != nil {
+		var h hinter
+		if !errors.As(err, &h) {
+			return ""
+		}
+		if hint := h.Hint(); hint != "" {
+			return hint
+		}
+		err = errors.Unwrap(h.(error))
+	}
+	return ""
 }
 
 // streams are the command's I/O; tests swap them.
@@ -72,21 +108,37 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ee *exitErr
 	if !errors.As(err, &ee) {
-		// cobra's own errors are about flags and arguments.
-		ee = &exitErr{code: exitUsage, err: err, hint: "run 'batchfit --help' for usage"}
+		// Errors that reach here unmarked are cobra's own, about the
+		// command line; commands mark theirs (commandErr).
+		err = &exitErr{code: exitUsage, err: err, hint: "run 'batchfit --help' for usage"}
 		if ctx.Err() != nil {
-			ee = &exitErr{code: exitInterrupted, err: err}
+			err = &exitErr{code: exitInterrupted, err: err}
 		}
 	}
-	if ee.err != nil && ee.err.Error() != "" {
-		fmt.Fprintf(stderr, "batchfit: error: %s\n", ee.err)
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "batchfit: error: %s\n", msg)
 	}
-	if ee.hint != "" {
-		for _, line := range strings.Split(ee.hint, "\n") {
+	if hint := hintOf(err); hint != "" {
+		for _, line := range strings.Split(hint, "\n") {
 			fmt.Fprintf(stderr, "batchfit: hint: %s\n", line)
 		}
 	}
-	return ee.code
+	return exitCode(err)
+}
+
+// commandErr marks an error a command returned with its exit code, so that
+// run can tell it from cobra's own errors.
+func commandErr(err error) error {
+	var ee *exitErr
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	return &exitErr{code: exitCode(err), err: err}
+}
+
+// runE wraps a command's body so its errors are marked (commandErr).
+func runE(f func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error { return commandErr(f(cmd, args)) }
 }
 
 func newRootCommand(io *streams) *cobra.Command {

@@ -37,7 +37,6 @@ func TestLeakyTrialOnGPU(t *testing.T) {
 		t.Skipf("%s sees no CUDA GPU: %v", py, err)
 	}
 	total, _ := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
-	fraction := float64(24<<30) / float64(total)
 
 	dir := t.TempDir()
 	pp, err := adapter.Install(filepath.Join(dir, "adapter"))
@@ -53,13 +52,13 @@ func TestLeakyTrialOnGPU(t *testing.T) {
 	leaky, _ := filepath.Abs("../../examples/worker/leaky_trial.py")
 	argv := []string{py, "-m", "batchfit.worker", leaky + ":Trial"}
 	stderr := filepath.Join(dir, "worker.err")
-	w, err := worker.Start(context.Background(), argv, worker.Environ(base, pp, fraction), worker.Options{
+	w, err := worker.Start(context.Background(), argv, worker.Environ(base, pp, adapter.Torch{}, 24<<30, total), worker.Options{
 		StdoutPath: filepath.Join(dir, "worker.out"), StderrPath: stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 3, Timeout: 10 * time.Minute,
-		LogDir: dir, MemoryLimit: 24 << 30, MemoryFraction: fraction})
+		LogDir: dir, MemoryLimit: 24 << 30, DeviceTotal: total, Framework: adapter.Torch{}})
 	start := time.Now()
 	r, err := Run(context.Background(), Config{Size: 16, Steps: 3, Timeout: 10 * time.Minute,
 		Fresh: func(ctx context.Context, size int) (search.Observation, error) {

@@ -22,17 +22,39 @@ func (e noDriverError) Is(target error) bool { return target == ErrNoDriver }
 // ErrNoDevice means the driver is present but reports no GPU.
 var ErrNoDevice = errors.New("no NVIDIA GPU found")
 
-// Detect opens the best backend available. Without one it returns a nil
-// Backend and an error that reads as a one-line hint, e.g. "no NVIDIA driver
-// found (libnvidia-ml.so.1): GPU memory will not be sampled". A nil Backend is
-// valid for NewSampler, which then measures nothing.
+// Detect opens the best backend available. Without one it returns Null{}
+// and an error that reads as a one-line hint, e.g. "no NVIDIA driver found
+// (libnvidia-ml.so.1): GPU memory will not be sampled": the caller carries
+// on, measuring nothing.
 func Detect() (Backend, error) {
 	b, err := Open()
 	if err != nil {
-		return nil, fmt.Errorf("%w: GPU memory will not be sampled", err)
+		return Null{}, fmt.Errorf("%w: GPU memory will not be sampled", err)
 	}
 	return b, nil
 }
+
+// Null is the backend of a machine without a GPU driver: no devices, no
+// figures. A Sampler over it measures nothing.
+type Null struct{}
+
+var _ Backend = Null{}
+
+// Devices lists none.
+func (Null) Devices() ([]Device, error) { return nil, nil }
+
+// ProcessMemory knows no device.
+func (Null) ProcessMemory(device int) (map[int]uint64, error) {
+	return nil, fmt.Errorf("gpu %d: %w", device, ErrNoDevice)
+}
+
+// UsedMemory knows no device.
+func (Null) UsedMemory(device int) (uint64, error) {
+	return 0, fmt.Errorf("gpu %d: %w", device, ErrNoDevice)
+}
+
+// Close does nothing.
+func (Null) Close() error { return nil }
 
 // Describe reports what b sees, one line per device, for debugging a real
 // machine: name, UUID, memory, driver and the processes using the GPU.

@@ -12,8 +12,11 @@ func TestDetectWithoutDriver(t *testing.T) {
 		t.Skip("an NVIDIA driver is present; TestNVMLReal covers this machine")
 	}
 	b, err := Detect()
-	if b != nil {
-		t.Errorf("Detect returned a backend %v with error %v", b, err)
+	if _, null := b.(Null); !null {
+		t.Errorf("Detect returned %T with error %v, want Null", b, err)
+	}
+	if devs, derr := b.Devices(); len(devs) != 0 || derr != nil {
+		t.Errorf("Null lists %v, %v; want none", devs, derr)
 	}
 	if !errors.Is(err, ErrNoDriver) {
 		t.Fatalf("Detect error = %v, want ErrNoDriver", err)

@@ -38,11 +38,14 @@ type Config struct {
 
 	// PythonPath, when set, puts the adapter's hook first on PYTHONPATH.
 	PythonPath string
-	// MemoryLimit emulates a smaller card: torch gets an allocator cap
-	// (MemoryFraction), and a trial without torch's own figures whose NVML
-	// peak exceeds it counts as oom.
-	MemoryLimit    uint64
-	MemoryFraction float64
+	// Framework reads the adapter's report and emulates MemoryLimit; nil
+	// means adapter.None.
+	Framework adapter.Framework
+	// MemoryLimit emulates a smaller card of that many bytes on a device of
+	// DeviceTotal: the framework's allocator is capped where it has a
+	// switch for it, and a trial it did not hold to the limit counts as oom
+	// when its NVML peak exceeds it.
+	MemoryLimit, DeviceTotal uint64
 
 	// Executor runs each trial; nil runs it here, as a local process group.
 	Executor Executor
@@ -97,6 +100,9 @@ func New(cfg Config) *Prober {
 	}
 	if cfg.Executor == nil {
 		cfg.Executor = ExecutorFunc(trial.Run)
+	}
+	if cfg.Framework == nil {
+		cfg.Framework = adapter.None{}
 	}
 	return &Prober{cfg: cfg}
 }
@@ -219,9 +225,10 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	}
 	c := classify.Classify(in)
 
-	// torch enforces --memory-limit itself through its allocator cap; other
-	// programs are held to it by their measured peak.
-	if c.Outcome == classify.OK && p.cfg.MemoryLimit > 0 && sum.MaxReserved == 0 && device > p.cfg.MemoryLimit {
+	// A framework with an allocator cap enforces --memory-limit itself;
+	// other programs are held to it by their measured peak.
+	peaks := p.cfg.Framework.Peaks(sum)
+	if c.Outcome == classify.OK && p.cfg.MemoryLimit > 0 && !p.cfg.Framework.EnforcesLimit(sum) && device > p.cfg.MemoryLimit {
 		c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", gib(device), gib(p.cfg.MemoryLimit))}
 	}
 
@@ -235,8 +242,8 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		Phase:     phase,
 		Retry:     phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
 		GPUs:      gpus,
-		Allocated: sum.MaxAllocated,
-		Reserved:  sum.MaxReserved,
+		Allocated: peaks.Allocated,
+		Reserved:  peaks.Reserved,
 		Device:    device,
 		StepTimes: sum.StepTimes,
 		Stdout:    spec.StdoutPath,
@@ -260,7 +267,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	return search.Observation{
 		Size:    size,
 		Outcome: c.Outcome,
-		Memory:  search.Memory{Allocated: sum.MaxAllocated, Reserved: sum.MaxReserved, Device: device},
+		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device},
 	}, nil
 }
 
@@ -272,10 +279,6 @@ func (p *Prober) env(n, size int, gpus []int, reportPath string) []string {
 		"BATCHFIT_BATCH_SIZE": strconv.Itoa(size),
 		"BATCHFIT_STEPS":      strconv.Itoa(p.cfg.Steps),
 		"BATCHFIT_TRIAL":      strconv.Itoa(n),
-	}
-	if p.cfg.MemoryFraction > 0 {
-		conf, _ := adapter.Lookup(p.cfg.Env, adapter.AllocConfEnv)
-		set[adapter.AllocConfEnv] = adapter.MergeAllocConf(conf, p.cfg.MemoryFraction)
 	}
 	if gpus != nil {
 		ids := make([]string, len(gpus))
@@ -296,6 +299,7 @@ func (p *Prober) env(n, size int, gpus []int, reportPath string) []string {
 	for k, v := range set {
 		env = append(env, k+"="+v)
 	}
+	env = p.cfg.Framework.LimitEnv(env, p.cfg.MemoryLimit, p.cfg.DeviceTotal)
 	return adapter.Env(env, p.cfg.PythonPath, reportPath)
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/sim"
@@ -44,7 +45,7 @@ func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, f
 		Sampler: gpu.NewSampler(backend, 0),
 	}
 	if fraction > 0 {
-		pc.MemoryFraction = fraction
+		pc.Framework, pc.DeviceTotal = sim.Framework{}, devices[0].Total
 		pc.MemoryLimit = uint64(fraction * float64(devices[0].Total))
 		cfg.Capacity = pc.MemoryLimit
 	}
@@ -125,10 +126,12 @@ func TestSubstitute(t *testing.T) {
 
 func TestEnvOverridesAndPythonPath(t *testing.T) {
 	p := New(Config{
-		Env:            []string{"PATH=/bin", "BATCHFIT_BATCH_SIZE=999", "PYTHONPATH=/user/lib", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
-		Steps:          4,
-		PythonPath:     "/hook",
-		MemoryFraction: 0.25,
+		Env:         []string{"PATH=/bin", "BATCHFIT_BATCH_SIZE=999", "PYTHONPATH=/user/lib", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
+		Steps:       4,
+		PythonPath:  "/hook",
+		Framework:   adapter.Torch{},
+		MemoryLimit: 1 << 30,
+		DeviceTotal: 4 << 30,
 	})
 	env := p.env(7, 128, []int{2, 3}, filepath.Join("/logs", "r.jsonl"))
 	want := map[string]string{

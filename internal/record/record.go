@@ -68,7 +68,7 @@ type Settings struct {
 	MemoryLimit uint64  `json:"memory_limit_bytes,omitempty"`
 	Margin      float64 `json:"margin_percent,omitempty"`
 	Parallel    int     `json:"parallel,omitempty"`
-	Torch       bool    `json:"torch_hook"`
+	Framework   string  `json:"framework,omitempty"` // adapter.Framework's name
 }
 
 // GPUInfo is the device the search ran on.

@@ -96,7 +96,7 @@ func TestFingerprintFields(t *testing.T) {
 		{"start", func(r *record.Run) { r.Settings.Start = 256 }},
 		{"margin", func(r *record.Run) { r.Settings.Margin = 10 }},
 		{"parallel", func(r *record.Run) { r.Settings.Parallel = 4 }},
-		{"torch hook", func(r *record.Run) { r.Settings.Torch = false }},
+		{"framework", func(r *record.Run) { r.Settings.Framework = "none" }},
 		{"gpu uuid and index", func(r *record.Run) { r.GPU.Devices[0].UUID, r.GPU.Devices[0].Index = "GPU-x", 3 }},
 		{"cuda version", func(r *record.Run) { r.GPU.Devices[0].CUDA = "12.8" }},
 		{"capacity", func(r *record.Run) { r.GPU.Capacity = 1 }},

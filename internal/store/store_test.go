@@ -84,7 +84,7 @@ func sampleRun() *record.Run {
 		Simulated: false,
 		Settings: record.Settings{
 			Min: 1, Max: 4096, Start: 64, MultipleOf: 2, Steps: 3, Strategy: "model",
-			Confirm: 2, TimeoutSecs: 600, MemoryLimit: 24 << 30, Margin: 5, Parallel: 1, Torch: true,
+			Confirm: 2, TimeoutSecs: 600, MemoryLimit: 24 << 30, Margin: 5, Parallel: 1, Framework: "torch",
 		},
 		GPU: &record.GPUInfo{
 			Devices: []gpu.Device{{Index: 0, UUID: "GPU-1234", Name: "NVIDIA H200", Total: 150 << 30,

@@ -51,7 +51,6 @@ func gpuPython(t *testing.T, modules ...string) (python string, total uint64) {
 func TestSimCLRSearchOnGPU(t *testing.T) {
 	py, total := gpuPython(t, "torchvision")
 	const limit = 24 << 30
-	fraction := float64(limit) / float64(total)
 	target, _ := filepath.Abs("../../examples/worker/simclr_trial.py")
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keep_after_oom=%v", keep), func(t *testing.T) {
@@ -74,9 +73,9 @@ func TestSimCLRSearchOnGPU(t *testing.T) {
 			start := time.Now()
 			since := func() string { return time.Since(start).Round(100 * time.Millisecond).String() }
 			fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 3, Timeout: 10 * time.Minute,
-				LogDir: dir, MemoryLimit: limit, MemoryFraction: fraction})
+				LogDir: dir, MemoryLimit: limit, DeviceTotal: total, Framework: adapter.Torch{}})
 			p := NewProber(ProberConfig{
-				Command: argv, Env: Environ(base, pp, fraction), Steps: 3, Timeout: 10 * time.Minute,
+				Command: argv, Env: Environ(base, pp, adapter.Torch{}, limit, total), Steps: 3, Timeout: 10 * time.Minute,
 				LogDir: dir, KeepAfterOOM: keep, Fallback: fresh,
 				OnReady: func(n int, h Hello) {
 					t.Logf("%s worker %d ready: pid %d, %s, setup %.1fs, baseline %d bytes, %d warm-up steps",

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -349,7 +350,7 @@ func TestWarmSearchOnCPU(t *testing.T) {
 	}
 	argv := []string{py, "-m", "batchfit.worker", "trials:Clean"}
 	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir})
-	p := NewProber(ProberConfig{Command: argv, Env: Environ(base, pp, 0), Steps: 2, Timeout: time.Minute,
+	p := NewProber(ProberConfig{Command: argv, Env: Environ(base, pp, adapter.None{}, 0, 0), Steps: 2, Timeout: time.Minute,
 		LogDir: dir, KeepAfterOOM: true, Fallback: fresh})
 	defer p.Close()
 	res, err := search.Run(context.Background(), search.Config{Min: 1, Max: 1024, Strategy: search.Bisect}, p)

@@ -1,0 +1,34 @@
+package runner
+
+import (
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// checkWorker refuses a warm worker where it cannot run.
+func checkWorker(cfg Config) error {
+	if cfg.Worker == nil {
+		return nil
+	}
+	switch {
+	case cfg.Simulated:
+		return configError("the demo runs fresh processes; try --worker with a PyTorch Trial module", "--worker is not available in the demo")
+	case !cfg.Framework.Hooked():
+		return configError("run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial", "--worker needs a Python command")
+	case len(cfg.Group.Slots) > 1:
+		return configError("leave out --worker to run trials on several GPUs at once", "--worker runs one trial at a time; it cannot be combined with parallel --gpus")
+	}
+	return nil
+}
+
+// validate checks the search's bounds once the GPU's capacity is known,
+// which a margin needs.
+func validate(cfg search.Config) error {
+	if err := cfg.Validate(); err != nil {
+		hint := "check --min, --max, --start and --multiple-of"
+		if cfg.MarginPercent > 0 && cfg.Capacity == 0 {
+			hint = "--margin needs GPU memory figures: run where the NVIDIA driver is, or leave --margin out"
+		}
+		return configError(hint, "%s", err)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package runner
+
+import (
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/probe"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/worker"
+)
+
+// trialProber is what a search runs its trials through: fresh processes
+// (probe.Prober) or a warm worker (worker.Prober).
+type trialProber interface {
+	search.Prober
+	SetPhase(phase string)
+	Trials() []record.Trial
+	Close() error
+}
+
+var (
+	_ trialProber = (*probe.Prober)(nil)
+	_ trialProber = (*worker.Prober)(nil)
+)
+
+// newProber returns the fresh-process prober, or with a worker a warm
+// worker that falls back to fresh processes for re-checks, confirmations
+// and the final answer.
+func (s *session) newProber(pcfg probe.Config) trialProber {
+	if s.cfg.Worker == nil {
+		return probe.New(pcfg)
+	}
+	// Under a --memory-limit that leaves the card room for three capped
+	// processes, the next worker starts while the current one runs, and the
+	// fresh confirmations run side by side: each process is held to the
+	// limit by its own allocator cap, so none changes another's answer.
+	roomy := s.limit > 0 && s.total >= 3*(s.limit+1<<30)
+	if roomy {
+		pcfg.Slots = [][]int{nil, nil}
+	}
+	// The worker's records number fresh trials among the warm ones; those
+	// reach the history with the finished run, not under the fresh
+	// prober's own numbers.
+	onDone := pcfg.OnDone
+	pcfg.OnDone = s.prog.TrialDone
+	fresh := probe.New(pcfg)
+	env := adapter.Env(s.cfg.Env, pcfg.PythonPath, "")
+	return worker.NewProber(worker.ProberConfig{
+		Standby:      roomy,
+		Command:      s.cfg.Command,
+		Env:          s.cfg.Framework.LimitEnv(env, s.limit, s.total),
+		Dir:          pcfg.Dir,
+		Steps:        pcfg.Steps,
+		Timeout:      pcfg.Timeout,
+		Warmup:       s.scfg.Min,
+		LogDir:       pcfg.LogDir,
+		KeepAfterOOM: s.cfg.Worker.KeepAfterOOM,
+		Fallback:     fresh,
+		OnStart:      func(n, size int) { s.prog.TrialStarted(n, size, nil) },
+		OnDone:       onDone,
+		Warn:         s.prog.Warn,
+	})
+}

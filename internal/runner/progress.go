@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// Progress shows a search as it runs (report.Progress is the terminal's).
+// Its methods may be called from several goroutines: the search's events
+// and the prober's trial callbacks.
+type Progress interface {
+	Event(search.Event)
+	TrialStarted(n, size int, gpus []int)
+	TrialDone(t record.Trial)
+	Warn(msg string)
+	// Close ends the display; later calls do nothing.
+	Close()
+}
+
+// ProgressInfo is what a display shows about the search besides its
+// events.
+type ProgressInfo struct {
+	GPU       string // the first GPU's name; "" when unknown
+	Capacity  uint64 // its memory in bytes; 0 when unknown
+	Limit     uint64 // --memory-limit in bytes; 0 for none
+	Simulated bool
+	// MultipleOf and Confirm help estimate the time left.
+	MultipleOf, Confirm int
+}
+
+// nopProgress shows nothing.
+type nopProgress struct{}
+
+func (nopProgress) Event(search.Event)           {}
+func (nopProgress) TrialStarted(int, int, []int) {}
+func (nopProgress) TrialDone(record.Trial)       {}
+func (nopProgress) Warn(string)                  {}
+func (nopProgress) Close()                       {}

@@ -1,0 +1,155 @@
+// Package runner is the life of one search run: the answer from the history
+// or a seed for the start, the trial log folder, the executor and prober,
+// GPU sampling, progress, the search, settling a warm answer in fresh
+// processes, recording, and clean-up. Every outside system comes in through
+// Deps, so the whole life is testable with fakes.
+package runner
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/probe"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/store"
+)
+
+// Config is one search: what runs, on which GPUs, and how to search.
+type Config struct {
+	// Command is the argv of a trial, with probe.Placeholder where the
+	// batch size goes. Shown, when set, is the command as recorded and
+	// fingerprinted instead (the demo's child has temporary paths).
+	Command, Shown []string
+	Dir            string   // the trials' working directory; "" means batchfit's
+	Env            []string // the trials' base environment; nil means os.Environ()
+	Simulated      bool     // the GPU is the simulator's
+	// Framework is the command's framework (adapter.Choose); nil means
+	// adapter.None.
+	Framework adapter.Framework
+	// Search bounds and shapes the search. Run fills in its Capacity,
+	// AllocatorCap, Parallel and OnEvent.
+	Search  search.Config
+	Steps   int           // training steps per trial (BATCHFIT_STEPS)
+	Timeout time.Duration // per trial
+	// MemoryLimit emulates a smaller card; the zero Limit is none.
+	MemoryLimit Limit
+	// Group is the GPUs the search runs on and how trials share them.
+	Group Group
+	// Worker runs trials in a warm PyTorch worker; nil runs each in a
+	// fresh process.
+	Worker *WorkerOptions
+	// Fresh searches even when the history has the answer.
+	Fresh bool
+	// LogDir keeps every trial's output there. "" makes a temporary folder
+	// under LogBase ("" means the system's), removed unless the run ended
+	// unexpectedly.
+	LogDir, LogBase string
+	// Version is batchfit's, recorded with the run.
+	Version string
+}
+
+// WorkerOptions shape a warm-worker search.
+type WorkerOptions struct {
+	// KeepAfterOOM keeps a worker after an out-of-memory trial when its
+	// reset verified.
+	KeepAfterOOM bool
+}
+
+// Deps are the outside systems a run uses; tests pass fakes.
+type Deps struct {
+	// GPU measures memory; gpu.Null{} where there is no driver.
+	GPU gpu.Backend
+	// Store is the history; store.Null{} for --no-db.
+	Store Store
+	// Executor returns what runs the trials of a group; a nil Executor
+	// (or a nil result) runs them here as local process groups, watched
+	// through GPU. A non-nil one runs them elsewhere (Slurm), where NVML
+	// here cannot see them.
+	Executor func(Group) (probe.Executor, error)
+	// Progress starts the display of a search that runs trials; nil shows
+	// nothing.
+	Progress func(ProgressInfo) Progress
+	// Notice tells the user one line outside the display (the cache, the
+	// start point, where the logs are); nil says nothing.
+	Notice func(msg string)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is the history of runs; *store.Store and store.Null are two.
+type Store interface {
+	BeginRun(ctx context.Context, run *record.Run) error
+	AddTrial(ctx context.Context, runID string, t record.Trial) error
+	FinishRun(ctx context.Context, run *record.Run) error
+	Cached(ctx context.Context, fingerprint string) (*record.Run, error)
+	Nearest(ctx context.Context, commandKey string) (*record.Run, error)
+}
+
+var (
+	_ Store = (*store.Store)(nil)
+	_ Store = store.Null{}
+)
+
+// withDefaults fills in the zero values of cfg and deps.
+func withDefaults(cfg Config, deps Deps) (Config, Deps) {
+	if cfg.Framework == nil {
+		cfg.Framework = adapter.None{}
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.Dir == "" {
+		cfg.Dir, _ = os.Getwd()
+	}
+	if deps.GPU == nil {
+		deps.GPU = gpu.Null{}
+	}
+	if deps.Store == nil {
+		deps.Store = store.Null{}
+	}
+	if deps.Executor == nil {
+		deps.Executor = func(Group) (probe.Executor, error) { return nil, nil }
+	}
+	if deps.Progress == nil {
+		deps.Progress = func(ProgressInfo) Progress { return nopProgress{} }
+	}
+	if deps.Notice == nil {
+		deps.Notice = func(string) {}
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	return cfg, deps
+}
+
+// Run runs one search, or answers it from the history. The run it returns
+// is complete whatever the error says; it is nil only when the search could
+// not begin (a *ConfigError, or the history could not be read or written).
+func Run(ctx context.Context, cfg Config, deps Deps) (*record.Run, error) {
+	cfg, deps = withDefaults(cfg, deps)
+	s, err := prepare(ctx, cfg, deps)
+	if err != nil || s.run.Cached {
+		return s.run, err
+	}
+	defer s.cleanUp()
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	res, serr := s.runSearch(ctx)
+	s.record(res)
+	exit := s.finish(serr)
+	s.keepOrDropLogs(exit)
+	// The context may be canceled (Ctrl-C): the store still records the
+	// run as interrupted.
+	if err := deps.Store.FinishRun(ctx, s.run); err != nil {
+		deps.Notice("warning: record the run: " + err.Error())
+	}
+	if s.keepLogs && exit != nil {
+		deps.Notice("logs of every trial are in " + s.run.LogDir)
+	}
+	return s.run, exit
+}

@@ -1,0 +1,29 @@
+package store
+
+import (
+	"context"
+
+	"github.com/batchfit/batchfit/internal/record"
+)
+
+// Null is the history of --no-db: it records nothing and knows no run, so
+// every search runs and nothing is left behind.
+type Null struct{}
+
+// BeginRun records nothing; the run keeps no id.
+func (Null) BeginRun(context.Context, *record.Run) error { return nil }
+
+// AddTrial records nothing.
+func (Null) AddTrial(context.Context, string, record.Trial) error { return nil }
+
+// FinishRun records nothing.
+func (Null) FinishRun(context.Context, *record.Run) error { return nil }
+
+// Cached knows no run.
+func (Null) Cached(context.Context, string) (*record.Run, error) { return nil, nil }
+
+// Nearest knows no run.
+func (Null) Nearest(context.Context, string) (*record.Run, error) { return nil, nil }
+
+// Close does nothing.
+func (Null) Close() error { return nil }
