@@ -1,0 +1,263 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/probe"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// fakeTrainer is a workload played by fakeExecutor: memory grows by
+// perSample a sample over fixed, and a size whose allocation passes limit
+// runs out of memory, the way torch reports it.
+type fakeTrainer struct {
+	fixed, perSample, limit uint64
+	// crashAbove, when set, makes sizes above it fail with a bug.
+	crashAbove int
+	// block, when set, is closed by the trial at blockAt and then waits
+	// for the context: a trial to cancel.
+	blockAt int
+	block   chan struct{}
+}
+
+func (t fakeTrainer) fits(size int) bool { return t.fixed+uint64(size)*t.perSample <= t.limit }
+
+// truth is the largest size in [1, max] that fits.
+func (t fakeTrainer) truth(max int) int {
+	n := 0
+	for s := 1; s <= max && t.fits(s); s++ {
+		n = s
+	}
+	return n
+}
+
+// fakeExecutor runs no process: it reads the batch size from argv[1] and
+// answers as trainer would, writing the adapter's report like the hook.
+type fakeExecutor struct {
+	trainer fakeTrainer
+	mu      sync.Mutex
+	sizes   []int
+	envs    [][]string
+}
+
+var _ probe.Executor = (*fakeExecutor)(nil)
+
+func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
+	size, err := strconv.Atoi(spec.Argv[len(spec.Argv)-1])
+	if err != nil {
+		return trial.Result{}, fmt.Errorf("fake executor: argv %q has no size", spec.Argv)
+	}
+	e.mu.Lock()
+	e.sizes = append(e.sizes, size)
+	e.envs = append(e.envs, spec.Env)
+	e.mu.Unlock()
+	t := e.trainer
+	if t.block != nil && size == t.blockAt {
+		close(t.block)
+		<-ctx.Done()
+		return trial.Result{ExitCode: -1, Canceled: true}, nil
+	}
+	report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
+	peak := t.fixed + uint64(size)*t.perSample
+	switch {
+	case t.crashAbove > 0 && size > t.crashAbove:
+		return trial.Result{ExitCode: 1, StderrTail: []byte("Traceback (most recent call last):\nRuntimeError: mat1 and mat2 shapes cannot be multiplied\n")}, nil
+	case !t.fits(size):
+		adapter.Append(report, adapter.Event{Event: "exit", OOM: true, Exception: "torch.OutOfMemoryError"})
+		return trial.Result{ExitCode: 1, StderrTail: []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")}, nil
+	}
+	adapter.Append(report, adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{0.1, 0.1}})
+	return trial.Result{ExitCode: 0, Duration: time.Second}, nil
+}
+
+func (e *fakeExecutor) tried() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.sizes)
+}
+
+// fakeStore is the history in memory, with the answers of Cached and
+// Nearest set by the test.
+type fakeStore struct {
+	mu       sync.Mutex
+	cached   *record.Run
+	nearest  *record.Run
+	beginErr error
+	begun    []*record.Run
+	trials   []record.Trial
+	finished []record.Status
+}
+
+var _ Store = (*fakeStore)(nil)
+
+func (s *fakeStore) BeginRun(_ context.Context, run *record.Run) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.beginErr != nil {
+		return s.beginErr
+	}
+	run.ID = "run-1"
+	s.begun = append(s.begun, run)
+	return nil
+}
+
+func (s *fakeStore) AddTrial(_ context.Context, id string, t record.Trial) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id != "run-1" {
+		return fmt.Errorf("trial for unknown run %q", id)
+	}
+	s.trials = append(s.trials, t)
+	return nil
+}
+
+func (s *fakeStore) FinishRun(_ context.Context, run *record.Run) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finished = append(s.finished, run.Status)
+	return nil
+}
+
+func (s *fakeStore) Cached(context.Context, string) (*record.Run, error)  { return s.cached, nil }
+func (s *fakeStore) Nearest(context.Context, string) (*record.Run, error) { return s.nearest, nil }
+
+// fakeProgress records what the display was told.
+type fakeProgress struct {
+	mu      sync.Mutex
+	info    ProgressInfo
+	events  []search.Event
+	started []int
+	done    []record.Trial
+	warns   []string
+	closed  int
+}
+
+func (p *fakeProgress) Event(e search.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, e)
+}
+
+func (p *fakeProgress) TrialStarted(n, size int, gpus []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started = append(p.started, size)
+}
+
+func (p *fakeProgress) TrialDone(t record.Trial) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = append(p.done, t)
+}
+
+func (p *fakeProgress) Warn(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.warns = append(p.warns, msg)
+}
+
+func (p *fakeProgress) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed++
+}
+
+// fakeClock advances a second each time it is read.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
+
+// fakeGPU is one card that counts the questions it was asked.
+type fakeGPU struct {
+	device  gpu.Device
+	mu      sync.Mutex
+	queries int
+}
+
+var _ gpu.Backend = (*fakeGPU)(nil)
+
+func (g *fakeGPU) Devices() ([]gpu.Device, error) { return []gpu.Device{g.device}, nil }
+
+func (g *fakeGPU) ProcessMemory(int) (map[int]uint64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.queries++
+	return map[int]uint64{}, nil
+}
+
+func (g *fakeGPU) UsedMemory(int) (uint64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.queries++
+	return 0, nil
+}
+
+func (g *fakeGPU) Close() error { return nil }
+
+// fixture is a run's config and fakes for every dependency.
+type fixture struct {
+	cfg      Config
+	exec     *fakeExecutor
+	store    *fakeStore
+	progress *fakeProgress
+	clock    *fakeClock
+	gpu      *fakeGPU
+	notices  []string
+}
+
+const gib = 1 << 30
+
+func newFixture(t fakeTrainer) *fixture {
+	f := &fixture{
+		exec:     &fakeExecutor{trainer: t},
+		store:    &fakeStore{},
+		progress: &fakeProgress{},
+		clock:    &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		gpu:      &fakeGPU{device: gpu.Device{Index: 0, Name: "Fake GPU", Total: 80 * gib}},
+	}
+	f.cfg = Config{
+		Command:   []string{"train", probe.Placeholder},
+		Env:       []string{"PATH=" + os.Getenv("PATH")},
+		Framework: adapter.Torch{},
+		Search:    search.Config{Min: 1, Max: 4096, MultipleOf: 1, Strategy: search.Model},
+		Steps:     3,
+		Timeout:   time.Minute,
+		Group:     Group{Name: "Fake GPU", Devices: []gpu.Device{f.gpu.device}},
+		LogBase:   "",
+		Version:   "test",
+	}
+	return f
+}
+
+func (f *fixture) deps() Deps {
+	return Deps{
+		GPU:      f.gpu,
+		Store:    f.store,
+		Executor: func(Group) (probe.Executor, error) { return f.exec, nil },
+		Progress: func(info ProgressInfo) Progress { f.progress.info = info; return f.progress },
+		Notice:   func(msg string) { f.notices = append(f.notices, msg) },
+		Now:      f.clock.Now,
+	}
+}
+
+func (f *fixture) run(ctx context.Context) (*record.Run, error) {
+	return Run(ctx, f.cfg, f.deps())
+}

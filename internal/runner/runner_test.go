@@ -1,0 +1,342 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/probe"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// A trainer that needs 2 GiB plus 80 MiB a sample on an 80 GiB card.
+var plain = fakeTrainer{fixed: 2 * gib, perSample: 80 << 20, limit: 80 * gib}
+
+func TestRunFindsTheAnswerAndRecordsIt(t *testing.T) {
+	f := newFixture(plain)
+	f.cfg.LogBase = t.TempDir()
+	run, err := f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plain.truth(4096)
+	if run.Status != record.Found || run.Answer != want || run.FirstFailure != want+1 {
+		t.Fatalf("status %s, answer %d (first failure %d), want found %d", run.Status, run.Answer, run.FirstFailure, want)
+	}
+	tried := f.exec.tried()
+	if len(run.Trials) != len(tried) || len(f.store.trials) != len(tried) || len(f.progress.done) != len(tried) {
+		t.Errorf("%d trials ran, %d in the record, %d stored, %d shown", len(tried), len(run.Trials), len(f.store.trials), len(f.progress.done))
+	}
+	if len(f.store.begun) != 1 || !slices.Equal(f.store.finished, []record.Status{record.Found}) || run.ID != "run-1" {
+		t.Errorf("store: begun %d, finished %v, id %q", len(f.store.begun), f.store.finished, run.ID)
+	}
+	if run.Model == nil || run.Model.Figure != "allocated" || run.Recommended == 0 {
+		t.Errorf("model %+v, recommended %d: the adapter's figures did not reach the record", run.Model, run.Recommended)
+	}
+	if run.Settings.Framework != "torch" || run.Version != "test" || !slices.Equal(run.Command, f.cfg.Command) {
+		t.Errorf("settings %+v, version %q, command %q", run.Settings, run.Version, run.Command)
+	}
+	// The fake clock ticks a second a reading: start and finish.
+	if run.Seconds <= 0 || !run.Finished.After(run.Started) {
+		t.Errorf("started %v, finished %v, %g s", run.Started, run.Finished, run.Seconds)
+	}
+	p := f.progress
+	if p.closed == 0 || len(p.events) == 0 || len(p.started) != len(tried) || p.info.GPU != "Fake GPU" || p.info.Capacity != 80*gib {
+		t.Errorf("progress: closed %d, %d events, %d started, info %+v", p.closed, len(p.events), len(p.started), p.info)
+	}
+	// A run that found its answer leaves no temporary logs behind.
+	if run.LogDir != "" || dirEntries(t, f.cfg.LogBase) != 0 {
+		t.Errorf("log dir %q kept, %d entries under the base", run.LogDir, dirEntries(t, f.cfg.LogBase))
+	}
+	if run.Trials[0].Stderr != "" {
+		t.Errorf("a removed log is still named: %q", run.Trials[0].Stderr)
+	}
+}
+
+func TestRunAnswersFromTheHistory(t *testing.T) {
+	f := newFixture(plain)
+	f.cfg.LogBase = t.TempDir()
+	f.store.cached = &record.Run{ID: "old", Status: record.Found, Answer: 77}
+	run, err := f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !run.Cached || run.Answer != 77 || len(f.exec.tried()) != 0 || len(f.store.begun) != 0 || f.progress.closed != 0 {
+		t.Errorf("cached %v answer %d after %d trials, %d runs begun, display used %v", run.Cached, run.Answer, len(f.exec.tried()), len(f.store.begun), f.progress.closed != 0)
+	}
+	if len(f.notices) != 1 || !strings.Contains(f.notices[0], "answered from the history (run old)") {
+		t.Errorf("notices %q", f.notices)
+	}
+
+	// --fresh searches again, and only then starts from the close run.
+	f = newFixture(plain)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Fresh = true
+	f.store.cached = &record.Run{ID: "old", Status: record.Found, Answer: 77}
+	f.store.nearest = &record.Run{ID: "near", Status: record.Found, Answer: 500,
+		GPU: &record.GPUInfo{Capacity: 80 * gib}}
+	run, err = f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Cached || run.Answer != plain.truth(4096) {
+		t.Errorf("--fresh: cached %v, answer %d", run.Cached, run.Answer)
+	}
+	if tried := f.exec.tried(); tried[0] != 450 || run.Settings.Start != 450 {
+		t.Errorf("first trial %d, recorded start %d; want 450 (0.9 × the close run's 500)", tried[0], run.Settings.Start)
+	}
+	if len(f.notices) != 1 || !strings.Contains(f.notices[0], "starting at 450, from run near") {
+		t.Errorf("notices %q", f.notices)
+	}
+}
+
+func TestRunNothingFitsKeepsTheLogs(t *testing.T) {
+	f := newFixture(fakeTrainer{fixed: 90 * gib, perSample: 1, limit: 80 * gib})
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Search.Min = 4
+	run, err := f.run(context.Background())
+	var nf *NothingFitsError
+	if !errors.Is(err, search.ErrNothingFits) || !errors.As(err, &nf) || nf.Min != 4 {
+		t.Fatalf("err = %v, want nothing fits from 4", err)
+	}
+	if err.Error() != "nothing fits: batch size 4 does not run" || !strings.Contains(nf.Hint(), run.LogDir) {
+		t.Errorf("message %q, hint %q", err, nf.Hint())
+	}
+	if run.Status != record.NothingFits || run.LogDir == "" || dirEntries(t, run.LogDir) == 0 {
+		t.Errorf("status %s, logs %q", run.Status, run.LogDir)
+	}
+	if !slices.Equal(f.store.finished, []record.Status{record.NothingFits}) {
+		t.Errorf("stored %v", f.store.finished)
+	}
+	if len(f.notices) != 1 || !strings.Contains(f.notices[0], "logs of every trial are in "+run.LogDir) {
+		t.Errorf("notices %q", f.notices)
+	}
+}
+
+func TestRunCrashShowsTheTrialsStderr(t *testing.T) {
+	f := newFixture(fakeTrainer{fixed: gib, perSample: 1 << 20, limit: 80 * gib, crashAbove: 40})
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Search.Strategy = search.Bisect
+	run, err := f.run(context.Background())
+	var ce *CrashError
+	var sc *search.CrashError
+	if !errors.As(err, &ce) || !errors.As(err, &sc) {
+		t.Fatalf("err = %v, want a CrashError wrapping the search's", err)
+	}
+	if err.Error() != "trial crashed: crash" || !strings.Contains(ce.Hint(), "mat1 and mat2 shapes") || !strings.Contains(ce.Hint(), "full log: ") {
+		t.Errorf("message %q, hint %q", err, ce.Hint())
+	}
+	if run.Status != record.Failed || run.LogDir == "" {
+		t.Errorf("status %s, logs %q", run.Status, run.LogDir)
+	}
+}
+
+func TestRunInterruptedIsRecorded(t *testing.T) {
+	block := make(chan struct{})
+	f := newFixture(fakeTrainer{fixed: gib, perSample: 1 << 20, limit: 80 * gib, blockAt: 1, block: block})
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Search.Strategy = search.Bisect
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-block; cancel() }()
+	run, err := f.run(ctx)
+	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	if run.Status != record.Interrupted || !slices.Equal(f.store.finished, []record.Status{record.Interrupted}) {
+		t.Errorf("status %s, stored %v", run.Status, f.store.finished)
+	}
+	if run.LogDir != "" || dirEntries(t, f.cfg.LogBase) != 0 {
+		t.Errorf("an interrupted run kept its temporary logs in %q", run.LogDir)
+	}
+}
+
+func TestRunBeforeTheFirstTrial(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(f *fixture, d *Deps)
+		config bool   // a *ConfigError
+		want   string // in the message
+		hint   string // in the hint
+	}{
+		{"limit without a GPU", func(f *fixture, d *Deps) {
+			f.cfg.Group.Devices = nil
+			f.cfg.MemoryLimit = Limit{Bytes: 24 * gib}
+		}, true, "--memory-limit: no GPU found", "NVIDIA driver"},
+		{"limit above the card", func(f *fixture, d *Deps) { f.cfg.MemoryLimit = Limit{Bytes: 100 * gib} }, true,
+			"--memory-limit 100.00 GiB is more than the GPU's memory", "Fake GPU has 80.00 GiB"},
+		{"margin without figures", func(f *fixture, d *Deps) {
+			f.cfg.Group.Devices = nil
+			f.cfg.Search.MarginPercent = 10
+		}, true, "margin needs the memory capacity", "--margin needs GPU memory figures"},
+		{"worker in the demo", func(f *fixture, d *Deps) {
+			f.cfg.Worker = &WorkerOptions{}
+			f.cfg.Simulated = true
+		}, true, "--worker is not available in the demo", "Trial module"},
+		{"worker without Python", func(f *fixture, d *Deps) {
+			f.cfg.Worker = &WorkerOptions{}
+			f.cfg.Framework = adapter.None{}
+		}, true, "--worker needs a Python command", "batchfit.worker"},
+		{"worker on parallel GPUs", func(f *fixture, d *Deps) {
+			f.cfg.Worker = &WorkerOptions{}
+			f.cfg.Group.Slots = [][]int{{0}, {1}}
+		}, true, "cannot be combined with parallel --gpus", "leave out --worker"},
+		{"executor refused", func(f *fixture, d *Deps) {
+			d.Executor = func(Group) (probe.Executor, error) { return nil, withHint(errors.New("sbatch not found"), "install Slurm") }
+		}, false, "sbatch not found", "install Slurm"},
+		{"history not writable", func(f *fixture, d *Deps) { f.store.beginErr = errors.New("disk full") }, false,
+			"record the run: disk full", "--no-db"},
+		{"log dir is a file", func(f *fixture, d *Deps) {
+			file := filepath.Join(f.cfg.LogBase, "file")
+			os.WriteFile(file, nil, 0o644)
+			f.cfg.LogDir = filepath.Join(file, "logs")
+		}, true, "--log-dir", "pass a --log-dir you can write to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(plain)
+			f.cfg.LogBase = t.TempDir()
+			deps := f.deps()
+			tc.change(f, &deps)
+			run, err := Run(context.Background(), f.cfg, deps)
+			var ce *ConfigError
+			if err == nil || errors.As(err, &ce) != tc.config || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v (config error %v), want %q (config error %v)", err, errors.As(err, &ce), tc.want, tc.config)
+			}
+			var h interface{ Hint() string }
+			if !errors.As(err, &h) || !strings.Contains(h.Hint(), tc.hint) {
+				t.Errorf("hint of %v does not say %q", err, tc.hint)
+			}
+			if run != nil || len(f.exec.tried()) != 0 || len(f.store.finished) != 0 {
+				t.Errorf("run %v, %d trials, %d runs finished: something ran", run, len(f.exec.tried()), len(f.store.finished))
+			}
+			if dirEntries(t, f.cfg.LogBase) > 1 { // the test's own file may be there
+				t.Errorf("a log folder was left under %s", f.cfg.LogBase)
+			}
+		})
+	}
+}
+
+func TestRunMemoryLimitReachesTheTrialsAndTheSearch(t *testing.T) {
+	f := newFixture(fakeTrainer{fixed: 2 * gib, perSample: 80 << 20, limit: 20 * gib})
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.MemoryLimit = Limit{Percent: 25}
+	run, err := f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Settings.MemoryLimit != 20*gib || run.GPU.Capacity != 20*gib || f.progress.info.Limit != 20*gib {
+		t.Errorf("limit %d, capacity %d, shown %d; want 20 GiB", run.Settings.MemoryLimit, run.GPU.Capacity, f.progress.info.Limit)
+	}
+	for i, env := range f.exec.envs {
+		conf, _ := adapter.Lookup(env, adapter.AllocConfEnv)
+		if conf != "per_process_memory_fraction:0.25" {
+			t.Fatalf("trial %d: %s=%q", i+1, adapter.AllocConfEnv, conf)
+		}
+		if pp, _ := adapter.Lookup(env, "PYTHONPATH"); !strings.Contains(pp, "adapter") {
+			t.Errorf("trial %d: the hook is not on PYTHONPATH %q", i+1, pp)
+		}
+	}
+}
+
+func TestRunSamplesOnlyLocalTrials(t *testing.T) {
+	// A remote executor: NVML here cannot see its trials, so it is not asked.
+	f := newFixture(plain)
+	f.cfg.LogBase = t.TempDir()
+	if _, err := f.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.gpu.queries != 0 {
+		t.Errorf("the GPU was asked %d times about remote trials", f.gpu.queries)
+	}
+
+	// Local trials, real processes: the sampler watches each one.
+	f = newFixture(plain)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Command = []string{"sh", "-c", `[ "$0" -le 30 ] || { echo "torch.OutOfMemoryError: CUDA out of memory." >&2; exit 1; }`, probe.Placeholder}
+	f.cfg.Framework = adapter.None{}
+	f.cfg.Search.Max = 100
+	deps := f.deps()
+	deps.Executor = nil
+	run, err := Run(context.Background(), f.cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Answer != 30 || f.gpu.queries == 0 {
+		t.Errorf("answer %d with %d GPU queries; want 30, sampled", run.Answer, f.gpu.queries)
+	}
+}
+
+func TestRunWithoutOptionalDeps(t *testing.T) {
+	// No store, GPU, display, notices or clock: the null ones stand in.
+	cfg := newFixture(plain).cfg
+	cfg.LogBase = t.TempDir()
+	exec := &fakeExecutor{trainer: plain}
+	run, err := Run(context.Background(), cfg, Deps{Executor: func(Group) (probe.Executor, error) { return exec, nil }})
+	if err != nil || run.Answer != plain.truth(4096) || run.ID != "" {
+		t.Fatalf("answer %d, id %q, err %v", run.Answer, run.ID, err)
+	}
+}
+
+func TestSeedStart(t *testing.T) {
+	cfg := search.Config{Min: 1, Max: 1000, MultipleOf: 8}
+	for _, tc := range []struct {
+		name          string
+		answer        int
+		near, current uint64 // capacities; 0 unknown
+		want          int
+	}{
+		{"same card", 500, 80, 80, 448},
+		{"half the memory", 500, 80, 40, 224},
+		{"unknown capacity", 500, 0, 80, 448},
+		{"below min", 1, 80, 80, 0},
+		{"above max", 5000, 80, 80, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			near := &record.Run{Answer: tc.answer, GPU: &record.GPUInfo{Capacity: tc.near}}
+			run := &record.Run{GPU: &record.GPUInfo{Capacity: tc.current}}
+			if got := seedStart(near, run, cfg); got != tc.want {
+				t.Errorf("seed %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLimitResolve(t *testing.T) {
+	card := []gpu.Device{{Name: "Card", Total: 80 * gib}}
+	for _, tc := range []struct {
+		text string
+		want uint64
+		err  string
+	}{
+		{"", 0, ""},
+		{"24GiB", 24 * gib, ""},
+		{"50%", 40 * gib, ""},
+		{"24XB", 0, `--memory-limit "24XB": unknown unit "XB"`},
+		{"81GiB", 0, "is more than the GPU's memory"},
+	} {
+		l, err := ParseLimit(tc.text)
+		var got uint64
+		if err == nil {
+			got, err = l.Resolve(card)
+		}
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) || got != tc.want {
+			t.Errorf("%q: %d, %v; want %d, %q", tc.text, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func dirEntries(t *testing.T, dir string) int {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
