@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
@@ -24,10 +23,9 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 		return Result{}, fmt.Errorf("invalid search: %w", err)
 	}
 	d := &driver{
+		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
 		cfg:       cfg,
-		g:         cfg.grid(),
 		k:         max(cfg.Parallel, 1),
-		p:         p,
 		belief:    map[int]Observation{},
 		confirmed: map[int]int{},
 	}
@@ -45,10 +43,9 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 }
 
 type driver struct {
+	probing
 	cfg    Config
-	g      grid
 	k      int
-	p      Prober
 	plan   planner
 	margin marginPlanner
 
@@ -59,9 +56,6 @@ type driver struct {
 	// the bracket then takes the safe side.
 	belief    map[int]Observation
 	confirmed map[int]int // passed confirmation runs per size
-
-	phase          Phase
-	lastLo, lastHi int
 }
 
 // startOr returns the configured start, on the grid, or def.
@@ -240,88 +234,9 @@ func (d *driver) confirm(ctx context.Context, size, n int) error {
 	return nil
 }
 
-// probe runs one Probe call and records its observations. It turns crashes,
-// cancellations and Prober misbehaviour into errors.
-func (d *driver) probe(ctx context.Context, phase Phase, sizes []int, predicted float64, fresh bool) ([]Observation, error) {
-	d.notePhase(phase)
-	d.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted})
-	pctx := ctx
-	if fresh {
-		pctx = context.WithValue(ctx, freshKey{}, true)
-	}
-	d.res.Rounds++
-	obs, err := d.p.Probe(pctx, slices.Clone(sizes))
-	if err != nil {
-		return nil, fmt.Errorf("probe batch sizes %v: %w", sizes, err)
-	}
-	if len(obs) != len(sizes) {
-		return nil, fmt.Errorf("probe batch sizes %v: prober returned %d observations", sizes, len(obs))
-	}
-	for i := range obs {
-		if obs[i].Size == 0 {
-			obs[i].Size = sizes[i]
-		}
-		if obs[i].Size != sizes[i] {
-			return nil, fmt.Errorf("probe batch sizes %v: observation %d is for batch size %d", sizes, i, obs[i].Size)
-		}
-		if !obs[i].Outcome.Valid() {
-			return nil, fmt.Errorf("probe batch size %d: unknown outcome %q", sizes[i], obs[i].Outcome)
-		}
-		obs[i].Retry = fresh
-	}
-	// Record the whole round before acting on any of it, so the trials
-	// that ran beside a crash are not lost.
-	for _, o := range obs {
-		d.res.Trials = append(d.res.Trials, o)
-		d.emit(Event{Kind: EventObservation, Observation: o})
-	}
-	for _, o := range obs {
-		switch o.Outcome {
-		case classify.Crash:
-			return nil, &CrashError{Observation: o}
-		case classify.Canceled:
-			cause := ctx.Err()
-			if cause == nil {
-				cause = context.Canceled
-			}
-			return nil, fmt.Errorf("trial at batch size %d: %w", o.Size, cause)
-		}
-	}
-	return obs, nil
-}
-
-func (d *driver) emit(e Event) {
-	if d.cfg.OnEvent == nil {
-		return
-	}
-	e.Phase = d.phase
-	e.Lo, e.Hi = d.lastLo, d.lastHi
-	d.cfg.OnEvent(e)
-}
-
-func (d *driver) notePhase(p Phase) {
-	if p != d.phase {
-		d.phase = p
-		d.emit(Event{Kind: EventPhase})
-	}
-}
-
-// noteBracket reports the bracket, with 0 for an unknown side.
-func (d *driver) noteBracket(lo, hi int) {
-	if lo < d.g.min {
-		lo = 0
-	}
-	if hi > d.g.max {
-		hi = 0
-	}
-	if lo != d.lastLo || hi != d.lastHi {
-		d.lastLo, d.lastHi = lo, hi
-		d.emit(Event{Kind: EventBracket})
-	}
-}
-
 // finish fills in the parts of the result that summarise the beliefs.
 func (d *driver) finish() {
+	d.res.Trials, d.res.Rounds = d.trials, d.rounds
 	_, hi := d.bracket()
 	fig, points := d.points(hi)
 	d.res.Figure = fig

@@ -1,0 +1,105 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/batchfit/batchfit/internal/classify"
+)
+
+// probing makes a search's Probe calls: it marks the fresh ones, holds the
+// Prober to its contract, keeps every observation in order and reports
+// each step through OnEvent. Run and Settle both search through it, so
+// that their trials are checked and shown the same way.
+type probing struct {
+	p       Prober
+	g       grid
+	onEvent func(Event)
+
+	trials []Observation // every observation, in order
+	rounds int           // Probe calls
+
+	phase          Phase
+	lastLo, lastHi int
+}
+
+// probe runs one Probe call and records its observations. It turns crashes,
+// cancellations and Prober misbehaviour into errors.
+func (pr *probing) probe(ctx context.Context, phase Phase, sizes []int, predicted float64, fresh bool) ([]Observation, error) {
+	pr.notePhase(phase)
+	pr.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted})
+	pctx := ctx
+	if fresh {
+		pctx = context.WithValue(ctx, freshKey{}, true)
+	}
+	pr.rounds++
+	obs, err := pr.p.Probe(pctx, slices.Clone(sizes))
+	if err != nil {
+		return nil, fmt.Errorf("probe batch sizes %v: %w", sizes, err)
+	}
+	if len(obs) != len(sizes) {
+		return nil, fmt.Errorf("probe batch sizes %v: prober returned %d observations", sizes, len(obs))
+	}
+	for i := range obs {
+		if obs[i].Size == 0 {
+			obs[i].Size = sizes[i]
+		}
+		if obs[i].Size != sizes[i] {
+			return nil, fmt.Errorf("probe batch sizes %v: observation %d is for batch size %d", sizes, i, obs[i].Size)
+		}
+		if !obs[i].Outcome.Valid() {
+			return nil, fmt.Errorf("probe batch size %d: unknown outcome %q", sizes[i], obs[i].Outcome)
+		}
+		obs[i].Retry = fresh
+	}
+	// Record the whole round before acting on any of it, so the trials
+	// that ran beside a crash are not lost.
+	for _, o := range obs {
+		pr.trials = append(pr.trials, o)
+		pr.emit(Event{Kind: EventObservation, Observation: o})
+	}
+	for _, o := range obs {
+		switch o.Outcome {
+		case classify.Crash:
+			return nil, &CrashError{Observation: o}
+		case classify.Canceled:
+			cause := ctx.Err()
+			if cause == nil {
+				cause = context.Canceled
+			}
+			return nil, fmt.Errorf("trial at batch size %d: %w", o.Size, cause)
+		}
+	}
+	return obs, nil
+}
+
+func (pr *probing) emit(e Event) {
+	if pr.onEvent == nil {
+		return
+	}
+	e.Phase = pr.phase
+	e.Lo, e.Hi = pr.lastLo, pr.lastHi
+	pr.onEvent(e)
+}
+
+func (pr *probing) notePhase(p Phase) {
+	if p != pr.phase {
+		pr.phase = p
+		pr.emit(Event{Kind: EventPhase})
+	}
+}
+
+// noteBracket reports the bracket, with 0 for an unknown side.
+func (pr *probing) noteBracket(lo, hi int) {
+	if lo < pr.g.min {
+		lo = 0
+	}
+	if hi > pr.g.max {
+		hi = 0
+	}
+	if lo != pr.lastLo || hi != pr.lastHi {
+		pr.lastLo, pr.lastHi = lo, hi
+		pr.emit(Event{Kind: EventBracket})
+	}
+}
