@@ -316,14 +316,11 @@ func (o *searchOptions) searchOne(ctx context.Context, io *streams, t *target, g
 	}
 
 	res, serr := search.Run(ctx, cfg, prober)
-	if wp, ok := prober.(*worker.Prober); ok && serr == nil {
+	if _, ok := prober.(*worker.Prober); ok && serr == nil {
 		// A warm worker's answer is reported only once fresh processes
 		// agree with it.
-		st, err := wp.SettleFresh(ctx, res.Max, res.FirstFailure, o.multipleOf, o.min, o.max)
-		res.Max, res.FirstFailure, serr = st.Answer, st.FirstFailure, err
-		if errors.Is(err, worker.ErrNothingFitsFresh) {
-			serr = search.ErrNothingFits
-		}
+		st, err := search.Settle(ctx, cfg, prober, res.Max, res.FirstFailure)
+		res.Max, res.FirstFailure, serr = st.Max, st.FirstFailure, err
 	}
 	prog.Close()
 	run.Finished = time.Now()
