@@ -30,10 +30,10 @@ type Settled struct {
 // bisects, until a fresh success sits next to a fresh failure. The rounds
 // are reported through cfg.OnEvent in PhaseConfirm.
 //
-// It returns the Settled so far with every error: a *NothingFitsError
-// when even the grid's smallest size does not fit fresh, a *CrashError
-// when a trial crashed, and the cause, wrapped, when the context or the
-// Prober ended it.
+// With every error it returns the fresh trials so far and no answer: a
+// *NothingFitsError when even the grid's smallest size does not fit
+// fresh, a *CrashError when a trial crashed, and the cause, wrapped, when
+// the context or the Prober ended it.
 func Settle(ctx context.Context, cfg Config, p Prober, answer, firstFailure int) (Settled, error) {
 	if err := cfg.Validate(); err != nil {
 		return Settled{}, fmt.Errorf("invalid search: %w", err)

@@ -87,19 +87,14 @@ func TestSimCLRSearchOnGPU(t *testing.T) {
 				Warn: func(msg string) { t.Logf("%s warning: %s", since(), msg) },
 			})
 			defer p.Close()
-			cfg := search.Config{Min: 1, Max: 4096, Strategy: search.Model, Capacity: limit}
-			cfg.OnEvent = func(ev search.Event) {
-				if ev.Kind == search.EventPlan {
-					p.SetPhase(string(ev.Phase))
-				}
-			}
+			cfg := phased(search.Config{Min: 1, Max: 4096, Strategy: search.Model, Capacity: limit}, p)
 			ctx := context.Background()
 			res, err := search.Run(ctx, cfg, p)
 			if err != nil {
 				t.Fatalf("search: %v", err)
 			}
 			searched := time.Since(start)
-			st, err := p.SettleFresh(ctx, res.Max, res.FirstFailure, 1, cfg.Min, cfg.Max)
+			st, err := search.Settle(ctx, cfg, p, res.Max, res.FirstFailure)
 			if err != nil {
 				t.Fatalf("settle: %v", err)
 			}
@@ -117,13 +112,13 @@ func TestSimCLRSearchOnGPU(t *testing.T) {
 				}
 			}
 			t.Logf("warm answer %d (first failure %d); fresh answer %d (first failure %d, agreed %v); search %s, settled %s; %d warm trials on %d workers (%d recycled), %d fresh trials",
-				res.Max, res.FirstFailure, st.Answer, st.FirstFailure, st.Agreed, searched.Round(time.Second), time.Since(start).Round(time.Second),
+				res.Max, res.FirstFailure, st.Max, st.FirstFailure, st.Agreed, searched.Round(time.Second), time.Since(start).Round(time.Second),
 				warm, len(p.Workers()), recycled, freshN)
 			for _, w := range p.Workers() {
 				t.Logf("worker %d pid %d: %d trials, retired: %s", w.N, w.PID, w.Trials, w.Retired)
 			}
-			if st.Answer != 282 || st.FirstFailure != 283 {
-				t.Errorf("fresh answer %d (first failure %d), want 282 (283); warm answer %d", st.Answer, st.FirstFailure, res.Max)
+			if st.Max != 282 || st.FirstFailure != 283 {
+				t.Errorf("fresh answer %d (first failure %d), want 282 (283); warm answer %d", st.Max, st.FirstFailure, res.Max)
 			}
 			if res.Max != 282 {
 				t.Logf("the warm search's own answer was %d: the fresh settling moved it", res.Max)

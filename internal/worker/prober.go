@@ -46,8 +46,9 @@ type ProberConfig struct {
 	// standby holds a CUDA context and the model on the same GPU.
 	Standby bool
 	// Fallback runs trials in fresh processes: the search's re-checks and
-	// confirmations (search.Fresh), a re-run of every warm crash, and
-	// SettleFresh. nil starts a new worker for each such trial instead.
+	// confirmations and search.Settle's rounds (search.Fresh), and a re-run
+	// of every warm crash. nil starts a new worker for each such trial
+	// instead.
 	// When it also has Trials() []record.Trial (probe.Prober does), its
 	// records join this Prober's.
 	Fallback search.Prober
@@ -177,7 +178,10 @@ func NewProber(cfg ProberConfig) *Prober {
 	return &Prober{cfg: cfg}
 }
 
-// SetPhase labels the trials started from now on, and the fallback's.
+// SetPhase labels the trials started from now on, and the fallback's. The
+// caller forwards the phase of each search.EventPlan from search.Run and
+// search.Settle (Config.OnEvent), so that settling's trials are labelled
+// "confirm".
 func (p *Prober) SetPhase(phase string) {
 	p.mu.Lock()
 	p.phase = phase
@@ -361,123 +365,6 @@ func (p *Prober) freshWorkers(ctx context.Context, sizes []int) ([]search.Observ
 			Memory: search.Memory{Allocated: res.PeakAllocated, Reserved: res.PeakReserved}})
 	}
 	return obs, nil
-}
-
-// Settled is a warm search's answer as fresh processes see it.
-type Settled struct {
-	// Answer is the largest size seen to fit in a fresh process whose next
-	// grid size was seen not to (FirstFailure; 0 when Answer is the top of
-	// the range).
-	Answer, FirstFailure int
-	// Agreed is set when the fresh processes confirmed the warm answer and
-	// its first failure as they were; otherwise the boundary moved.
-	Agreed bool
-	// Trials are the fresh observations, in order.
-	Trials []search.Observation
-}
-
-// ErrNothingFitsFresh is returned by SettleFresh when even the smallest
-// size does not fit in a fresh process.
-var ErrNothingFitsFresh = errors.New("nothing fits in a fresh process")
-
-// SettleFresh makes a warm search's answer exact for fresh processes. It
-// runs the answer and its first failure (0: none) fresh. Where a fresh
-// process disagrees (a warm worker can fit a size or two more than a fresh
-// process, whose optimizer state is made amid the first step's cached
-// blocks), it moves the boundary with fresh trials alone: galloping away
-// from the warm answer on the grid of step within [min, max], then
-// bisecting, until a fresh success sits next to a fresh failure. A warm
-// answer is reported only through this.
-func (p *Prober) SettleFresh(ctx context.Context, answer, firstFailure, step, minSize, maxSize int) (Settled, error) {
-	step = max(step, 1)
-	gridMin := (minSize + step - 1) / step * step
-	gridMax := maxSize / step * step
-	st := Settled{}
-	p.SetPhase(string(search.PhaseConfirm))
-	fits := map[int]bool{}
-	probe := func(sizes ...int) error {
-		obs, err := p.fresh(ctx, sizes)
-		if err != nil {
-			return err
-		}
-		if len(obs) != len(sizes) {
-			return fmt.Errorf("settle: %d results for %d sizes", len(obs), len(sizes))
-		}
-		for i, o := range obs {
-			switch {
-			case o.Outcome == classify.Canceled:
-				return fmt.Errorf("settle at batch size %d: %w", sizes[i], context.Canceled)
-			case o.Outcome == classify.Crash:
-				return &search.CrashError{Observation: o}
-			}
-			fits[sizes[i]] = o.Outcome.Fits()
-			st.Trials = append(st.Trials, o)
-		}
-		return nil
-	}
-	sizes := []int{answer}
-	if firstFailure > 0 {
-		sizes = append(sizes, firstFailure)
-	}
-	if err := probe(sizes...); err != nil {
-		return st, err
-	}
-	lo, hi := 0, 0 // a fresh success and a fresh failure (0: none yet)
-	switch {
-	case !fits[answer]:
-		// Down: the warm answer does not fit fresh.
-		hi = answer
-		for d := step; ; d *= 2 {
-			if hi <= gridMin {
-				return st, fmt.Errorf("%w: batch size %d does not run", ErrNothingFitsFresh, hi)
-			}
-			s := max(answer-d, gridMin)
-			if err := probe(s); err != nil {
-				return st, err
-			}
-			if fits[s] {
-				lo = s
-				break
-			}
-			hi = s
-		}
-	case firstFailure > 0 && fits[firstFailure]:
-		// Up: the warm first failure fits fresh.
-		lo = firstFailure
-		for d := step; ; d *= 2 {
-			s := min(firstFailure+d, gridMax)
-			if s == lo {
-				break // the top of the range fits
-			}
-			if err := probe(s); err != nil {
-				return st, err
-			}
-			if !fits[s] {
-				hi = s
-				break
-			}
-			lo = s
-		}
-	default:
-		st.Answer, st.FirstFailure, st.Agreed = answer, firstFailure, true
-		return st, nil
-	}
-	for hi != 0 && hi-lo > step {
-		mid := (lo + hi) / 2 / step * step
-		if mid <= lo {
-			mid = lo + step
-		}
-		if err := probe(mid); err != nil {
-			return st, err
-		}
-		if fits[mid] {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	st.Answer, st.FirstFailure = lo, hi
-	return st, nil
 }
 
 // Records returns every trial so far, warm and fresh, in order.

@@ -94,6 +94,17 @@ func outcomes(obs []search.Observation) []classify.Outcome {
 	return out
 }
 
+// phased returns cfg with its rounds' phases forwarded to p, as the search
+// command does, so that p labels its trials.
+func phased(cfg search.Config, p *Prober) search.Config {
+	cfg.OnEvent = func(ev search.Event) {
+		if ev.Kind == search.EventPlan {
+			p.SetPhase(string(ev.Phase))
+		}
+	}
+	return cfg
+}
+
 func TestRecyclePolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -187,12 +198,7 @@ func TestSearchWithConfirmation(t *testing.T) {
 	p, log := fakeProber(t, fresh, func(c *ProberConfig) {
 		c.OnDone = func(tr record.Trial) { done = append(done, tr) }
 	}, "FAKE_OOM_ABOVE=20")
-	cfg := search.Config{Min: 1, Max: 64, Strategy: search.Bisect, Confirm: 1}
-	cfg.OnEvent = func(ev search.Event) {
-		if ev.Kind == search.EventPlan {
-			p.SetPhase(string(ev.Phase))
-		}
-	}
+	cfg := phased(search.Config{Min: 1, Max: 64, Strategy: search.Bisect, Confirm: 1}, p)
 	res, err := search.Run(context.Background(), cfg, p)
 	if err != nil {
 		t.Fatal(err)
@@ -212,48 +218,60 @@ func TestSearchWithConfirmation(t *testing.T) {
 		t.Errorf("last record = %+v", last)
 	}
 
-	st, err := p.SettleFresh(context.Background(), res.Max, res.FirstFailure, 1, cfg.Min, cfg.Max)
-	if err != nil || !st.Agreed || st.Answer != 20 || st.FirstFailure != 21 || len(st.Trials) != 2 {
+	st, err := search.Settle(context.Background(), cfg, p, res.Max, res.FirstFailure)
+	if err != nil || !st.Agreed || st.Max != 20 || st.FirstFailure != 21 || len(st.Trials) != 2 {
 		t.Errorf("settled = %+v, %v", st, err)
+	}
+	if len(fresh.calls) != 2 || !slices.Equal(fresh.calls[1], []int{20, 21}) || len(workerRuns(t, log)) != warm {
+		t.Errorf("fresh calls %v and %d warm trials, want the settling of 20 and 21 fresh", fresh.calls, len(workerRuns(t, log)))
 	}
 }
 
-// SettleFresh moves a warm answer that fresh processes do not confirm.
-func TestSettleFresh(t *testing.T) {
+// search.Settle over the warm Prober runs every trial through the
+// fallback, labelled "confirm", and moves a warm answer that fresh
+// processes do not confirm.
+func TestSettleThroughFallback(t *testing.T) {
 	for _, tc := range []struct {
-		name                        string
-		limit                       int // fresh processes fit sizes up to this
-		answer, first, step, lo, hi int
-		want, wantFirst             int
-		agreed                      bool
-		probes                      []int
-		err                         error
+		name            string
+		limit           int // fresh processes fit sizes up to this
+		cfg             search.Config
+		answer, first   int
+		want, wantFirst int
+		agreed          bool
+		probes          [][]int
+		err             error
 	}{
-		{name: "agree", limit: 20, answer: 20, first: 21, step: 1, lo: 1, hi: 64,
-			want: 20, wantFirst: 21, agreed: true, probes: []int{20, 21}},
-		{name: "fresh fits less", limit: 18, answer: 20, first: 21, step: 1, lo: 1, hi: 64,
-			want: 18, wantFirst: 19, probes: []int{20, 21, 19, 18}},
-		{name: "fresh fits more", limit: 25, answer: 20, first: 21, step: 1, lo: 1, hi: 64,
-			want: 25, wantFirst: 26, probes: []int{20, 21, 22, 23, 25, 29, 27, 26}},
-		{name: "on the grid", limit: 90, answer: 96, first: 104, step: 8, lo: 8, hi: 1024,
-			want: 88, wantFirst: 96, probes: []int{96, 104, 88}},
-		{name: "the top fits", limit: 100, answer: 64, first: 0, step: 1, lo: 1, hi: 64,
-			want: 64, agreed: true, probes: []int{64}},
-		{name: "fresh fits up to the top", limit: 100, answer: 60, first: 61, step: 1, lo: 1, hi: 64,
-			want: 64, probes: []int{60, 61, 62, 63, 64}},
-		{name: "nothing fits fresh", limit: 0, answer: 20, first: 21, step: 1, lo: 19, hi: 64,
-			probes: []int{20, 21, 19}, err: ErrNothingFitsFresh},
+		{name: "agree", limit: 20, cfg: search.Config{Min: 1, Max: 64}, answer: 20, first: 21,
+			want: 20, wantFirst: 21, agreed: true, probes: [][]int{{20, 21}}},
+		{name: "fresh fits less", limit: 18, cfg: search.Config{Min: 1, Max: 64}, answer: 20, first: 21,
+			want: 18, wantFirst: 19, probes: [][]int{{20, 21}, {19}, {18}}},
+		{name: "fresh fits more", limit: 25, cfg: search.Config{Min: 1, Max: 64}, answer: 20, first: 21,
+			want: 25, wantFirst: 26, probes: [][]int{{20, 21}, {22}, {23}, {25}, {29}, {27}, {26}}},
+		{name: "on the grid", limit: 90, cfg: search.Config{Min: 8, Max: 1024, MultipleOf: 8}, answer: 96, first: 104,
+			want: 88, wantFirst: 96, probes: [][]int{{96, 104}, {88}}},
+		{name: "the top fits", limit: 100, cfg: search.Config{Min: 1, Max: 64}, answer: 64,
+			want: 64, agreed: true, probes: [][]int{{64}}},
+		{name: "fresh fits up to the top", limit: 100, cfg: search.Config{Min: 1, Max: 64}, answer: 60, first: 61,
+			want: 64, probes: [][]int{{60, 61}, {62}, {63}, {64}}},
+		{name: "nothing fits fresh", limit: 0, cfg: search.Config{Min: 19, Max: 64}, answer: 20, first: 21,
+			probes: [][]int{{20, 21}, {19}}, err: search.ErrNothingFits},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fresh := &fakeFresh{limit: tc.limit}
+			// No command: a warm trial would fail to start.
 			p := NewProber(ProberConfig{Fallback: fresh})
-			st, err := p.SettleFresh(context.Background(), tc.answer, tc.first, tc.step, tc.lo, tc.hi)
-			var probes []int
-			for _, c := range fresh.calls {
-				probes = append(probes, c...)
+			st, err := search.Settle(context.Background(), phased(tc.cfg, p), p, tc.answer, tc.first)
+			if !slices.EqualFunc(fresh.calls, tc.probes, slices.Equal) {
+				t.Errorf("fresh calls %v, want %v", fresh.calls, tc.probes)
 			}
-			if !slices.Equal(probes, tc.probes) {
-				t.Errorf("probes %v, want %v", probes, tc.probes)
+			recs := p.Records()
+			if len(recs) != len(st.Trials) {
+				t.Errorf("%d records for %d trials", len(recs), len(st.Trials))
+			}
+			for _, r := range recs {
+				if !r.Fresh || r.Phase != "confirm" || r.Trial().Reason != "fresh confirm" {
+					t.Errorf("record %+v: want fresh, labelled confirm here and in the fallback", r)
+				}
 			}
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
@@ -261,7 +279,7 @@ func TestSettleFresh(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || st.Answer != tc.want || st.FirstFailure != tc.wantFirst || st.Agreed != tc.agreed || len(st.Trials) != len(probes) {
+			if err != nil || st.Max != tc.want || st.FirstFailure != tc.wantFirst || st.Agreed != tc.agreed {
 				t.Errorf("settled = %+v, %v", st, err)
 			}
 		})
@@ -274,7 +292,7 @@ func TestFreshWithoutFallback(t *testing.T) {
 	if _, err := p.Probe(context.Background(), []int{8}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := p.SettleFresh(context.Background(), 8, 0, 1, 1, 8)
+	st, err := search.Settle(context.Background(), search.Config{Min: 1, Max: 8}, p, 8, 0)
 	if err != nil || !st.Agreed {
 		t.Fatalf("settled = %+v, %v", st, err)
 	}
@@ -353,14 +371,15 @@ func TestWarmSearchOnCPU(t *testing.T) {
 	p := NewProber(ProberConfig{Command: argv, Env: Environ(base, pp, adapter.None{}, 0, 0), Steps: 2, Timeout: time.Minute,
 		LogDir: dir, KeepAfterOOM: true, Fallback: fresh})
 	defer p.Close()
-	res, err := search.Run(context.Background(), search.Config{Min: 1, Max: 1024, Strategy: search.Bisect}, p)
+	cfg := phased(search.Config{Min: 1, Max: 1024, Strategy: search.Bisect}, p)
+	res, err := search.Run(context.Background(), cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Max != 100 || res.FirstFailure != 101 {
 		t.Fatalf("max %d, first failure %d", res.Max, res.FirstFailure)
 	}
-	st, err := p.SettleFresh(context.Background(), res.Max, res.FirstFailure, 1, 1, 1024)
+	st, err := search.Settle(context.Background(), cfg, p, res.Max, res.FirstFailure)
 	if err != nil || !st.Agreed || st.Trials[1].Outcome != classify.OOM {
 		t.Fatalf("settled %+v, %v", st, err)
 	}
