@@ -16,8 +16,8 @@ import (
 	"github.com/batchfit/batchfit/internal/doctor"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/probe"
-	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/units"
 	"github.com/batchfit/batchfit/internal/worker"
 )
 
@@ -155,7 +155,7 @@ func (o *doctorOptions) run(ctx context.Context, io *streams, argv []string) err
 		Size: o.size, Repeat: o.repeat, Steps: o.steps, MaxSize: o.max, Timeout: o.timeout,
 		OnTrial: func(tr doctor.Trial) {
 			fmt.Fprintf(io.stderr, "batchfit: doctor: trial %d (%s) batch %d: %s, %s retained\n",
-				tr.ID, tr.Phase, tr.Size, tr.Outcome, signedBytes(tr.RetainedBytes))
+				tr.ID, tr.Phase, tr.Size, tr.Outcome, units.SignedBytes(tr.RetainedBytes))
 		},
 	}
 	if !o.noFresh {
@@ -216,11 +216,4 @@ func startHint(err error, stderrLog string) string {
 		hint += "\nthe warm-up runs at BATCHFIT_WORKER_WARMUP (default 1); a model that cannot train on one sample (BatchNorm) needs a larger one"
 	}
 	return hint
-}
-
-func signedBytes(b int64) string {
-	if b < 0 {
-		return "-" + report.Bytes(uint64(-b))
-	}
-	return report.Bytes(uint64(b))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/store"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // runStore is what batchfit keeps in its history; *store.Store is the real one.
@@ -121,7 +122,7 @@ func writeHistory(w io.Writer, runs []record.Run) error {
 		if r.GPU != nil && len(r.GPU.Devices) > 0 {
 			gpuName = r.GPU.Devices[0].Name
 			if r.Settings.MemoryLimit > 0 {
-				gpuName += " @" + report.Bytes(r.Settings.MemoryLimit)
+				gpuName += " @" + units.Bytes(r.Settings.MemoryLimit)
 			}
 		}
 		status := string(r.Status)

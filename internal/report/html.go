@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // WriteHTML writes the run as one self-contained HTML page: the answer, the
@@ -117,7 +118,7 @@ func htmlViewOf(run *record.Run) htmlView {
 	v.Facts = htmlFacts(run)
 	if m := run.Model; m != nil {
 		v.Model = fmt.Sprintf("peak %s ≈ %s + %s × batch size (largest residual %s)",
-			htmlOr(m.Figure, "memory"), Bytes(uint64(max(m.Intercept, 0))), Bytes(uint64(max(m.Slope, 0))), Bytes(uint64(max(m.Residual, 0))))
+			htmlOr(m.Figure, "memory"), units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0))), units.Bytes(uint64(max(m.Residual, 0))))
 	}
 
 	v.Charts = append(v.Charts, htmlChartOf(run, WriteMemoryChart, "Peak GPU memory by batch size"))
@@ -213,7 +214,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 			}
 			parts := []string{htmlOr(d.Name, "unknown GPU")}
 			if d.Total > 0 {
-				parts = append(parts, Bytes(d.Total))
+				parts = append(parts, units.Bytes(d.Total))
 			}
 			if d.Driver != "" {
 				parts = append(parts, "driver "+d.Driver)
@@ -227,12 +228,12 @@ func htmlFacts(run *record.Run) []htmlFact {
 			add(name, strings.Join(parts, " · "), false)
 		}
 		if run.GPU.Capacity > 0 {
-			add("Capacity per trial", Bytes(run.GPU.Capacity), false)
+			add("Capacity per trial", units.Bytes(run.GPU.Capacity), false)
 		}
 	}
 	s := run.Settings
 	if s.MemoryLimit > 0 {
-		add("Memory limit", Bytes(s.MemoryLimit)+" (--memory-limit)", false)
+		add("Memory limit", units.Bytes(s.MemoryLimit)+" (--memory-limit)", false)
 	}
 	if s.Max > 0 {
 		r := fmt.Sprintf("%d – %d", s.Min, s.Max)
@@ -390,7 +391,7 @@ func htmlBytesOr(b uint64) string {
 	if b == 0 {
 		return "–"
 	}
-	return Bytes(b)
+	return units.Bytes(b)
 }
 
 func htmlOr(s, alt string) string {

@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // ttyProgress is the live display: a bubbletea program whose small live
@@ -355,12 +356,12 @@ func (l *look) header() string {
 		b.WriteString(sep + l.dim.Render(o.GPU))
 	}
 	if o.Capacity > 0 {
-		b.WriteString(sep + l.dim.Render(Bytes(o.Capacity)))
+		b.WriteString(sep + l.dim.Render(units.Bytes(o.Capacity)))
 	} else if o.GPU == "" && !o.Simulated {
 		b.WriteString(sep + l.dim.Render("no GPU memory figures"))
 	}
 	if o.Limit > 0 {
-		b.WriteString(sep + l.mark.Render("│") + l.dim.Render(" limit "+Bytes(o.Limit)))
+		b.WriteString(sep + l.mark.Render("│") + l.dim.Render(" limit "+units.Bytes(o.Limit)))
 	}
 
 	peak := "peak"
