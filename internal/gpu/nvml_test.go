@@ -15,6 +15,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 const (
@@ -303,7 +305,7 @@ func TestNVMLSampler(t *testing.T) {
 	if got.Method != MethodProcess || got.Bytes != 3<<30 || got.PerDevice[0] != 3<<30 {
 		t.Errorf("peak = %+v, want 3 GiB on gpu 0 by process", got)
 	}
-	if d := Describe(b); !strings.Contains(d, "gpu 0: NVIDIA H200 141GB HBM3e GPU-") || !strings.Contains(d, "4242=3.0 GiB") {
+	if d := Describe(b); !strings.Contains(d, "gpu 0: NVIDIA H200 141GB HBM3e GPU-") || !strings.Contains(d, "4242=3.00 GiB") {
 		t.Errorf("Describe = %q", d)
 	}
 }
@@ -394,7 +396,7 @@ func TestSamplerRealGPU(t *testing.T) {
 		t.Errorf("CUDA process: %v\n%s", err, stderr.String())
 	}
 	got := w.Stop()
-	t.Logf("peak: %+v (%s)", got, formatBytes(got.Bytes))
+	t.Logf("peak: %+v (%s)", got, units.Bytes(got.Bytes))
 	if got.Bytes < want || got.Method == "" {
 		t.Errorf("peak = %+v, want at least %d bytes", got, want)
 	}
