@@ -250,7 +250,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 	}
 	add("Strategy", s.Strategy, false)
 	if s.TimeoutSecs > 0 {
-		add("Trial timeout", htmlDuration(s.TimeoutSecs), false)
+		add("Trial timeout", units.ProseDuration(s.TimeoutSecs), false)
 	}
 	if s.Confirm > 0 {
 		add("Confirm runs", fmt.Sprint(s.Confirm), false)
@@ -268,7 +268,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 		if d == 0 {
 			d = run.Finished.Sub(run.Started).Seconds()
 		}
-		add("Duration", htmlDuration(d), false)
+		add("Duration", units.ProseDuration(d), false)
 	}
 	add("Status", string(run.Status), false)
 	rounds := ""
@@ -399,28 +399,6 @@ func htmlOr(s, alt string) string {
 		return alt
 	}
 	return s
-}
-
-// htmlDuration writes seconds the way a page reads well: "12.3 s",
-// "1 min 43 s", "2 h 05 min".
-func htmlDuration(s float64) string {
-	switch {
-	case s < 0 || s != s:
-		return "–"
-	case s < 60:
-		return fmt.Sprintf("%.1f s", s)
-	case s < 3600:
-		m, sec := int(s)/60, int(s+0.5)%60
-		if int(s+0.5)/60 > m {
-			m, sec = int(s+0.5)/60, 0
-		}
-		if sec == 0 {
-			return fmt.Sprintf("%d min", m)
-		}
-		return fmt.Sprintf("%d min %d s", m, sec)
-	}
-	m := int(s+30) / 60
-	return fmt.Sprintf("%d h %02d min", m/60, m%60)
 }
 
 func htmlNumber(x float64) string {

@@ -59,7 +59,7 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 	for _, p := range run.NonMonotonic {
 		fmt.Fprintf(&b, "  non-monotonic: %d ran ok but %d failed, twice; the answer takes the safe side\n", p.OK, p.Fail)
 	}
-	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s\n", len(run.Trials), run.Rounds, seconds(run.Seconds))
+	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s\n", len(run.Trials), run.Rounds, units.Duration(run.Seconds))
 	if run.GPU != nil && len(run.GPU.Devices) > 0 {
 		d := run.GPU.Devices[0]
 		sim := ""
@@ -126,7 +126,7 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 // TrialLine is the one-line progress report of a finished trial.
 func TrialLine(t record.Trial, capacity uint64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, seconds(t.Seconds))
+	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, units.Duration(t.Seconds))
 	if t.Retry {
 		b.WriteString(" (retry)")
 	}
@@ -161,13 +161,6 @@ func throughput(t record.Trial) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return "-"
-}
-
-func seconds(s float64) string {
-	if s < 60 {
-		return fmt.Sprintf("%.1fs", s)
-	}
-	return fmt.Sprintf("%dm%02.0fs", int(s)/60, s-float64(int(s)/60*60))
 }
 
 // Clip shortens s to at most n runes, marking the cut.
