@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
+	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -300,7 +301,7 @@ func TestNVMLSampler(t *testing.T) {
 	)
 	b := openMock(t, s)
 	smp := NewSampler(b, 0)
-	smp.stat = fakeStat(map[int]proc{me: {ppid: 1, pgid: me}, 999: {ppid: 1, pgid: 999}})
+	smp.stat = fakeStat(map[int]procfs.Stat{me: {PPID: 1, PGRP: me}, 999: {PPID: 1, PGRP: 999}})
 	got := smp.Start(me, nil).Stop()
 	if got.Method != MethodProcess || got.Bytes != 3<<30 || got.PerDevice[0] != 3<<30 {
 		t.Errorf("peak = %+v, want 3 GiB on gpu 0 by process", got)

@@ -121,7 +121,8 @@ func TestPIDs(t *testing.T) {
 	}
 }
 
-// The GPU sampler reads stat files 40 times a second.
+// BenchmarkReadStat is the cost of one process's entry, which the GPU
+// sampler reads once a tick for every process NVML lists.
 func BenchmarkReadStat(b *testing.B) {
 	b.ReportAllocs()
 	pid := os.Getpid()

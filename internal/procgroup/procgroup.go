@@ -5,13 +5,12 @@
 package procgroup
 
 import (
-	"bytes"
-	"os"
-	"strconv"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batchfit/batchfit/internal/procfs"
 )
 
 // Attr returns the attributes for a child that leads its own process group.
@@ -52,15 +51,6 @@ func WaitExit(pid int) <-chan struct{} {
 // Exited reports whether pid has exited: it is a zombie, or its stat
 // cannot be read any more.
 func Exited(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	// The state follows the command name, which is in parentheses and may
-	// itself hold spaces or parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return true
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
+	st, err := procfs.ReadStat(pid)
+	return err != nil || st.Dead()
 }
