@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batchfit/batchfit/internal/procfs"
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 // procKey names one process. A pid alone can be reused once its process is
@@ -157,7 +158,7 @@ func (t *tracker) poll() {
 func (t *tracker) signalAll(sig syscall.Signal) {
 	// The group id is the leader's pid; the leader is not reaped before the
 	// trial's cleanup is done, so the id still names this trial's group.
-	_ = unix.Kill(-t.leader, sig)
+	_ = procgroup.KillGroup(t.leader, sig)
 	t.mu.Lock()
 	known := make([]procKey, 0, len(t.known))
 	for pid, start := range t.known {
@@ -296,7 +297,7 @@ func (t *tracker) killLeftovers() int {
 			live = append(live, p)
 			killed[keyOf(p)] = true
 		}
-		_ = unix.Kill(-t.leader, syscall.SIGKILL)
+		_ = procgroup.KillGroup(t.leader, syscall.SIGKILL)
 		if len(live) == 0 {
 			break
 		}

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batchfit/batchfit/internal/procfs"
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 // reapGroup collects members of the killed group pgid that were re-parented
@@ -32,8 +33,8 @@ func reapGroup(pgid int) {
 // second) until none of its members runs any more, so that a caller who
 // sees the worker gone can rely on its children being gone too.
 func killGroup(pgid int) {
-	if syscall.Kill(-pgid, syscall.SIGKILL) != nil {
-		return // ESRCH: nobody left
+	if procgroup.KillGroup(pgid, syscall.SIGKILL) != nil {
+		return // ESRCH: nobody left (or pgid was no child's group)
 	}
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) && groupRunning(pgid) {
