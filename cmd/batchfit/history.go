@@ -17,6 +17,7 @@ import (
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/store"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // dbOptions choose the history database.
@@ -120,7 +121,7 @@ func writeHistory(w io.Writer, runs []record.Run) error {
 		if r.GPU != nil && len(r.GPU.Devices) > 0 {
 			gpuName = r.GPU.Devices[0].Name
 			if r.Settings.MemoryLimit > 0 {
-				gpuName += " @" + report.Bytes(r.Settings.MemoryLimit)
+				gpuName += " @" + units.Bytes(r.Settings.MemoryLimit)
 			}
 		}
 		status := string(r.Status)

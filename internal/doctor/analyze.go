@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/batchfit/batchfit/internal/report"
+	"github.com/batchfit/batchfit/internal/units"
 	"github.com/batchfit/batchfit/internal/worker"
 )
 
@@ -165,7 +165,7 @@ func (a *analysis) retainedAcrossRepeats() {
 		per := (last.RetainedBytes - first) / int64(len(reps)-1)
 		a.add(Finding{Kind: KindGrowing, Severity: Problem, Bytes: per,
 			Summary: fmt.Sprintf("memory %s grows with every trial at batch size %d: %s above the baseline after trial 1, %s after trial %d (%s more per trial)",
-				a.what(), a.r.Size, signed(first), signed(last.RetainedBytes), len(reps), signed(per)),
+				a.what(), a.r.Size, units.SignedBytes(first), units.SignedBytes(last.RetainedBytes), len(reps), units.SignedBytes(per)),
 			Cause: "something accumulates references across steps: a list of losses or outputs that holds tensors " +
 				"(each keeps its memory, and before backward its whole autograd graph), metrics summed as tensors, a cache keyed by batch",
 			Fix:     "keep Python numbers (losses.append(loss.item()), float(metric)), or detach().cpu() what must be kept; clear caches at the end of step",
@@ -174,7 +174,7 @@ func (a *analysis) retainedAcrossRepeats() {
 	}
 	a.add(Finding{Kind: KindRetained, Severity: Problem, Bytes: last.RetainedBytes,
 		Summary: fmt.Sprintf("%s stays %s after every trial at batch size %d (the reset cannot free it)",
-			signed(last.RetainedBytes), a.what(), a.r.Size),
+			units.SignedBytes(last.RetainedBytes), a.what(), a.r.Size),
 		Cause: "the step keeps its last batch, outputs or loss where they outlive it (an attribute such as self.last_batch = batch, a global), " +
 			"or builds something during the first trial and keeps it (a lazily created buffer or cache)",
 		Fix:     "del them, or set them to None, at the end of step; build buffers and caches in setup",
@@ -225,7 +225,7 @@ func (a *analysis) afterOOM() {
 		d := int64(after[0].PeakAllocated) - int64(lastRep.PeakAllocated)
 		if differs(after[0].PeakAllocated, lastRep.PeakAllocated) {
 			peakNote = fmt.Sprintf("; the peak at batch size %d went from %s before the OOM to %s after it (%s)",
-				a.r.Size, report.Bytes(lastRep.PeakAllocated), report.Bytes(after[0].PeakAllocated), signed(d))
+				a.r.Size, units.Bytes(lastRep.PeakAllocated), units.Bytes(after[0].PeakAllocated), units.SignedBytes(d))
 			if leak <= 0 {
 				a.add(Finding{Kind: KindPeakAfterOOM, Severity: Warning, Bytes: d,
 					Summary: strings.TrimPrefix(peakNote, "; ") + ", though nothing stayed allocated",
@@ -237,7 +237,7 @@ func (a *analysis) afterOOM() {
 	if leak > 0 {
 		a.add(Finding{Kind: KindRetainedAfterOOM, Severity: Problem, Bytes: leak,
 			Summary: fmt.Sprintf("%s stays %s after the out-of-memory error at batch size %d (%s before it)%s",
-				signed(leak), a.what(), oom.Size, signed(prev), peakNote),
+				units.SignedBytes(leak), a.what(), oom.Size, units.SignedBytes(prev), peakNote),
 			Cause: "the failed step's tensors are still referenced. batchfit's worker clears the traceback of the error it catches, " +
 				"so the references are in the Trial's code: a retry inside `except` (the block keeps the failed step's frames, " +
 				"with its input batch and autograd graph, alive until it ends), a kept exception or sys.exc_info(), " +
@@ -278,7 +278,7 @@ func (a *analysis) fragmentation() {
 	when := fmt.Sprintf("trial %d (batch size %d, %s)", worst.ID, worst.Size, worst.Outcome)
 	a.add(Finding{Kind: KindFragmentation, Severity: Warning, Bytes: worstFrag,
 		Summary: fmt.Sprintf("after %s, %s is reserved but not allocated even after empty_cache() (%s at the baseline)",
-			when, report.Bytes(uint64(max(worstFrag, 0))), signed(base)),
+			when, units.Bytes(uint64(max(worstFrag, 0))), units.SignedBytes(base)),
 		Cause: "tensors still alive sit in the caching allocator's segments, which empty_cache() can only return whole; " +
 			"the rest of those segments stays reserved and may not serve a request of another size",
 		Fix: "free what stays allocated (see above); set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torch 2.1 or later); " +
@@ -294,7 +294,7 @@ func (a *analysis) optimizerState() {
 		grew := int64(t.OptimizerStateBytes) - int64(h.OptimizerStateBytes)
 		a.add(Finding{Kind: KindOptimizerState, Severity: Problem, Bytes: grew,
 			Summary: fmt.Sprintf("the optimizer's state grew by %s during trial %d (batch size %d), after the warm-up (%d step(s) at batch size %d)",
-				signed(grew), t.ID, t.Size, h.WarmupSteps, h.WarmupSize),
+				units.SignedBytes(grew), t.ID, t.Size, h.WarmupSteps, h.WarmupSize),
 			Cause: "optimizer state (Adam keeps two tensors per parameter) is created lazily, on the first step that updates each parameter; " +
 				"the first measured trial then pays for it and later ones do not. Here the warm-up did not make all of it: a GradScaler that " +
 				"skipped the warm-up's steps (inf/NaN gradients), parameters that get gradients only at some sizes, or an optimizer built inside step",
@@ -344,7 +344,7 @@ func (a *analysis) fresh() {
 		d := int64(w.PeakAllocated) - int64(f.Memory.Allocated)
 		fd := Finding{Kind: KindPeakDiffers, Severity: Warning, Bytes: d,
 			Summary: fmt.Sprintf("the worker's peak at batch size %d is %s, a fresh process's %s (%s)",
-				r.Size, report.Bytes(w.PeakAllocated), report.Bytes(f.Memory.Allocated), signed(d))}
+				r.Size, units.Bytes(w.PeakAllocated), units.Bytes(f.Memory.Allocated), units.SignedBytes(d))}
 		if d < 0 {
 			fd.Cause = "a fresh process allocates some things once, at the start, and its peak includes them: optimizer state on the first step, weights moved to the GPU, workspaces"
 			fd.Fix = "confirm answers in fresh processes (batchfit does); if the difference matters near the limit, search without --worker"
@@ -356,7 +356,7 @@ func (a *analysis) fresh() {
 	default:
 		a.add(Finding{Kind: KindPeakMatches, Severity: Info,
 			Summary: fmt.Sprintf("the worker's peak at batch size %d matches a fresh process's (%s and %s)",
-				r.Size, report.Bytes(w.PeakAllocated), report.Bytes(f.Memory.Allocated))})
+				r.Size, units.Bytes(w.PeakAllocated), units.Bytes(f.Memory.Allocated))})
 	}
 }
 
@@ -381,11 +381,4 @@ func differs(a, b uint64) bool {
 	}
 	slack := max(float64(max(a, b))*peakSlackPercent/100, peakSlackBytes)
 	return float64(d) > slack
-}
-
-func signed(b int64) string {
-	if b < 0 {
-		return "-" + report.Bytes(uint64(-b))
-	}
-	return report.Bytes(uint64(b))
 }

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/batchfit/batchfit/internal/report"
+	"github.com/batchfit/batchfit/internal/units"
 	"github.com/batchfit/batchfit/internal/worker"
 )
 
@@ -30,10 +30,10 @@ func WriteText(out io.Writer, r *Report) error {
 	memory := h.Verify == "cuda_allocated"
 	if memory {
 		fmt.Fprintf(w, "baseline after setup and %d warm-up step(s) at batch size %d: %s allocated, %s reserved\n",
-			h.WarmupSteps, h.WarmupSize, report.Bytes(h.BaselineAllocated), report.Bytes(h.BaselineReserved))
+			h.WarmupSteps, h.WarmupSize, units.Bytes(h.BaselineAllocated), units.Bytes(h.BaselineReserved))
 	} else {
 		fmt.Fprintf(w, "baseline after setup and %d warm-up step(s) at batch size %d: %s in live tensors (no CUDA: the reset is verified by a census of the tensors Python can reach)\n",
-			h.WarmupSteps, h.WarmupSize, report.Bytes(h.BaselineTensorBytes))
+			h.WarmupSteps, h.WarmupSize, units.Bytes(h.BaselineTensorBytes))
 	}
 	fmt.Fprintln(w)
 
@@ -41,16 +41,16 @@ func WriteText(out io.Writer, r *Report) error {
 	for _, t := range r.Trials {
 		peak, unused := "-", "-"
 		if memory {
-			peak = report.Bytes(t.PeakAllocated)
-			unused = signed(int64(t.ReservedAfter) - int64(t.AllocatedAfter))
+			peak = units.Bytes(t.PeakAllocated)
+			unused = units.SignedBytes(int64(t.ReservedAfter) - int64(t.AllocatedAfter))
 		}
 		fmt.Fprintf(w, "%5d  %-9s  %6d  %-10s  %11s  %11s  %11s  %s\n",
-			t.ID, phaseName(t.Phase), t.Size, t.Outcome, peak, signed(t.RetainedBytes), unused, note(t.Result))
+			t.ID, phaseName(t.Phase), t.Size, t.Outcome, peak, units.SignedBytes(t.RetainedBytes), unused, note(t.Result))
 	}
 	if f := r.Fresh; f != nil {
 		peak := "-"
 		if f.Memory.Allocated > 0 {
-			peak = report.Bytes(f.Memory.Allocated)
+			peak = units.Bytes(f.Memory.Allocated)
 		}
 		fmt.Fprintf(w, "%5s  %-9s  %6d  %-10s  %11s\n", "fresh", "process", f.Size, f.Outcome, peak)
 	}
@@ -107,7 +107,7 @@ func tensorName(t worker.Tensor) string {
 	for i, d := range t.Shape {
 		dims[i] = fmt.Sprint(d)
 	}
-	return fmt.Sprintf("%s[%s] on %s (%s)", t.DType, strings.Join(dims, ", "), t.Device, report.Bytes(t.Bytes))
+	return fmt.Sprintf("%s[%s] on %s (%s)", t.DType, strings.Join(dims, ", "), t.Device, units.Bytes(t.Bytes))
 }
 
 // writeWrapped writes prefix (which ends in a space) and text, wrapped at

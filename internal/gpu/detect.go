@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // ErrNoDriver means the NVIDIA driver library cannot be used here: it is
@@ -71,11 +73,11 @@ func Describe(b Backend) string {
 	}
 	var sb strings.Builder
 	for _, d := range devs {
-		fmt.Fprintf(&sb, "gpu %d: %s %s, %s total", d.Index, d.Name, d.UUID, formatBytes(d.Total))
+		fmt.Fprintf(&sb, "gpu %d: %s %s, %s total", d.Index, d.Name, d.UUID, units.Bytes(d.Total))
 		if used, err := b.UsedMemory(d.Index); err != nil {
 			fmt.Fprintf(&sb, ", used: %v", err)
 		} else {
-			fmt.Fprintf(&sb, ", %s used", formatBytes(used))
+			fmt.Fprintf(&sb, ", %s used", units.Bytes(used))
 		}
 		fmt.Fprintf(&sb, ", driver %s, CUDA %s", orNone(d.Driver), orNone(d.CUDA))
 		procs, err := b.ProcessMemory(d.Index)
@@ -92,7 +94,7 @@ func Describe(b Backend) string {
 			}
 			slices.Sort(pids)
 			for _, pid := range pids {
-				fmt.Fprintf(&sb, " %d=%s", pid, formatBytes(procs[pid]))
+				fmt.Fprintf(&sb, " %d=%s", pid, units.Bytes(procs[pid]))
 			}
 		}
 		sb.WriteByte('\n')
@@ -105,19 +107,4 @@ func orNone(s string) string {
 		return "?"
 	}
 	return s
-}
-
-// formatBytes prints n in binary units with one decimal, as nvidia-smi and
-// PyTorch users read memory sizes.
-func formatBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

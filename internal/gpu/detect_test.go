@@ -54,8 +54,8 @@ func TestDescribe(t *testing.T) {
 		},
 		UsedMemoryFunc: func(d int) (uint64, error) { return 4 << 30, nil },
 	}
-	want := "gpu 0: NVIDIA H200 GPU-0a, 140.4 GiB total, 4.0 GiB used, driver 580.82.07, CUDA 13.0, processes: 17=512.0 MiB 4242=3.0 GiB\n" +
-		"gpu 1: NVIDIA H200 GPU-1b, 140.4 GiB total, 4.0 GiB used, driver ?, CUDA ?, processes: fake failure\n"
+	want := "gpu 0: NVIDIA H200 GPU-0a, 140.40 GiB total, 4.00 GiB used, driver 580.82.07, CUDA 13.0, processes: 17=512.0 MiB 4242=3.00 GiB\n" +
+		"gpu 1: NVIDIA H200 GPU-1b, 140.40 GiB total, 4.00 GiB used, driver ?, CUDA ?, processes: fake failure\n"
 	if got := Describe(b); got != want {
 		t.Errorf("Describe =\n%s\nwant\n%s", got, want)
 	}
@@ -69,25 +69,6 @@ func TestDescribe(t *testing.T) {
 	} {
 		if got := Describe(tt.b); got != tt.want {
 			t.Errorf("Describe(%v) = %q, want %q", tt.b, got, tt.want)
-		}
-	}
-}
-
-func TestFormatBytes(t *testing.T) {
-	for _, tt := range []struct {
-		n    uint64
-		want string
-	}{
-		{0, "0 B"},
-		{1023, "1023 B"},
-		{1024, "1.0 KiB"},
-		{1536 << 20, "1.5 GiB"},
-		{24 << 30, "24.0 GiB"},
-		{3 << 40, "3.0 TiB"},
-		{1<<64 - 1, "16384.0 PiB"},
-	} {
-		if got := formatBytes(tt.n); got != tt.want {
-			t.Errorf("formatBytes(%d) = %q, want %q", tt.n, got, tt.want)
 		}
 	}
 }

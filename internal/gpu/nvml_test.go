@@ -15,6 +15,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/batchfit/batchfit/internal/procfs"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 const (
@@ -298,12 +301,12 @@ func TestNVMLSampler(t *testing.T) {
 	)
 	b := openMock(t, s)
 	smp := NewSampler(b, 0)
-	smp.stat = fakeStat(map[int]proc{me: {ppid: 1, pgid: me}, 999: {ppid: 1, pgid: 999}})
+	smp.stat = fakeStat(map[int]procfs.Stat{me: {PPID: 1, PGRP: me}, 999: {PPID: 1, PGRP: 999}})
 	got := smp.Start(me, nil).Stop()
 	if got.Method != MethodProcess || got.Bytes != 3<<30 || got.PerDevice[0] != 3<<30 {
 		t.Errorf("peak = %+v, want 3 GiB on gpu 0 by process", got)
 	}
-	if d := Describe(b); !strings.Contains(d, "gpu 0: NVIDIA H200 141GB HBM3e GPU-") || !strings.Contains(d, "4242=3.0 GiB") {
+	if d := Describe(b); !strings.Contains(d, "gpu 0: NVIDIA H200 141GB HBM3e GPU-") || !strings.Contains(d, "4242=3.00 GiB") {
 		t.Errorf("Describe = %q", d)
 	}
 }
@@ -394,7 +397,7 @@ func TestSamplerRealGPU(t *testing.T) {
 		t.Errorf("CUDA process: %v\n%s", err, stderr.String())
 	}
 	got := w.Stop()
-	t.Logf("peak: %+v (%s)", got, formatBytes(got.Bytes))
+	t.Logf("peak: %+v (%s)", got, units.Bytes(got.Bytes))
 	if got.Bytes < want || got.Method == "" {
 		t.Errorf("peak = %+v, want at least %d bytes", got, want)
 	}

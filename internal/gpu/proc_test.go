@@ -9,48 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batchfit/batchfit/internal/procfs"
 )
-
-func TestParseStat(t *testing.T) {
-	const rest = " 0 -1 4194304 103 0 0 0 0 0 0 0 20 0 1 0 52981 3133440 377 18446744073709551615 0"
-	tests := []struct {
-		name    string
-		line    string
-		want    proc
-		wantErr bool
-	}{
-		{name: "plain", line: "17740 (cat) R 17738 17730 7081" + rest + "\n", want: proc{ppid: 17738, pgid: 17730, start: 52981}},
-		{name: "spaces and parens in the name", line: "5 (pt worker (1) ) S 4 3 3" + rest, want: proc{ppid: 4, pgid: 3, start: 52981}},
-		{name: "no name", line: "5 S 4 3 3" + rest, wantErr: true},
-		{name: "truncated", line: "5 (x) S 4 3 3 0", wantErr: true},
-		{name: "garbage ppid", line: "5 (x) S four 3 3" + rest, wantErr: true},
-		{name: "empty", line: "", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseStat([]byte(tt.line))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseStat error = %v, want error %v", err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("parseStat = %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestReadStatSelf(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("no /proc on " + runtime.GOOS)
-	}
-	me, err := readStat(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if me.ppid != os.Getppid() || me.pgid != syscall.Getpgrp() || me.start == 0 {
-		t.Errorf("own entry = %+v, want ppid %d pgid %d and a start time", me, os.Getppid(), syscall.Getpgrp())
-	}
-}
 
 // startTree runs sh with script; the script prints the PIDs it wants the
 // test to know, one a line. The whole tree is killed when the test ends.
@@ -138,28 +99,17 @@ func waitReparented(t *testing.T, pid, sh int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		p, err := readStat(pid)
+		p, err := procfs.ReadStat(pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.pgid != sh {
-			t.Fatalf("pid %d is in group %d, want %d", pid, p.pgid, sh)
+		if p.PGRP != sh {
+			t.Fatalf("pid %d is in group %d, want %d", pid, p.PGRP, sh)
 		}
-		if parent, err := readStat(p.ppid); p.ppid != sh && (err != nil || parent.ppid != sh) {
+		if parent, err := procfs.ReadStat(p.PPID); p.PPID != sh && (err != nil || parent.PPID != sh) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("pid %d was not re-parented", pid)
-}
-
-// BenchmarkReadStat is the cost of one process's entry, read once a tick
-// for every process NVML lists.
-func BenchmarkReadStat(b *testing.B) {
-	pid := os.Getpid()
-	for b.Loop() {
-		if _, err := readStat(pid); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

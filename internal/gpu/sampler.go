@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/batchfit/batchfit/internal/procfs"
 )
 
 // Sampling intervals. An allocation spike shorter than one interval can be
@@ -62,7 +64,7 @@ func NewSampler(b Backend, interval time.Duration) *Sampler {
 		interval = DefaultInterval
 	}
 	interval = min(interval, MaxInterval)
-	return &Sampler{backend: b, interval: interval, stat: readStat}
+	return &Sampler{backend: b, interval: interval, stat: procfs.ReadStat}
 }
 
 // deviceList lists the backend's devices, remembering a successful answer:
@@ -151,7 +153,7 @@ func (s *Sampler) Start(pid int, devices []int) *Watch {
 		}
 	}
 	if p, err := s.stat(pid); err == nil {
-		w.rootStart = p.start
+		w.rootStart = p.Start
 	}
 	w.sample()
 	go w.loop()
@@ -304,28 +306,28 @@ func (w *Watch) member(pid int) bool {
 	var chain []link
 	member, decided := false, false
 	for cur := pid; len(chain) < maxDepth; {
-		if k, ok := w.known[cur]; ok && k.start == p.start {
+		if k, ok := w.known[cur]; ok && k.start == p.Start {
 			member, decided = k.member, true
 			break
 		}
-		chain = append(chain, link{cur, p.start})
+		chain = append(chain, link{cur, p.Start})
 		if cur == w.root {
 			// A different start time: the root exited and its PID was
 			// reused by a stranger.
-			member, decided = w.rootStart == 0 || p.start == w.rootStart, true
+			member, decided = w.rootStart == 0 || p.Start == w.rootStart, true
 			break
 		}
-		if p.pgid == w.root {
+		if p.PGRP == w.root {
 			// A PID cannot be reused while a group it leads exists, so
 			// this group is the root's even after the root exits.
 			member, decided = true, true
 			break
 		}
-		if p.ppid <= 1 {
+		if p.PPID <= 1 {
 			decided = true // reached init (or the kernel): not ours
 			break
 		}
-		cur = p.ppid
+		cur = p.PPID
 		if p, err = w.s.stat(cur); err != nil {
 			// The parent exited mid-walk; its child is re-parented by
 			// now. Decide on a later tick.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batchfit/batchfit/internal/procfs"
 )
 
 // fakeBackend answers with whatever its funcs say; nil funcs fail.
@@ -54,11 +56,11 @@ func devices(n int) func() ([]Device, error) {
 }
 
 // fakeStat is a process table that does not change.
-func fakeStat(m map[int]proc) statFunc {
-	return func(pid int) (proc, error) {
+func fakeStat(m map[int]procfs.Stat) statFunc {
+	return func(pid int) (procfs.Stat, error) {
 		p, ok := m[pid]
 		if !ok {
-			return proc{}, errFake
+			return procfs.Stat{}, errFake
 		}
 		return p, nil
 	}
@@ -106,7 +108,7 @@ func newScripted(ndev int, ticks ...tick) *scripted {
 
 // runTicks starts a watch and drives every scripted tick by hand, without
 // the ticker, so results do not depend on timing.
-func runTicks(t *testing.T, b *scripted, tree map[int]proc, root int) Peak {
+func runTicks(t *testing.T, b *scripted, tree map[int]procfs.Stat, root int) Peak {
 	t.Helper()
 	s := NewSampler(b, 0)
 	s.stat = fakeStat(tree)
@@ -130,18 +132,18 @@ func newTestWatch(s *Sampler, root int) *Watch {
 		}
 	}
 	if p, err := s.stat(root); err == nil {
-		w.rootStart = p.start
+		w.rootStart = p.Start
 	}
 	return w
 }
 
 // The trial: root 100 with a child 101 and a grandchild 102; 200 is someone
 // else's job.
-var simpleTree = map[int]proc{
-	100: {ppid: 1, pgid: 100},
-	101: {ppid: 100, pgid: 100},
-	102: {ppid: 101, pgid: 100},
-	200: {ppid: 1, pgid: 200},
+var simpleTree = map[int]procfs.Stat{
+	100: {PPID: 1, PGRP: 100},
+	101: {PPID: 100, PGRP: 100},
+	102: {PPID: 101, PGRP: 100},
+	200: {PPID: 1, PGRP: 200},
 }
 
 func TestSamplerPeak(t *testing.T) {
@@ -239,54 +241,54 @@ func peakEqual(a, b Peak) bool {
 func TestSamplerTree(t *testing.T) {
 	tests := []struct {
 		name  string
-		ticks []map[int]proc // the process table at each tick
+		ticks []map[int]procfs.Stat // the process table at each tick
 		root  int
 		want  []map[int]bool // the tree found at each tick
 	}{
 		{
 			name:  "descendants, not the rest",
-			ticks: []map[int]proc{simpleTree},
+			ticks: []map[int]procfs.Stat{simpleTree},
 			root:  100,
 			want:  []map[int]bool{{100: true, 101: true, 102: true}},
 		},
 		{
 			name: "the root's process group, even re-parented, with its children",
-			ticks: []map[int]proc{{
-				100: {ppid: 50, pgid: 100},
-				300: {ppid: 1, pgid: 100}, // an orphaned dataloader worker
-				301: {ppid: 300, pgid: 301},
-				200: {ppid: 1, pgid: 200},
+			ticks: []map[int]procfs.Stat{{
+				100: {PPID: 50, PGRP: 100},
+				300: {PPID: 1, PGRP: 100}, // an orphaned dataloader worker
+				301: {PPID: 300, PGRP: 301},
+				200: {PPID: 1, PGRP: 200},
 			}},
 			root: 100,
 			want: []map[int]bool{{100: true, 300: true, 301: true}},
 		},
 		{
 			name: "a root that leads no group brings in no group",
-			ticks: []map[int]proc{{
-				100: {ppid: 50, pgid: 50},
-				50:  {ppid: 1, pgid: 50},
-				51:  {ppid: 1, pgid: 50},
+			ticks: []map[int]procfs.Stat{{
+				100: {PPID: 50, PGRP: 50},
+				50:  {PPID: 1, PGRP: 50},
+				51:  {PPID: 1, PGRP: 50},
 			}},
 			root: 100,
 			want: []map[int]bool{{100: true}},
 		},
 		{
 			name: "members are remembered after their parent exits, until their pid is reused",
-			ticks: []map[int]proc{
+			ticks: []map[int]procfs.Stat{
 				{
-					100: {ppid: 1, pgid: 100, start: 10},
-					101: {ppid: 100, pgid: 101, start: 11}, // setsid: its own group
-					102: {ppid: 101, pgid: 101, start: 12},
+					100: {PPID: 1, PGRP: 100, Start: 10},
+					101: {PPID: 100, PGRP: 101, Start: 11}, // setsid: its own group
+					102: {PPID: 101, PGRP: 101, Start: 12},
 				},
 				{
 					// 100 and 101 exited; 102 is re-parented to init.
-					102: {ppid: 1, pgid: 101, start: 12},
+					102: {PPID: 1, PGRP: 101, Start: 12},
 				},
 				{
 					// 102 exited and its pid went to an unrelated process;
 					// 100 likewise.
-					100: {ppid: 1, pgid: 100, start: 90},
-					102: {ppid: 1, pgid: 102, start: 99},
+					100: {PPID: 1, PGRP: 100, Start: 90},
+					102: {PPID: 1, PGRP: 102, Start: 99},
 				},
 			},
 			root: 100,
@@ -298,15 +300,15 @@ func TestSamplerTree(t *testing.T) {
 		},
 		{
 			name: "a chain broken by an exit is not remembered",
-			ticks: []map[int]proc{
+			ticks: []map[int]procfs.Stat{
 				{
-					100: {ppid: 1, pgid: 100, start: 10},
-					102: {ppid: 101, pgid: 102, start: 12}, // 101 just exited
+					100: {PPID: 1, PGRP: 100, Start: 10},
+					102: {PPID: 101, PGRP: 102, Start: 12}, // 101 just exited
 				},
 				{
 					// The root is a subreaper and adopted 102.
-					100: {ppid: 1, pgid: 100, start: 10},
-					102: {ppid: 100, pgid: 102, start: 12},
+					100: {PPID: 1, PGRP: 100, Start: 10},
+					102: {PPID: 100, PGRP: 102, Start: 12},
 				},
 			},
 			root: 100,
@@ -320,7 +322,7 @@ func TestSamplerTree(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			i := 0
 			s := NewSampler(nil, 0)
-			s.stat = func(pid int) (proc, error) { return fakeStat(tt.ticks[i])(pid) }
+			s.stat = func(pid int) (procfs.Stat, error) { return fakeStat(tt.ticks[i])(pid) }
 			w := newTestWatch(s, tt.root)
 			for i = range tt.ticks {
 				got := map[int]bool{}
@@ -339,7 +341,7 @@ func TestSamplerTree(t *testing.T) {
 
 func TestSamplerTreeWithoutProc(t *testing.T) {
 	s := NewSampler(nil, 0)
-	s.stat = func(int) (proc, error) { return proc{}, errFake }
+	s.stat = func(int) (procfs.Stat, error) { return procfs.Stat{}, errFake }
 	w := newTestWatch(s, 7)
 	if !w.member(7) || w.member(8) {
 		t.Errorf("member(7), member(8) = %v, %v; want the root alone", w.member(7), w.member(8))

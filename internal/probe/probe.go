@@ -21,6 +21,7 @@ import (
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/trial"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // Placeholder is replaced by the batch size in every argument of the command.
@@ -229,7 +230,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	// other programs are held to it by their measured peak.
 	peaks := p.cfg.Framework.Peaks(sum)
 	if c.Outcome == classify.OK && p.cfg.MemoryLimit > 0 && !p.cfg.Framework.EnforcesLimit(sum) && device > p.cfg.MemoryLimit {
-		c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", gib(device), gib(p.cfg.MemoryLimit))}
+		c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(p.cfg.MemoryLimit))}
 	}
 
 	t := record.Trial{
@@ -322,8 +323,6 @@ func Substitute(argv []string, size int) []string {
 type watchFunc func(pid int) func()
 
 func (f watchFunc) Watch(pid int) func() { return f(pid) }
-
-func gib(b uint64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 
 // perGPUPeak is the memory figure of a trial: for a trial spanning several
 // GPUs the batch size is per GPU, so the largest per-GPU peak counts.

@@ -1,17 +1,18 @@
 // Package procgroup holds what trials and warm workers share about a child
-// that leads its own process group: the attributes it is started with, and
-// how its exit is noticed without reaping it, so that its pid (the group's
-// id) stays reserved while the rest of the group is killed.
+// that leads its own process group: the attributes it is started with, how
+// its exit is noticed without reaping it, so that its pid (the group's id)
+// stays reserved while the rest of the group is killed, and how the group
+// is killed.
 package procgroup
 
 import (
-	"bytes"
-	"os"
-	"strconv"
+	"fmt"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batchfit/batchfit/internal/procfs"
 )
 
 // Attr returns the attributes for a child that leads its own process group.
@@ -20,6 +21,19 @@ import (
 // if batchfit dies hard, the child dies too.
 func Attr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// KillGroup sends sig to every process of the group pgid. The error is
+// kill(2)'s: ESRCH when no process is left in the group. A pgid below 2 is
+// refused: kill(2) would read 1 (as -1) as every process batchfit may
+// signal, 0 as batchfit's own group and a negative one as a single
+// process, and a child whose pid was never known must not take batchfit,
+// or the machine, down with it.
+func KillGroup(pgid int, sig syscall.Signal) error {
+	if pgid < 2 {
+		return fmt.Errorf("kill process group %d: not a child's group", pgid)
+	}
+	return unix.Kill(-pgid, sig)
 }
 
 // WaitExit reports when the child pid has exited, without reaping it
@@ -52,15 +66,6 @@ func WaitExit(pid int) <-chan struct{} {
 // Exited reports whether pid has exited: it is a zombie, or its stat
 // cannot be read any more.
 func Exited(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	// The state follows the command name, which is in parentheses and may
-	// itself hold spaces or parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return true
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
+	st, err := procfs.ReadStat(pid)
+	return err != nil || st.Dead()
 }

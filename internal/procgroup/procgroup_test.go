@@ -67,3 +67,46 @@ func TestExitedUnknownPID(t *testing.T) {
 		t.Error("Exited = false for a pid that cannot exist")
 	}
 }
+
+func TestKillGroup(t *testing.T) {
+	// A shell in its own group with a child of its own: both must go.
+	cmd := exec.Command("sh", "-c", "sleep 60 & wait")
+	cmd.SysProcAttr = Attr()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sh: %v", err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+		_ = cmd.Wait()
+	})
+	if err := KillGroup(pgid, syscall.SIGKILL); err != nil {
+		t.Fatalf("KillGroup: %v", err)
+	}
+	err := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("sh ended with %v, want SIGKILL", err)
+	}
+	// The sleep may be reparented before it dies; it is gone when the
+	// group is empty.
+	deadline := time.Now().Add(5 * time.Second)
+	for unix.Kill(-pgid, 0) != unix.ESRCH {
+		if time.Now().After(deadline) {
+			t.Fatal("the group still has a member after KillGroup")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := KillGroup(pgid, syscall.SIGKILL); err != unix.ESRCH {
+		t.Errorf("KillGroup of an empty group = %v, want ESRCH", err)
+	}
+}
+
+func TestKillGroupRefusesSpecialIDs(t *testing.T) {
+	// Unrefused, these would reach every process the test may signal, its
+	// own group, or one process; SIGCONT does no harm all the same.
+	for _, pgid := range []int{-1, 0, 1} {
+		if err := KillGroup(pgid, syscall.SIGCONT); err == nil {
+			t.Errorf("KillGroup(%d) succeeded, want it refused", pgid)
+		}
+	}
+}

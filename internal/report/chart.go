@@ -23,6 +23,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // Default chart size in pixels, used by WritePlotFile and the HTML report.
@@ -355,13 +356,13 @@ func chartMemory(run *record.Run) chartFigure {
 
 	if drawCard {
 		p.Add(chartLine(0, card, xmax, card, chartDark, vg.Points(1.5)))
-		legend.Add(fmt.Sprintf("card: %s", Bytes(lines.card)), chartLine(0, 0, 1, 1, chartDark, vg.Points(1.5)))
+		legend.Add(fmt.Sprintf("card: %s", units.Bytes(lines.card)), chartLine(0, 0, 1, 1, chartDark, vg.Points(1.5)))
 	} else if card > 0 {
-		legend.Add(fmt.Sprintf("card: %s (off scale)", Bytes(lines.card)))
+		legend.Add(fmt.Sprintf("card: %s (off scale)", units.Bytes(lines.card)))
 	}
 	if limit > 0 && lines.limit != lines.card {
 		p.Add(chartLine(0, limit, xmax, limit, chartPurple, vg.Points(1.5), vg.Points(6), vg.Points(3)))
-		legend.Add(fmt.Sprintf("memory limit: %s", Bytes(lines.limit)), chartLine(0, 0, 1, 1, chartPurple, vg.Points(1.5), vg.Points(6), vg.Points(3)))
+		legend.Add(fmt.Sprintf("memory limit: %s", units.Bytes(lines.limit)), chartLine(0, 0, 1, 1, chartPurple, vg.Points(1.5), vg.Points(6), vg.Points(3)))
 	}
 
 	if m := run.Model; m != nil && chartFinite(m.Intercept, m.Slope) && m.Slope != 0 {
@@ -376,7 +377,7 @@ func chartMemory(run *record.Run) chartFigure {
 		p.Add(f)
 		// The line's colour says which figure was fitted; the record's own
 		// text stays out of the chart so the HTML report can inline it as is.
-		legend.Add(fmt.Sprintf("model: %s + %s/sample", Bytes(uint64(max(m.Intercept, 0))), Bytes(uint64(max(m.Slope, 0)))), f)
+		legend.Add(fmt.Sprintf("model: %s + %s/sample", units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0)))), f)
 	}
 
 	chartAnswerLines(p, &legend, run, 0, ymax)

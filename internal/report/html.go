@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // WriteHTML writes the run as one self-contained HTML page: the answer, the
@@ -117,7 +118,7 @@ func htmlViewOf(run *record.Run) htmlView {
 	v.Facts = htmlFacts(run)
 	if m := run.Model; m != nil {
 		v.Model = fmt.Sprintf("peak %s ≈ %s + %s × batch size (largest residual %s)",
-			htmlOr(m.Figure, "memory"), Bytes(uint64(max(m.Intercept, 0))), Bytes(uint64(max(m.Slope, 0))), Bytes(uint64(max(m.Residual, 0))))
+			htmlOr(m.Figure, "memory"), units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0))), units.Bytes(uint64(max(m.Residual, 0))))
 	}
 
 	v.Charts = append(v.Charts, htmlChartOf(run, WriteMemoryChart, "Peak GPU memory by batch size"))
@@ -213,7 +214,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 			}
 			parts := []string{htmlOr(d.Name, "unknown GPU")}
 			if d.Total > 0 {
-				parts = append(parts, Bytes(d.Total))
+				parts = append(parts, units.Bytes(d.Total))
 			}
 			if d.Driver != "" {
 				parts = append(parts, "driver "+d.Driver)
@@ -227,12 +228,12 @@ func htmlFacts(run *record.Run) []htmlFact {
 			add(name, strings.Join(parts, " · "), false)
 		}
 		if run.GPU.Capacity > 0 {
-			add("Capacity per trial", Bytes(run.GPU.Capacity), false)
+			add("Capacity per trial", units.Bytes(run.GPU.Capacity), false)
 		}
 	}
 	s := run.Settings
 	if s.MemoryLimit > 0 {
-		add("Memory limit", Bytes(s.MemoryLimit)+" (--memory-limit)", false)
+		add("Memory limit", units.Bytes(s.MemoryLimit)+" (--memory-limit)", false)
 	}
 	if s.Max > 0 {
 		r := fmt.Sprintf("%d – %d", s.Min, s.Max)
@@ -249,7 +250,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 	}
 	add("Strategy", s.Strategy, false)
 	if s.TimeoutSecs > 0 {
-		add("Trial timeout", htmlDuration(s.TimeoutSecs), false)
+		add("Trial timeout", units.ProseDuration(s.TimeoutSecs), false)
 	}
 	if s.Confirm > 0 {
 		add("Confirm runs", fmt.Sprint(s.Confirm), false)
@@ -267,7 +268,7 @@ func htmlFacts(run *record.Run) []htmlFact {
 		if d == 0 {
 			d = run.Finished.Sub(run.Started).Seconds()
 		}
-		add("Duration", htmlDuration(d), false)
+		add("Duration", units.ProseDuration(d), false)
 	}
 	add("Status", string(run.Status), false)
 	rounds := ""
@@ -390,7 +391,7 @@ func htmlBytesOr(b uint64) string {
 	if b == 0 {
 		return "–"
 	}
-	return Bytes(b)
+	return units.Bytes(b)
 }
 
 func htmlOr(s, alt string) string {
@@ -398,28 +399,6 @@ func htmlOr(s, alt string) string {
 		return alt
 	}
 	return s
-}
-
-// htmlDuration writes seconds the way a page reads well: "12.3 s",
-// "1 min 43 s", "2 h 05 min".
-func htmlDuration(s float64) string {
-	switch {
-	case s < 0 || s != s:
-		return "–"
-	case s < 60:
-		return fmt.Sprintf("%.1f s", s)
-	case s < 3600:
-		m, sec := int(s)/60, int(s+0.5)%60
-		if int(s+0.5)/60 > m {
-			m, sec = int(s+0.5)/60, 0
-		}
-		if sec == 0 {
-			return fmt.Sprintf("%d min", m)
-		}
-		return fmt.Sprintf("%d min %d s", m, sec)
-	}
-	m := int(s+30) / 60
-	return fmt.Sprintf("%d h %02d min", m/60, m%60)
 }
 
 func htmlNumber(x float64) string {

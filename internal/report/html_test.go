@@ -188,21 +188,6 @@ type htmlFailWriter struct{}
 
 func (htmlFailWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
-func TestHTMLDuration(t *testing.T) {
-	tests := []struct {
-		in   float64
-		want string
-	}{
-		{0, "0.0 s"}, {12.34, "12.3 s"}, {59.94, "59.9 s"}, {60, "1 min"}, {103.4, "1 min 43 s"},
-		{599.6, "10 min"}, {3600, "1 h 00 min"}, {7530, "2 h 06 min"}, {-1, "–"},
-	}
-	for _, tt := range tests {
-		if got := htmlDuration(tt.in); got != tt.want {
-			t.Errorf("htmlDuration(%v) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestHTMLShellQuote(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"python", "python"},

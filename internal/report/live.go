@@ -91,19 +91,6 @@ func bracketText(lo, hi int) string {
 	return fmt.Sprintf("bracket [%s, %s]", side(lo), side(hi))
 }
 
-// roughly formats an elapsed time or an estimate to the second: tenths would
-// claim a precision an estimate does not have, and flicker on the screen.
-func roughly(d time.Duration) string {
-	s := int(math.Round(d.Seconds()))
-	if s < 60 {
-		return fmt.Sprintf("%ds", s)
-	}
-	if s < 3600 {
-		return fmt.Sprintf("%dm%02ds", s/60, s%60)
-	}
-	return fmt.Sprintf("%dh%02dm", s/3600, s/60%60)
-}
-
 // stepTime formats a trial's median step time, or "-" without one.
 func stepTime(t record.Trial) string {
 	// Throughput is size over the median step time: invert it rather than

@@ -397,21 +397,6 @@ func TestEstimate(t *testing.T) {
 	}
 }
 
-func TestRoughly(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0:                           "0s",
-		1499 * time.Millisecond:     "1s",
-		59 * time.Second:            "59s",
-		61 * time.Second:            "1m01s",
-		3599 * time.Second:          "59m59s",
-		2*time.Hour + 5*time.Minute: "2h05m",
-	} {
-		if got := roughly(d); got != want {
-			t.Errorf("roughly(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
 // syncBuffer is a bytes.Buffer the program's goroutines may write to while
 // the test waits.
 type syncBuffer struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // ttyProgress is the live display: a bubbletea program whose small live
@@ -265,7 +266,7 @@ func (m *liveModel) status() string {
 	elapsed := m.now.Sub(m.start)
 	var parts []string
 	if m.closed {
-		parts = append(parts, fmt.Sprintf("%s in %s", plural(m.trials, "trial"), seconds(elapsed.Seconds())))
+		parts = append(parts, fmt.Sprintf("%s in %s", plural(m.trials, "trial"), units.Duration(elapsed.Seconds())))
 		if m.phase != "" {
 			parts = append(parts, bracketText(m.lo, m.hi))
 		}
@@ -280,12 +281,12 @@ func (m *liveModel) status() string {
 	if m.predicted > 0 {
 		parts = append(parts, fmt.Sprintf("predicted %d", int(m.predicted)))
 	}
-	parts = append(parts, plural(m.trials, "trial"), roughly(elapsed))
+	parts = append(parts, plural(m.trials, "trial"), units.RoughDuration(elapsed.Seconds()))
 	if left, ok := m.estimate().left(); ok {
 		if left < time.Second {
 			parts = append(parts, "finishing")
 		} else {
-			parts = append(parts, "~"+roughly(left)+" left")
+			parts = append(parts, "~"+units.RoughDuration(left.Seconds())+" left")
 		}
 	}
 	return l.phase.Render(phase) + l.dim.Render(" · ") + strings.Join(parts, l.dim.Render(" · "))
@@ -355,12 +356,12 @@ func (l *look) header() string {
 		b.WriteString(sep + l.dim.Render(o.GPU))
 	}
 	if o.Capacity > 0 {
-		b.WriteString(sep + l.dim.Render(Bytes(o.Capacity)))
+		b.WriteString(sep + l.dim.Render(units.Bytes(o.Capacity)))
 	} else if o.GPU == "" && !o.Simulated {
 		b.WriteString(sep + l.dim.Render("no GPU memory figures"))
 	}
 	if o.Limit > 0 {
-		b.WriteString(sep + l.mark.Render("│") + l.dim.Render(" limit "+Bytes(o.Limit)))
+		b.WriteString(sep + l.mark.Render("│") + l.dim.Render(" limit "+units.Bytes(o.Limit)))
 	}
 
 	peak := "peak"
@@ -399,7 +400,7 @@ func (l *look) row(t record.Trial) string {
 	st := l.outcomeStyle(t.Outcome)
 	peak := max(t.Allocated, t.Device)
 	return l.columns(fmt.Sprint(t.N), fmt.Sprint(t.Size), st.Render(padRight(string(t.Outcome), colOutcome)),
-		l.bar(peak, st), orDash(peak), stepTime(t), seconds(t.Seconds), l.dim.Render(t.Phase))
+		l.bar(peak, st), orDash(peak), stepTime(t), units.Duration(t.Seconds), l.dim.Render(t.Phase))
 }
 
 // runningRow is a running trial's line: a spinner where the outcome will be
@@ -410,7 +411,7 @@ func (l *look) runningRow(r runningTrial, ran time.Duration, frame int, stopped 
 		outcome = l.spin.Render(spinner[frame%len(spinner)]) + " " + l.dim.Render(padRight("running", colOutcome-2))
 	}
 	return l.columns(fmt.Sprint(r.n), fmt.Sprint(r.size), outcome, strings.Repeat(" ", barCells), "", "",
-		roughly(ran), l.dim.Render(string(r.phase)))
+		units.RoughDuration(ran.Seconds()), l.dim.Render(string(r.phase)))
 }
 
 // bar draws a memory bar: the filled part in the outcome's colour, the rest

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // WriteJSON writes the whole record as indented JSON.
@@ -58,21 +59,21 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 	for _, p := range run.NonMonotonic {
 		fmt.Fprintf(&b, "  non-monotonic: %d ran ok but %d failed, twice; the answer takes the safe side\n", p.OK, p.Fail)
 	}
-	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s\n", len(run.Trials), run.Rounds, seconds(run.Seconds))
+	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s\n", len(run.Trials), run.Rounds, units.Duration(run.Seconds))
 	if run.GPU != nil && len(run.GPU.Devices) > 0 {
 		d := run.GPU.Devices[0]
 		sim := ""
 		if run.Simulated && !strings.Contains(d.Name, "simulated") {
 			sim = " (simulated)"
 		}
-		fmt.Fprintf(&b, "  gpu: %s%s, %s", d.Name, sim, Bytes(d.Total))
+		fmt.Fprintf(&b, "  gpu: %s%s, %s", d.Name, sim, units.Bytes(d.Total))
 		if run.Settings.MemoryLimit > 0 {
-			fmt.Fprintf(&b, ", --memory-limit %s", Bytes(run.Settings.MemoryLimit))
+			fmt.Fprintf(&b, ", --memory-limit %s", units.Bytes(run.Settings.MemoryLimit))
 		}
 		b.WriteString("\n")
 	}
 	if run.Model != nil {
-		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample\n", run.Model.Figure, Bytes(uint64(max(run.Model.Intercept, 0))), Bytes(uint64(max(run.Model.Slope, 0))))
+		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample\n", run.Model.Figure, units.Bytes(uint64(max(run.Model.Intercept, 0))), units.Bytes(uint64(max(run.Model.Slope, 0))))
 	}
 	for _, msg := range run.Warnings {
 		fmt.Fprintf(&b, "  warning: %s\n", msg)
@@ -96,7 +97,7 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 	capHeader := ""
 	if run.GPU != nil && run.GPU.Capacity > 0 {
 		capacity = run.GPU.Capacity
-		capHeader = "of " + Bytes(capacity) + "\t"
+		capHeader = "of " + units.Bytes(capacity) + "\t"
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "trial\tsize\toutcome\tseconds\tpeak alloc\tpeak gpu\t%ssamples/s\t\n", capHeader)
@@ -125,33 +126,20 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 // TrialLine is the one-line progress report of a finished trial.
 func TrialLine(t record.Trial, capacity uint64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, seconds(t.Seconds))
+	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, units.Duration(t.Seconds))
 	if t.Retry {
 		b.WriteString(" (retry)")
 	}
 	if peak := max(t.Allocated, t.Device); peak > 0 {
-		fmt.Fprintf(&b, ", peak %s", Bytes(peak))
+		fmt.Fprintf(&b, ", peak %s", units.Bytes(peak))
 		if capacity > 0 {
-			fmt.Fprintf(&b, " of %s", Bytes(capacity))
+			fmt.Fprintf(&b, " of %s", units.Bytes(capacity))
 		}
 	}
 	if t.Reason != "" && !t.Outcome.Fits() {
 		fmt.Fprintf(&b, " (%s)", Clip(t.Reason, 100))
 	}
 	return b.String()
-}
-
-// Bytes formats a byte count in binary units.
-func Bytes(b uint64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
 }
 
 func failureOf(run *record.Run, size int) string {
@@ -165,7 +153,7 @@ func orDash(b uint64) string {
 	if b == 0 {
 		return "-"
 	}
-	return Bytes(b)
+	return units.Bytes(b)
 }
 
 func throughput(t record.Trial) string {
@@ -173,13 +161,6 @@ func throughput(t record.Trial) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return "-"
-}
-
-func seconds(s float64) string {
-	if s < 60 {
-		return fmt.Sprintf("%.1fs", s)
-	}
-	return fmt.Sprintf("%dm%02.0fs", int(s)/60, s-float64(int(s)/60*60))
 }
 
 // Clip shortens s to at most n runes, marking the cut.
@@ -198,7 +179,7 @@ func WriteModelTable(w io.Writer, runs []*record.Run) error {
 	for _, r := range runs {
 		name, mem := "-", "-"
 		if r.GPU != nil && len(r.GPU.Devices) > 0 {
-			name, mem = r.GPU.Devices[0].Name, Bytes(r.GPU.Capacity)
+			name, mem = r.GPU.Devices[0].Name, units.Bytes(r.GPU.Capacity)
 		}
 		answer := "-"
 		if r.Status == record.Found {

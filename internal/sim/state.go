@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/batchfit/batchfit/internal/procfs"
 )
 
 // stateDir is the simulated device memory, shared through the file system by
@@ -138,17 +140,12 @@ func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
 			return true // no procfs here: trust kill
 		}
 		return false // exited between the two checks
 	}
-	// The state follows the command name, which is in parentheses and may
-	// itself contain spaces or parentheses.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] != 'Z' && b[i+2] != 'X'
-	}
-	return true
+	return !st.Dead()
 }

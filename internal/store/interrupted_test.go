@@ -139,16 +139,3 @@ func TestOwnerGone(t *testing.T) {
 		})
 	}
 }
-
-func TestProcStat(t *testing.T) {
-	st, err := procStat(os.Getpid())
-	if err != nil {
-		t.Skipf("no /proc on this system: %v", err)
-	}
-	if st.start <= 0 || st.state != 'R' && st.state != 'S' {
-		t.Errorf("own stat = %+v", st)
-	}
-	if _, err := procStat(1 << 30); !os.IsNotExist(err) {
-		t.Errorf("stat of a pid that cannot exist: %v", err)
-	}
-}

@@ -1,11 +1,12 @@
 package store
 
 import (
-	"bytes"
-	"fmt"
+	"errors"
+	"io/fs"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/batchfit/batchfit/internal/procfs"
 )
 
 // owner identifies the batchfit process that writes a run. A pid alone is not
@@ -21,8 +22,8 @@ type owner struct {
 // self describes the current process.
 func self() owner {
 	o := owner{pid: os.Getpid()}
-	if st, err := procStat(o.pid); err == nil {
-		o.start = st.start
+	if st, err := procfs.ReadStat(o.pid); err == nil {
+		o.start = int64(st.Start)
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		o.boot = strings.TrimSpace(string(b))
@@ -52,43 +53,13 @@ func (me owner) gone(o owner) bool {
 	if me.start == 0 {
 		return false // no /proc: the pid exists and that is all we know
 	}
-	st, err := procStat(o.pid)
+	st, err := procfs.ReadStat(o.pid)
 	if err != nil {
 		// It existed a moment ago; if its stat is gone now, so is it.
-		return os.IsNotExist(err)
+		return errors.Is(err, fs.ErrNotExist)
 	}
-	if st.state == 'Z' || st.state == 'X' {
+	if st.Dead() {
 		return true // killed, not yet reaped by its parent
 	}
-	return o.start != 0 && st.start != o.start
-}
-
-type stat struct {
-	state byte
-	start int64
-}
-
-// procStat reads the state (field 3) and start time (field 22) of pid from
-// /proc/PID/stat.
-func procStat(pid int) (stat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return stat{}, err
-	}
-	// Field 2 is the command name in parentheses and may itself contain
-	// spaces and parentheses; the fields after the last ')' are plain.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return stat{}, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state), so field 22 is f[19].
-	if len(f) < 20 || len(f[0]) != 1 {
-		return stat{}, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	start, err := strconv.ParseInt(f[19], 10, 64)
-	if err != nil {
-		return stat{}, fmt.Errorf("parse /proc/%d/stat start time: %w", pid, err)
-	}
-	return stat{state: f[0][0], start: start}, nil
+	return o.start != 0 && int64(st.Start) != o.start
 }

@@ -2,7 +2,6 @@ package trial
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,83 +10,26 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batchfit/batchfit/internal/procfs"
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
-// procStat is what the tracker needs from /proc/<pid>/stat. A pid alone can
-// be reused once its process is reaped; pid and start time together name
-// one process.
-type procStat struct {
-	pid, ppid, pgid int
-	state           byte   // R, S, D, Z (zombie), X (dead), ...
-	start           uint64 // clock ticks after boot
-}
-
+// procKey names one process. A pid alone can be reused once its process is
+// reaped; pid and start time together name one process.
 type procKey struct {
 	pid   int
 	start uint64
 }
 
-func (p procStat) key() procKey { return procKey{p.pid, p.start} }
-
-func (p procStat) dead() bool { return p.state == 'Z' || p.state == 'X' }
-
-// parseStat parses /proc/<pid>/stat. The command name is in parentheses and
-// may itself hold spaces and parentheses, so fields are counted from the
-// last ')'.
-func parseStat(b []byte) (procStat, error) {
-	open := bytes.IndexByte(b, '(')
-	end := bytes.LastIndexByte(b, ')')
-	if open < 1 || end < open {
-		return procStat{}, errors.New("malformed stat")
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: %w", err)
-	}
-	f := bytes.Fields(b[end+1:])
-	// f[0] is field 3 of proc(5) (state); starttime is field 22.
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procStat{}, errors.New("malformed stat: too few fields")
-	}
-	ppid, err1 := strconv.Atoi(string(f[1]))
-	pgid, err2 := strconv.Atoi(string(f[2]))
-	start, err3 := strconv.ParseUint(string(f[19]), 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: %w", err)
-	}
-	return procStat{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0], start: start}, nil
-}
-
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(b)
-}
-
-// pids lists every process on the machine.
-func pids() []int {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	out := make([]int, 0, len(names))
-	for _, n := range names {
-		if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+func keyOf(st procfs.Stat) procKey { return procKey{st.PID, st.Start} }
 
 // scanAll reads the stat of every process.
-func scanAll() map[int]procStat {
-	all := map[int]procStat{}
-	for _, pid := range pids() {
-		if st, err := readStat(pid); err == nil {
+func scanAll() map[int]procfs.Stat {
+	all := map[int]procfs.Stat{}
+	pids, _ := procfs.PIDs()
+	for _, pid := range pids {
+		if st, err := procfs.ReadStat(pid); err == nil {
 			all[pid] = st
 		}
 	}
@@ -160,25 +102,25 @@ func newTracker(leader int, cookie string) *tracker {
 // poll walks the tree from the leader and from every known descendant that
 // is still the same process, and remembers what it finds.
 func (t *tracker) poll() {
-	var kids func(pid int) []procStat
+	var kids func(pid int) []procfs.Stat
 	if haveChildrenFiles() {
-		kids = func(pid int) []procStat {
-			var out []procStat
+		kids = func(pid int) []procfs.Stat {
+			var out []procfs.Stat
 			for _, c := range childrenOf(pid) {
 				// The child may have exited and its pid been reused
 				// between the two reads.
-				if st, err := readStat(c); err == nil && st.ppid == pid {
+				if st, err := procfs.ReadStat(c); err == nil && st.PPID == pid {
 					out = append(out, st)
 				}
 			}
 			return out
 		}
 	} else {
-		byParent := map[int][]procStat{}
+		byParent := map[int][]procfs.Stat{}
 		for _, st := range scanAll() {
-			byParent[st.ppid] = append(byParent[st.ppid], st)
+			byParent[st.PPID] = append(byParent[st.PPID], st)
 		}
-		kids = func(pid int) []procStat { return byParent[pid] }
+		kids = func(pid int) []procfs.Stat { return byParent[pid] }
 	}
 
 	t.mu.Lock()
@@ -187,7 +129,7 @@ func (t *tracker) poll() {
 	for pid, start := range t.known {
 		// A known pid is walked only while it names the same process; one
 		// that is gone is forgotten (a zombie is not gone yet).
-		if st, err := readStat(pid); err == nil && st.start == start {
+		if st, err := procfs.ReadStat(pid); err == nil && st.Start == start {
 			queue = append(queue, pid)
 		} else {
 			delete(t.known, pid)
@@ -202,11 +144,11 @@ func (t *tracker) poll() {
 		}
 		seen[pid] = true
 		for _, c := range kids(pid) {
-			if c.pid == t.leader || c.pid == t.self {
+			if c.PID == t.leader || c.PID == t.self {
 				continue
 			}
-			t.known[c.pid] = c.start
-			queue = append(queue, c.pid)
+			t.known[c.PID] = c.Start
+			queue = append(queue, c.PID)
 		}
 	}
 }
@@ -216,7 +158,7 @@ func (t *tracker) poll() {
 func (t *tracker) signalAll(sig syscall.Signal) {
 	// The group id is the leader's pid; the leader is not reaped before the
 	// trial's cleanup is done, so the id still names this trial's group.
-	_ = unix.Kill(-t.leader, sig)
+	_ = procgroup.KillGroup(t.leader, sig)
 	t.mu.Lock()
 	known := make([]procKey, 0, len(t.known))
 	for pid, start := range t.known {
@@ -231,7 +173,7 @@ func (t *tracker) signalAll(sig syscall.Signal) {
 // leftovers finds every process of the trial other than the leader: in its
 // process group, a known descendant, a descendant of one of those, or
 // carrying the trial's cookie in its environment.
-func (t *tracker) leftovers() []procStat {
+func (t *tracker) leftovers() []procfs.Stat {
 	t.poll()
 	all := scanAll()
 	t.mu.Lock()
@@ -249,9 +191,9 @@ func (t *tracker) leftovers() []procStat {
 		}
 		start, isKnown := known[pid]
 		switch {
-		case st.pgid == t.leader || (isKnown && start == st.start):
+		case st.PGRP == t.leader || (isKnown && start == st.Start):
 			ours[pid] = true
-		case !st.dead():
+		case !st.Dead():
 			others = append(others, pid)
 		}
 	}
@@ -262,7 +204,7 @@ func (t *tracker) leftovers() []procStat {
 	// walk by a process that changed its environment.
 	byParent := map[int][]int{}
 	for pid, st := range all {
-		byParent[st.ppid] = append(byParent[st.ppid], pid)
+		byParent[st.PPID] = append(byParent[st.PPID], pid)
 	}
 	queue := make([]int, 0, len(ours))
 	for pid := range ours {
@@ -279,7 +221,7 @@ func (t *tracker) leftovers() []procStat {
 		}
 	}
 	delete(ours, t.leader)
-	out := make([]procStat, 0, len(ours))
+	out := make([]procfs.Stat, 0, len(ours))
 	for pid := range ours {
 		out = append(out, all[pid])
 	}
@@ -346,21 +288,21 @@ func (t *tracker) killLeftovers() int {
 	deadline := time.Now().Add(cleanupBudget)
 	for round := 0; round < 5; round++ {
 		procs := t.leftovers()
-		var live []procStat
+		var live []procfs.Stat
 		for _, p := range procs {
-			if p.dead() {
+			if p.Dead() {
 				t.reap(p)
 				continue
 			}
 			live = append(live, p)
-			killed[p.key()] = true
+			killed[keyOf(p)] = true
 		}
-		_ = unix.Kill(-t.leader, syscall.SIGKILL)
+		_ = procgroup.KillGroup(t.leader, syscall.SIGKILL)
 		if len(live) == 0 {
 			break
 		}
 		for _, p := range live {
-			_ = signalProc(p.key(), syscall.SIGKILL)
+			_ = signalProc(keyOf(p), syscall.SIGKILL)
 		}
 		if !t.waitGone(live, deadline) {
 			break
@@ -371,16 +313,16 @@ func (t *tracker) killLeftovers() int {
 
 // waitGone waits until every process in procs has exited, reaping the ones
 // that are batchfit's children now. It reports false at the deadline.
-func (t *tracker) waitGone(procs []procStat, deadline time.Time) bool {
+func (t *tracker) waitGone(procs []procfs.Stat, deadline time.Time) bool {
 	for {
 		left := 0
 		for _, p := range procs {
-			cur, err := readStat(p.pid)
-			if err != nil || cur.start != p.start {
+			cur, err := procfs.ReadStat(p.PID)
+			if err != nil || cur.Start != p.Start {
 				continue
 			}
-			if cur.dead() {
-				if cur.ppid != t.self || t.reap(cur) {
+			if cur.Dead() {
+				if cur.PPID != t.self || t.reap(cur) {
 					continue
 				}
 			}
@@ -399,14 +341,14 @@ func (t *tracker) waitGone(procs []procStat, deadline time.Time) bool {
 // reap collects p's exit status if p is a zombie child of batchfit: an
 // orphan of the trial that was reparented here. Start time and parent are
 // checked first, so no other goroutine's child is ever reaped.
-func (t *tracker) reap(p procStat) bool {
-	cur, err := readStat(p.pid)
-	if err != nil || cur.start != p.start || cur.ppid != t.self || !cur.dead() || p.pid == t.leader {
+func (t *tracker) reap(p procfs.Stat) bool {
+	cur, err := procfs.ReadStat(p.PID)
+	if err != nil || cur.Start != p.Start || cur.PPID != t.self || !cur.Dead() || p.PID == t.leader {
 		return false
 	}
 	var ws unix.WaitStatus
-	wpid, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
-	return err == nil && wpid == p.pid
+	wpid, err := unix.Wait4(p.PID, &ws, unix.WNOHANG, nil)
+	return err == nil && wpid == p.PID
 }
 
 // signalProc sends sig to the process k names, if it is still that process.
@@ -420,7 +362,7 @@ func signalProc(k procKey, sig syscall.Signal) error {
 	if err == nil {
 		defer unix.Close(fd)
 	}
-	if st, err := readStat(k.pid); err != nil || st.start != k.start {
+	if st, err := procfs.ReadStat(k.pid); err != nil || st.Start != k.start {
 		return nil
 	}
 	if err == nil {

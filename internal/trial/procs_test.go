@@ -1,46 +1,14 @@
 package trial
 
 import (
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/procgroup"
 )
-
-func TestParseStat(t *testing.T) {
-	tests := []struct {
-		name string
-		line string
-		want procStat
-		ok   bool
-	}{
-		{"plain", "4078 (python3) S 4021 4021 4021 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0", procStat{4078, 4021, 4021, 'S', 123456}, true},
-		{"name with spaces and parens", "77 (a) b (c)) Z 1 70 70 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0", procStat{77, 1, 70, 'Z', 99}, true},
-		{"truncated", "77 (sleep) S 1 70", procStat{}, false},
-		{"no name", "garbage", procStat{}, false},
-		{"bad number", "77 (sleep) S x 70 70 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0", procStat{}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseStat([]byte(tt.line))
-			if (err == nil) != tt.ok || got != tt.want {
-				t.Fatalf("parseStat = %+v, %v; want %+v (ok %v)", got, err, tt.want, tt.ok)
-			}
-		})
-	}
-}
-
-func TestReadStatOfARealProcess(t *testing.T) {
-	st, err := readStat(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.pid != os.Getpid() || st.ppid != os.Getppid() || st.start == 0 || st.dead() {
-		t.Fatalf("readStat(self) = %+v", st)
-	}
-}
 
 // TestTrackerFindsDescendants checks the tree walk on a real tree, whichever
 // way this kernel supports (children files or a scan of /proc), and the
@@ -55,15 +23,18 @@ func TestTrackerFindsDescendants(t *testing.T) {
 	leader := cmd.Process.Pid
 	t.Cleanup(func() { syscall.Kill(-leader, syscall.SIGKILL); cmd.Wait() })
 	tr := newTracker(leader, "test")
-	for i := 0; len(tr.known) < 2; i++ {
-		if i == 1000 {
+	// A deadline, not a count of polls: a poll takes microseconds, and a
+	// loaded machine may take longer than a thousand of them to fork.
+	for deadline := time.Now().Add(10 * time.Second); len(tr.known) < 2; {
+		if time.Now().After(deadline) {
 			t.Fatalf("known descendants %v, want the two sleeps", tr.known)
 		}
 		tr.poll()
+		time.Sleep(time.Millisecond)
 	}
 	for pid, start := range tr.known {
-		st, err := readStat(pid)
-		if err != nil || st.ppid != leader || st.start != start {
+		st, err := procfs.ReadStat(pid)
+		if err != nil || st.PPID != leader || st.Start != start {
 			t.Errorf("descendant %d: %+v, %v", pid, st, err)
 		}
 	}
@@ -94,18 +65,18 @@ func TestSignalProcChecksStartTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	st, err := readStat(cmd.Process.Pid)
+	st, err := procfs.ReadStat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same pid with another start time is another process: untouched.
-	if err := signalProc(procKey{st.pid, st.start + 1}, syscall.SIGKILL); err != nil {
+	if err := signalProc(procKey{st.PID, st.Start + 1}, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if cur, err := readStat(st.pid); err != nil || cur.dead() {
+	if cur, err := procfs.ReadStat(st.PID); err != nil || cur.Dead() {
 		t.Fatalf("a process with another start time was killed: %+v %v", cur, err)
 	}
-	if err := signalProc(st.key(), syscall.SIGKILL); err != nil {
+	if err := signalProc(keyOf(st), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/procfs"
 )
 
 // run runs testdata/<script> with its log files in a temporary directory
@@ -85,8 +86,8 @@ func assertGone(t *testing.T, pids ...int) {
 	t.Helper()
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			st, _ := readStat(pid)
-			t.Errorf("process %d is still there (state %c)", pid, st.state)
+			st, _ := procfs.ReadStat(pid)
+			t.Errorf("process %d is still there (state %c)", pid, st.State)
 		}
 	}
 }

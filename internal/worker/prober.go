@@ -12,9 +12,9 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
-	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/trial"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // ProberConfig says how the warm Prober runs trials.
@@ -249,7 +249,7 @@ func (p *Prober) warm(ctx context.Context, size int) (search.Observation, error)
 	}
 	if !res.Verified && !res.WorkerGone && res.Outcome != classify.Canceled {
 		p.warnOnce(fmt.Sprintf("worker pid %d kept %s after the trial at batch size %d (its reset did not return to the baseline); a fresh worker takes over. 'batchfit doctor' shows why",
-			res.WorkerPID, signedBytes(res.RetainedBytes), size))
+			res.WorkerPID, units.SignedBytes(res.RetainedBytes), size))
 	}
 	// A crash in a warm worker may be the worker's, not the command's: the
 	// fresh process decides, and stops the search if it crashes too.
@@ -278,7 +278,7 @@ func (p *Prober) recycleReason(res Result) string {
 	case res.ResetError != "":
 		return "its reset failed: " + res.ResetError
 	case !res.Verified:
-		return fmt.Sprintf("its reset left %s allocated above the baseline", signedBytes(res.RetainedBytes))
+		return fmt.Sprintf("its reset left %s allocated above the baseline", units.SignedBytes(res.RetainedBytes))
 	case res.Outcome == classify.OOM && !p.cfg.KeepAfterOOM:
 		return "after an out-of-memory error"
 	case res.Outcome != classify.OK && res.Outcome != classify.OOM:
@@ -577,12 +577,4 @@ func (p *Prober) warnOnce(msg string) {
 	if first && p.cfg.Warn != nil {
 		p.cfg.Warn(msg + " (later ones are in the trial records)")
 	}
-}
-
-// signedBytes formats a byte count that may be negative.
-func signedBytes(b int64) string {
-	if b < 0 {
-		return "-" + report.Bytes(uint64(-b))
-	}
-	return report.Bytes(uint64(b))
 }

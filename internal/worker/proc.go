@@ -1,13 +1,13 @@
 package worker
 
 import (
-	"bytes"
-	"os"
-	"strconv"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batchfit/batchfit/internal/procfs"
+	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 // reapGroup collects members of the killed group pgid that were re-parented
@@ -33,8 +33,8 @@ func reapGroup(pgid int) {
 // second) until none of its members runs any more, so that a caller who
 // sees the worker gone can rely on its children being gone too.
 func killGroup(pgid int) {
-	if syscall.Kill(-pgid, syscall.SIGKILL) != nil {
-		return // ESRCH: nobody left
+	if procgroup.KillGroup(pgid, syscall.SIGKILL) != nil {
+		return // ESRCH: nobody left (or pgid was no child's group)
 	}
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) && groupRunning(pgid) {
@@ -46,29 +46,9 @@ func killGroup(pgid int) {
 // (not a zombie). It reads every /proc/PID/stat, which is cheap next to a
 // worker's life and happens once per worker.
 func groupRunning(pgid int) bool {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// After the parenthesized command: state ppid pgrp ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 3 || f[0][0] == 'Z' || f[0][0] == 'X' {
-			continue
-		}
-		if g, err := strconv.Atoi(string(f[2])); err == nil && g == pgid && pid > 0 {
+	pids, _ := procfs.PIDs()
+	for _, pid := range pids {
+		if st, err := procfs.ReadStat(pid); err == nil && st.PGRP == pgid && !st.Dead() {
 			return true
 		}
 	}
