@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -373,6 +376,88 @@ func TestGolden(t *testing.T) {
 	}
 	golden(t, "question.txt", text.Bytes())
 	golden(t, "question.json", append(js, '\n'))
+	checkSnakeCase(t, js)
+}
+
+// Every key doctor --json prints is snake_case, as in the rest of
+// batchfit's JSON. The report is filled so that every field is set and no
+// key is left out for being empty.
+func TestJSONKeysAreSnakeCase(t *testing.T) {
+	var r Report
+	fill(reflect.ValueOf(&r).Elem())
+	js, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := checkSnakeCase(t, js); n < 50 {
+		t.Errorf("only %d keys in a full report: %s", n, js)
+	}
+}
+
+var snakeCase = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+// checkSnakeCase fails t for every object key in js that is not snake_case
+// and returns how many keys it checked.
+func checkSnakeCase(t *testing.T, js []byte) int {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				n++
+				if !snakeCase.MatchString(k) {
+					t.Errorf("key %q at %s is not snake_case", k, path)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("$", v)
+	return n
+}
+
+// fill sets everything reachable from v to a value that is not zero.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Map:
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k)
+		fill(e)
+		v.Set(reflect.MakeMap(v.Type()))
+		v.SetMapIndex(k, e)
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	}
 }
 
 func golden(t *testing.T, name string, got []byte) {

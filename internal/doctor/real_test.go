@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +101,11 @@ func TestLeakyTrialOnCPU(t *testing.T) {
 	if r.Fresh == nil || r.Fresh.Outcome != classify.OK || find(r.Findings, KindNoComparison) == nil {
 		t.Errorf("fresh = %+v, findings %v", r.Fresh, kinds(r.Findings))
 	}
+	js, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnakeCase(t, js)
 }
 
 func lastInt(t *testing.T, log []byte, pattern string) int64 {

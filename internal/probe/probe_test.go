@@ -23,7 +23,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// simSearch runs a whole search through real simulated trial processes.
+// simSearch runs a whole search through real simulated trial processes. The
+// card holds each trial's peak until the sampler has listed it, so what the
+// search learns from NVML's figures, and so the trials it runs, do not
+// depend on how the scheduler interleaves trials and sampler.
 func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, fraction float64) (search.Result, *Prober, error) {
 	t.Helper()
 	exe, err := os.Executable()
@@ -31,6 +34,7 @@ func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, f
 		t.Fatal(err)
 	}
 	card.Dir = t.TempDir()
+	card.HoldPeak = true
 	logs := t.TempDir()
 	backend := sim.NewBackend(card)
 	devices, _ := backend.Devices()
@@ -42,12 +46,14 @@ func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, f
 		Timeout: time.Minute,
 		Grace:   time.Second,
 		LogDir:  logs,
-		Sampler: gpu.NewSampler(backend, 0),
+		// Held peaks make any interval exact; a short one keeps the wait short.
+		Sampler: gpu.NewSampler(backend, 5*time.Millisecond),
 	}
 	if fraction > 0 {
 		pc.Framework, pc.DeviceTotal = sim.Framework{}, devices[0].Total
 		pc.MemoryLimit = uint64(fraction * float64(devices[0].Total))
 		cfg.Capacity = pc.MemoryLimit
+		cfg.AllocatorCap = true // as the CLI sets it for --memory-limit
 	}
 	p := New(pc)
 	res, err := search.Run(context.Background(), cfg, p)
@@ -95,14 +101,17 @@ func TestSearchFindsSimulatorTruth(t *testing.T) {
 	}
 }
 
-// --memory-limit reaches the simulated torch as an allocator fraction.
+// --memory-limit reaches the simulated torch as an allocator fraction. The
+// trials do not sleep, yet the sampler sees each one's peak: the card holds
+// it until listed, so the NVML figures, and with them the trials the model
+// chooses, are the same on every run.
 func TestMemoryLimitReachesTrial(t *testing.T) {
 	w := sim.ResNet50()
 	w.StepSleep = 0
 	card := sim.H100()
 	fraction := float64(24<<30) / float64(card.Total)
 	want := w.TrueMax(card, fraction, 1, 65536, 1)
-	res, _, err := simSearch(t, w, card, search.Config{Min: 1, Max: 65536, MultipleOf: 1}, fraction)
+	res, p, err := simSearch(t, w, card, search.Config{Min: 1, Max: 65536, MultipleOf: 1}, fraction)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +120,11 @@ func TestMemoryLimitReachesTrial(t *testing.T) {
 	}
 	if len(res.Trials) > 6 {
 		t.Errorf("model strategy took %d trials", len(res.Trials))
+	}
+	for _, tr := range p.Trials() {
+		if _, _, device := w.Peak(tr.Size); tr.Outcome.Fits() && tr.Device != device {
+			t.Errorf("trial %d at %d: NVML peak %d, the simulator's %d", tr.N, tr.Size, tr.Device, device)
+		}
 	}
 }
 

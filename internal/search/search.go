@@ -10,22 +10,23 @@ import (
 )
 
 // Observation is one finished trial as the search sees it.
+// Its JSON keys are those of record.Trial, where doctor --json prints it.
 type Observation struct {
-	Size    int
-	Outcome classify.Outcome
+	Size    int              `json:"batch_size"`
+	Outcome classify.Outcome `json:"outcome"`
 	// Memory is the trial's measured peak, used by model-guided strategies.
 	// Zero fields are unknown.
-	Memory Memory
+	Memory Memory `json:"memory"`
 	// Retry marks a re-run of a size whose first result contradicted the
 	// others (a monotonicity check) or a confirmation run.
-	Retry bool
+	Retry bool `json:"retry,omitempty"`
 }
 
 // Memory is a trial's measured peak memory in bytes; zero means unknown.
 type Memory struct {
-	Allocated uint64 // PyTorch max_memory_allocated (adapter)
-	Reserved  uint64 // PyTorch max_memory_reserved (adapter)
-	Device    uint64 // NVML: peak sum over the trial's process tree
+	Allocated uint64 `json:"peak_allocated_bytes,omitempty"` // PyTorch max_memory_allocated (adapter)
+	Reserved  uint64 `json:"peak_reserved_bytes,omitempty"`  // PyTorch max_memory_reserved (adapter)
+	Device    uint64 `json:"peak_device_bytes,omitempty"`    // NVML: peak sum over the trial's process tree
 }
 
 // Prober runs trials. Probe runs the given sizes (concurrently where it can)

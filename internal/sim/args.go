@@ -38,6 +38,7 @@ func bindCard(fs *flag.FlagSet, c *Card) {
 	fs.Uint64Var(&c.Total, "card-total", 0, "bytes per device")
 	fs.IntVar(&c.Count, "card-count", 0, "number of devices")
 	fs.StringVar(&c.Dir, "state-dir", "", "state directory shared with the backend")
+	fs.BoolVar(&c.HoldPeak, "hold-peak", false, "hold the peak until the backend has listed it")
 }
 
 // nonDefault renders the flags of fs whose value differs from the zero
@@ -45,7 +46,12 @@ func bindCard(fs *flag.FlagSet, c *Card) {
 func nonDefault(fs *flag.FlagSet) []string {
 	var out []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if v := f.Value.String(); v != f.DefValue {
+		v := f.Value.String()
+		switch b, ok := f.Value.(interface{ IsBoolFlag() bool }); {
+		case v == f.DefValue:
+		case ok && b.IsBoolFlag():
+			out = append(out, "--"+f.Name+"="+v) // a boolean flag takes no separate value
+		default:
 			out = append(out, "--"+f.Name, v)
 		}
 	})

@@ -52,8 +52,19 @@ func (b *Backend) checkDevice(device int) error {
 
 // ProcessMemory returns the bytes each live trial process holds on device.
 // Memory leaked by earlier trials belongs to no live process and is not
-// listed, as NVML does not list memory it cannot attribute.
+// listed, as NVML does not list memory it cannot attribute. A child of a
+// HoldPeak card that waits to exit is released once listed at its peak:
+// the caller then has the peak in hand.
 func (b *Backend) ProcessMemory(device int) (map[int]uint64, error) {
+	procs, err := b.usage(device)
+	if err != nil {
+		return nil, err
+	}
+	b.state.release(procs)
+	return procs, nil
+}
+
+func (b *Backend) usage(device int) (map[int]uint64, error) {
 	if err := b.checkDevice(device); err != nil {
 		return nil, err
 	}
@@ -64,9 +75,11 @@ func (b *Backend) ProcessMemory(device int) (map[int]uint64, error) {
 }
 
 // UsedMemory returns all memory in use on device: live processes plus what
-// earlier trials leaked.
+// earlier trials leaked. It releases no held child: a sampler attributes
+// memory to a trial from ProcessMemory, and it is that reading that must
+// see the peak.
 func (b *Backend) UsedMemory(device int) (uint64, error) {
-	procs, err := b.ProcessMemory(device)
+	procs, err := b.usage(device)
 	if err != nil {
 		return 0, err
 	}

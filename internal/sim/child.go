@@ -181,7 +181,10 @@ func (c *child) run() int {
 			fmt.Fprintf(c.stderr, "sim-trial: error: %v\n", err)
 			return 2
 		}
-		defer c.state.unregister(c.pid)
+		defer func() {
+			c.holdPeak()
+			c.state.unregister(c.pid)
+		}()
 	}
 	if code, ok := c.initCUDA(); !ok {
 		return code
@@ -388,6 +391,22 @@ func (c *child) reportExit(ev adapter.Event, cudaInit bool) {
 	}
 	if err := adapter.Append(c.reportPath, ev); err != nil {
 		fmt.Fprintf(c.stderr, "batchfit adapter: warning: %v\n", err)
+	}
+}
+
+// holdPeak keeps this process's memory on the card, as it exits, until the
+// Backend has listed it at that figure, when the card asks for it. The
+// figure only grows, so it is the peak.
+func (c *child) holdPeak() {
+	if !c.card.HoldPeak || !c.registered {
+		return
+	}
+	if err := c.state.hold(c.pid, satAdd(c.w.Context, c.reserved)); err != nil {
+		fmt.Fprintf(c.stderr, "sim-trial: warning: %v\n", err)
+		return
+	}
+	for c.state.held(c.pid) {
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -517,3 +517,65 @@ func TestBackendWithoutState(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestHoldPeak: a child of a HoldPeak card, however short its run, keeps its
+// last figure (its peak) on the card as it exits until the backend's
+// ProcessMemory has listed it at that figure; UsedMemory releases nothing.
+func TestHoldPeak(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		batch int
+		code  int
+	}{
+		{"fits", 100, 0},
+		{"out of memory", 200, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			card, w := testCard(t), testWorkload()
+			card.HoldPeak = true
+			w.StepSleep = 0
+			b := NewBackend(card)
+			cmd, report, stdout, stderr := trialCmd(t, card, w, tt.batch)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			pid := cmd.Process.Pid
+			state := stateDir(card.Dir)
+			for !state.held(pid) {
+				select {
+				case err := <-exited:
+					t.Fatalf("the child exited without waiting for the backend (%v): %s", err, stderr)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			held, err := b.UsedMemory(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again, _ := b.UsedMemory(0); again != held || !state.held(pid) {
+				t.Fatalf("UsedMemory released the child, or its figure moved: %d, then %d", held, again)
+			}
+			listed, err := b.ProcessMemory(0)
+			if err != nil || listed[pid] != held {
+				t.Fatalf("ProcessMemory = %v, %v; want pid %d at %d", listed, err, pid, held)
+			}
+			r := finish(t, cmd, <-exited, report, stdout, stderr)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d: %s", r.code, tt.code, r.stderr)
+			}
+			// What was held is the peak the child reports.
+			if ev := r.event(t); held != w.Context+ev.MaxReserved {
+				t.Errorf("held %d, want the context and the reserved peak, %d", held, w.Context+ev.MaxReserved)
+			}
+			if _, _, device := w.Peak(tt.batch); tt.code == 0 && held != device {
+				t.Errorf("held %d, want the peak %d", held, device)
+			}
+			if entries, _ := os.ReadDir(card.Dir); len(entries) != 1 || entries[0].Name() != "lock" {
+				t.Errorf("the child left files behind: %v", entries)
+			}
+		})
+	}
+}

@@ -71,6 +71,14 @@ type Card struct {
 	Total uint64 // bytes per device
 	Count int    // devices; 0 means 1
 	Dir   string
+	// HoldPeak makes each child, before it exits, keep its memory on the
+	// card until the Backend's ProcessMemory has listed it at that figure,
+	// its peak. A sampler polling the Backend then sees every trial's
+	// peak, however short the trial and however the scheduler runs the
+	// two; without it a trial that does not sleep (StepSleep 0) can end
+	// between two ticks. A child waits for as long as it takes, so set it
+	// only where a Sampler watches every trial, and Dir with it.
+	HoldPeak bool
 }
 
 func (c Card) devices() int {

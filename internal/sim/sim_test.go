@@ -222,7 +222,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	for range 50 {
 		workloads = append(workloads, RandomWorkload(rng))
 	}
-	card := Card{Name: "NVIDIA H100 80GB HBM3 (simulated)", Total: 80 * GiB, Count: 2, Dir: "/tmp/x y"}
+	card := Card{Name: "NVIDIA H100 80GB HBM3 (simulated)", Total: 80 * GiB, Count: 2, Dir: "/tmp/x y", HoldPeak: true}
 	for _, w := range workloads {
 		argv := Command("/bin/batchfit", card, w)
 		if argv[0] != "/bin/batchfit" || argv[1] != ChildCommand || argv[len(argv)-2] != "--batch-size" || argv[len(argv)-1] != "{}" {

@@ -18,10 +18,13 @@ import (
 //
 //	<pid>.mem     "<device> <bytes>\n": what a live child holds on a device
 //	leak-<device> "<bytes>\n": memory earlier trials left behind, owned by no live process
+//	<pid>.hold    "<bytes>\n": a child of a HoldPeak card, about to exit, waits
+//	              while this file exists; the Backend removes it when it lists
+//	              the child holding these bytes
 //	lock          flock'd around every allocation, so allocations on the
 //	              card are atomic as cudaMalloc is
 //
-// A child's file is removed when it exits; the files of dead processes
+// A child's files are removed when it exits; the files of dead processes
 // (killed, crashed hard) are ignored and cleaned up by readers, as the
 // driver frees a dead process's memory.
 type stateDir string
@@ -30,6 +33,10 @@ const memSuffix = ".mem"
 
 func (d stateDir) memPath(pid int) string {
 	return filepath.Join(string(d), strconv.Itoa(pid)+memSuffix)
+}
+
+func (d stateDir) holdPath(pid int) string {
+	return filepath.Join(string(d), strconv.Itoa(pid)+".hold")
 }
 
 func (d stateDir) leakPath(dev int) string {
@@ -67,6 +74,43 @@ func (d stateDir) register(pid, dev int, n uint64) error {
 
 func (d stateDir) unregister(pid int) {
 	os.Remove(d.memPath(pid))
+	os.Remove(d.holdPath(pid))
+}
+
+// hold asks the Backend to acknowledge that it has listed pid holding n
+// bytes, its final figure. Like register it renames, so the Backend never
+// reads a partly written figure.
+func (d stateDir) hold(pid int, n uint64) error {
+	tmp := d.holdPath(pid) + ".tmp"
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d\n", n), 0o600); err != nil {
+		return fmt.Errorf("hold simulated memory: %w", err)
+	}
+	if err := os.Rename(tmp, d.holdPath(pid)); err != nil {
+		return fmt.Errorf("hold simulated memory: %w", err)
+	}
+	return nil
+}
+
+// held reports whether pid still waits for the Backend.
+func (d stateDir) held(pid int) bool {
+	_, err := os.Stat(d.holdPath(pid))
+	return err == nil
+}
+
+// release acknowledges the holds of the processes listed: a hold is
+// released when the listing has the figure it holds for. The figures only
+// grow and the hold is written after the last one, so the listing saw the
+// peak.
+func (d stateDir) release(listed map[int]uint64) {
+	for pid, n := range listed {
+		b, err := os.ReadFile(d.holdPath(pid))
+		if err != nil {
+			continue
+		}
+		if want, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64); err == nil && want == n {
+			os.Remove(d.holdPath(pid))
+		}
+	}
 }
 
 // usage returns the bytes each live process holds on dev. A missing
@@ -96,7 +140,7 @@ func (d stateDir) usage(dev int) (map[int]uint64, error) {
 			continue
 		}
 		if !alive(pid) {
-			os.Remove(filepath.Join(string(d), name))
+			d.unregister(pid)
 			continue
 		}
 		if fdev == dev {

@@ -1,0 +1,110 @@
+package record
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/batchfit/batchfit/internal/classify"
+)
+
+func TestThroughput(t *testing.T) {
+	// Step times are powers of two, so the expected figures are exact.
+	tests := []struct {
+		name  string
+		trial Trial
+		want  float64
+	}{
+		{"odd count: the middle step", Trial{Size: 8, Outcome: classify.OK, StepTimes: []float64{0.5, 0.125, 0.25}}, 32},
+		{"even count: the mean of the two middle steps", Trial{Size: 3, Outcome: classify.OK, StepTimes: []float64{2, 0.125, 0.5, 0.25}}, 8},
+		{"a slow first step does not count", Trial{Size: 64, Outcome: classify.OK, StepTimes: []float64{16, 0.5, 0.5}}, 128},
+		{"one step", Trial{Size: 4, Outcome: classify.OK, StepTimes: []float64{0.5}}, 8},
+		{"no step times", Trial{Size: 8, Outcome: classify.OK}, 0},
+		{"zero step time", Trial{Size: 8, Outcome: classify.OK, StepTimes: []float64{0}}, 0},
+		{"oom after some steps", Trial{Size: 8, Outcome: classify.OOM, StepTimes: []float64{0.25, 0.25}}, 0},
+		{"timed out after some steps", Trial{Size: 8, Outcome: classify.Timeout, StepTimes: []float64{0.25}}, 0},
+		{"crashed after some steps", Trial{Size: 8, Outcome: classify.Crash, StepTimes: []float64{0.25}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			steps := slices.Clone(tt.trial.StepTimes)
+			if got := tt.trial.Throughput(); got != tt.want {
+				t.Errorf("Throughput = %v, want %v", got, tt.want)
+			}
+			if !slices.Equal(tt.trial.StepTimes, steps) {
+				t.Errorf("Throughput reordered the step times: %v, were %v", tt.trial.StepTimes, steps)
+			}
+		})
+	}
+}
+
+// ran is a trial at size that fitted and ran at throughput samples per
+// second.
+func ran(size int, throughput float64) Trial {
+	return Trial{Size: size, Outcome: classify.OK, StepTimes: []float64{float64(size) / throughput}}
+}
+
+func TestRecommend(t *testing.T) {
+	oom := func(size int, throughput float64) Trial {
+		tr := ran(size, throughput)
+		tr.Outcome = classify.OOM
+		return tr
+	}
+	tests := []struct {
+		name   string
+		trials []Trial
+		want   int
+	}{
+		{"no trials", nil, 0},
+		{"no step times", []Trial{{Size: 64, Outcome: classify.OK}, {Size: 128, Outcome: classify.OK}}, 0},
+		{"only failures have step times", []Trial{oom(64, 900), oom(128, 1000)}, 0},
+		{"one trial", []Trial{ran(96, 500)}, 96},
+		{"the fastest when nothing else is close", []Trial{ran(32, 500), ran(64, 1000), ran(128, 700)}, 64},
+		{"the smallest of several within 2 %, largest listed first", []Trial{ran(256, 1000), ran(128, 995), ran(64, 990)}, 64},
+		{"the smallest of several within 2 %, smallest listed first", []Trial{ran(64, 990), ran(128, 995), ran(256, 1000)}, 64},
+		{"98.5 % of the best is within 2 %", []Trial{ran(64, 985), ran(128, 1000)}, 64},
+		{"97 % of the best is not", []Trial{ran(64, 970), ran(128, 1000)}, 128},
+		{"a faster trial that did not fit is ignored", []Trial{ran(64, 1000), oom(128, 2000)}, 64},
+		{"a smaller trial that did not fit is ignored", []Trial{oom(32, 1000), ran(64, 1000)}, 64},
+		{"a smaller trial without step times is ignored", []Trial{{Size: 16, Outcome: classify.OK}, ran(64, 1000)}, 64},
+		{"a size tried twice", []Trial{ran(64, 1000), ran(32, 700), ran(64, 999)}, 64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Recommend(tt.trials); got != tt.want {
+				t.Errorf("Recommend = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLastFailure(t *testing.T) {
+	trial := func(n, size int, o classify.Outcome) Trial { return Trial{N: n, Size: size, Outcome: o} }
+	tests := []struct {
+		name   string
+		trials []Trial
+		size   int
+		want   int // the N of the trial returned; 0 for nil
+	}{
+		{"no trials", nil, 64, 0},
+		{"only fits at the size", []Trial{trial(1, 64, classify.OK), trial(2, 64, classify.OK)}, 64, 0},
+		{"failures at other sizes only", []Trial{trial(1, 32, classify.OK), trial(2, 128, classify.OOM)}, 64, 0},
+		{"one failure", []Trial{trial(1, 32, classify.OK), trial(2, 64, classify.OOM), trial(3, 128, classify.OOM)}, 64, 2},
+		{"the last of two failures", []Trial{trial(1, 64, classify.OOM), trial(2, 32, classify.OK), trial(3, 64, classify.Crash), trial(4, 128, classify.OOM)}, 64, 3},
+		{"a failure before a fit at the same size", []Trial{trial(1, 64, classify.OOM), trial(2, 64, classify.OK)}, 64, 1},
+		{"a timeout is a failure", []Trial{trial(1, 64, classify.OK), trial(2, 64, classify.Timeout)}, 64, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Run{Trials: tt.trials}
+			got := r.LastFailure(tt.size)
+			switch {
+			case tt.want == 0 && got != nil:
+				t.Errorf("LastFailure(%d) = trial %d, want nil", tt.size, got.N)
+			case tt.want != 0 && got == nil:
+				t.Errorf("LastFailure(%d) = nil, want trial %d", tt.size, tt.want)
+			case tt.want != 0 && got != &r.Trials[tt.want-1]:
+				t.Errorf("LastFailure(%d) = trial %d (%+v), want trial %d of the run itself", tt.size, got.N, *got, tt.want)
+			}
+		})
+	}
+}
