@@ -188,7 +188,9 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 			f.cfg.Group.Slots = [][]int{{0}, {1}}
 		}, true, "cannot be combined with parallel --gpus", "leave out --worker"},
 		{"executor refused", func(f *fixture, d *Deps) {
-			d.Executor = func(Group) (probe.Executor, error) { return nil, withHint(errors.New("sbatch not found"), "install Slurm") }
+			d.Executor = func(Group) (probe.Executor, error) {
+				return nil, withHint(errors.New("sbatch not found"), "install Slurm")
+			}
 		}, false, "sbatch not found", "install Slurm"},
 		{"history not writable", func(f *fixture, d *Deps) { f.store.beginErr = errors.New("disk full") }, false,
 			"record the run: disk full", "--no-db"},
@@ -339,4 +341,3 @@ func dirEntries(t *testing.T, dir string) int {
 	}
 	return len(es)
 }
-
