@@ -62,7 +62,7 @@ func TestLeakyTrialOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir})
+	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir, Framework: adapter.Torch{}})
 	cfg := Config{Size: 8, Steps: 2, MaxSize: 1024, Timeout: time.Minute,
 		Fresh: func(ctx context.Context, size int) (search.Observation, error) {
 			obs, err := fresh.Probe(ctx, []int{size})

@@ -24,14 +24,15 @@ func simSearch(t *testing.T, exec probe.Executor, w sim.Workload, card sim.Card,
 	}
 	card.Dir = t.TempDir() // the simulated GPUs' shared state; this machine is the node
 	p := probe.New(probe.Config{
-		Command:  sim.Command(exe, card, w),
-		Env:      os.Environ(),
-		Steps:    2,
-		Timeout:  time.Minute,
-		Grace:    time.Second,
-		LogDir:   t.TempDir(),
-		Executor: exec,
-		Slots:    slots,
+		Command:   sim.Command(exe, card, w),
+		Env:       os.Environ(),
+		Steps:     2,
+		Timeout:   time.Minute,
+		Grace:     time.Second,
+		LogDir:    t.TempDir(),
+		Executor:  exec,
+		Slots:     slots,
+		Framework: sim.Framework{},
 	})
 	res, err := search.Run(context.Background(), cfg, p)
 	if err != nil {

@@ -367,7 +367,7 @@ func TestWarmSearchOnCPU(t *testing.T) {
 		}
 	}
 	argv := []string{py, "-m", "batchfit.worker", "trials:Clean"}
-	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir})
+	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir, Framework: adapter.Torch{}})
 	p := NewProber(ProberConfig{Command: argv, Env: Environ(base, pp, adapter.None{}, 0, 0), Steps: 2, Timeout: time.Minute,
 		LogDir: dir, KeepAfterOOM: true, Fallback: fresh})
 	defer p.Close()
