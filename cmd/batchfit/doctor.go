@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/doctor"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/worker"
@@ -90,8 +91,7 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 	if err := o.validate(); err != nil {
 		return err
 	}
-	var so searchOptions
-	t, err := so.commandTarget(argv)
+	t, err := newTarget(argv, adapter.FrameworkAuto, "")
 	if err != nil {
 		return err
 	}

@@ -133,17 +133,22 @@ type target struct {
 	framework adapter.Framework
 }
 
-// commandTarget checks the user's command, chooses its framework and finds
-// the GPUs.
+// commandTarget checks the user's command, chooses its framework from
+// --framework or --torch, and finds the GPUs.
 func (o *searchOptions) commandTarget(argv []string) (*target, error) {
+	if o.torch {
+		return newTarget(argv, adapter.FrameworkTorch, "--torch")
+	}
+	return newTarget(argv, o.framework, "--framework")
+}
+
+// newTarget checks a command, chooses its framework (the one named by flag,
+// or auto) and finds the GPUs.
+func newTarget(argv []string, framework, flag string) (*target, error) {
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, usageError("check the command's spelling, that it is installed, and that it is executable", "cannot run %q: %v", argv[0], unwrapExec(err))
 	}
-	name, flag := o.framework, "--framework"
-	if o.torch {
-		name, flag = adapter.FrameworkTorch, "--torch"
-	}
-	fw, err := adapter.Choose(name, argv)
+	fw, err := adapter.Choose(framework, argv)
 	if err != nil {
 		return nil, usageError(hintOf(err), "%s", err)
 	}
