@@ -3,6 +3,7 @@ package examples
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,12 +104,13 @@ func TestTransformerLMCPU(t *testing.T) {
 	checkRun(t, out, s, "3", 2)
 }
 
-// runPlain runs an example without batchfit's adapter and returns its exit
-// status and output, for the behaviour of the program itself.
-func runPlain(t *testing.T, py string, args ...string) (code int, stdout, stderr string) {
+// runPlain runs an example without batchfit's adapter, with env added to
+// the environment, and returns its exit status and output: the behaviour of
+// the program itself.
+func runPlain(t *testing.T, py string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	cmd := exec.Command(py, args...)
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -160,7 +162,7 @@ func TestCaughtOOMFormsCPU(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.form, func(t *testing.T) {
 			t.Parallel()
-			code, stdout, stderr := runPlain(t, py, caughtOOM("3", tt.form, "--simulate-oom-above", "2")...)
+			code, stdout, stderr := runPlain(t, py, nil, caughtOOM("3", tt.form, "--simulate-oom-above", "2")...)
 			if code != tt.code {
 				t.Errorf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
 			}
@@ -187,4 +189,43 @@ func TestCaughtOOMFormsCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// JAX has no Debian package, so where CI runs its example is only compiled;
+// the test below runs it wherever the package is (BATCHFIT_TEST_PYTHON), and
+// bench/gpu_issue10.sh runs it on a GPU.
+func TestJAXScriptCompiles(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	for _, script := range []string{filepath.Join("jax_optax", "train.py")} {
+		cmd := exec.Command(py, "-m", "py_compile", script)
+		cmd.Env = append(os.Environ(), "PYTHONPYCACHEPREFIX="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s does not compile: %v\n%s", script, err, out)
+		}
+	}
+}
+
+func checkSteps(t *testing.T, stdout, batch string, steps int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != steps {
+		t.Errorf("printed %d lines, want one per step (%d):\n%s", len(lines), steps, stdout)
+	}
+	for i, l := range lines {
+		if want := fmt.Sprintf("step %d/%d batch %s loss ", i+1, steps, batch); !strings.HasPrefix(l, want) {
+			t.Errorf("step line %q does not start with %q", l, want)
+		}
+	}
+}
+
+func TestJAXOptaxCPU(t *testing.T) {
+	t.Parallel()
+	py := python(t, "jax", "optax")
+	code, stdout, stderr := runPlain(t, py, []string{"JAX_PLATFORMS=cpu"}, filepath.Join("jax_optax", "train.py"), "--batch-size", "2", "--steps", "2",
+		"--seq-len", "16", "--vocab", "64", "--d-model", "32", "--layers", "2", "--heads", "4")
+	if code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	checkSteps(t, stdout, "2", 2)
 }
