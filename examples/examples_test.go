@@ -191,13 +191,13 @@ func TestCaughtOOMFormsCPU(t *testing.T) {
 	}
 }
 
-// JAX has no Debian package, so where CI runs its example is only compiled;
-// the test below runs it wherever the package is (BATCHFIT_TEST_PYTHON), and
-// bench/gpu_issue10.sh runs it on a GPU.
-func TestJAXScriptCompiles(t *testing.T) {
+// JAX and transformers have no Debian package, so where CI runs their
+// examples are only compiled; the tests below run them wherever the packages
+// are (BATCHFIT_TEST_PYTHON), and bench/gpu_issue10.sh runs them on a GPU.
+func TestJAXAndHFScriptsCompile(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	for _, script := range []string{filepath.Join("jax_optax", "train.py")} {
+	for _, script := range []string{filepath.Join("jax_optax", "train.py"), filepath.Join("hf_trainer", "train.py")} {
 		cmd := exec.Command(py, "-m", "py_compile", script)
 		cmd.Env = append(os.Environ(), "PYTHONPYCACHEPREFIX="+t.TempDir())
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -228,4 +228,19 @@ func TestJAXOptaxCPU(t *testing.T) {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	checkSteps(t, stdout, "2", 2)
+}
+
+func TestHFTrainerCPU(t *testing.T) {
+	t.Parallel()
+	py := python(t, "torch", "transformers", "accelerate")
+	code, stdout, stderr := runPlain(t, py, nil, filepath.Join("hf_trainer", "train.py"), "--output_dir", t.TempDir(),
+		"--per_device_train_batch_size", "2", "--max_steps", "2", "--use_cpu", "--report_to", "none",
+		"--save_strategy", "no", "--vocab_size", "128", "--hidden_size", "32", "--intermediate_size", "64",
+		"--num_hidden_layers", "2", "--num_attention_heads", "4", "--seq_len", "16", "--num_samples", "64")
+	if code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "train_loss") {
+		t.Errorf("stdout has no train_loss metric:\n%s", stdout)
+	}
 }
