@@ -27,6 +27,15 @@ out=${2:-bench-out}
 shift $(($# < 2 ? $# : 2))
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(jax-limit jax-card caught hf)
+for part in "${parts[@]}"; do
+	case $part in
+	jax-limit | jax-card | caught | hf) ;;
+	*)
+		echo "gpu_issue10: unknown part $part (jax-limit, jax-card, caught, hf)" >&2
+		exit 2
+		;;
+	esac
+done
 limit=${LIMIT:-24GiB}
 read -r -a bf_args <<<"${BF_ARGS:-}"
 read -r -a bf_jax_args <<<"${BF_JAX_ARGS:-}"
@@ -49,10 +58,14 @@ PY
 )
 echo "gpu_issue10: card ${total_mib} MiB, --memory-limit $limit = XLA fraction $fraction" >&2
 
-# Warm the file cache once, so that no run pays the first imports alone.
-"$py" -c 'import torch, torchvision; torch.zeros(1).cuda()'
-"$py" -c 'import jax, optax' || echo "gpu_issue10: jax or optax does not import" >&2
-"$py" -c 'import transformers; from transformers import Trainer' || echo "gpu_issue10: transformers does not import" >&2
+# Record what ran, and warm the file cache once, so that no run pays the
+# first imports alone.
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader -i 0 >"$out/versions.txt"
+"$py" -c 'import torch, torchvision; torch.zeros(1).cuda(); print("torch", torch.__version__, "torchvision", torchvision.__version__)' >>"$out/versions.txt"
+"$py" -c 'import jax, optax; print("jax", jax.__version__, "optax", optax.__version__)' >>"$out/versions.txt" ||
+	echo "gpu_issue10: jax or optax does not import" >&2
+"$py" -c 'import accelerate, transformers; from transformers import Trainer; print("transformers", transformers.__version__, "accelerate", accelerate.__version__)' >>"$out/versions.txt" ||
+	echo "gpu_issue10: transformers does not import" >&2
 
 # search NAME FLAGS... -- COMMAND...: one batchfit search, its JSON in
 # NAME.json, its stderr in NAME.err, its exit status in NAME.rc.
@@ -98,10 +111,6 @@ for part in "${parts[@]}"; do
 	hf)
 		search bf-hf-max-steps --memory-limit "$limit" --steps 3 --timeout "${HF_TIMEOUT:-90s}" -- "${hf[@]}" --max_steps 3
 		search bf-hf-steps --memory-limit "$limit" --steps 3 --timeout "${HF_TIMEOUT:-90s}" -- "${hf[@]}"
-		;;
-	*)
-		echo "gpu_issue10: unknown part $part (jax-limit, jax-card, caught, hf)" >&2
-		exit 2
 		;;
 	esac
 done
