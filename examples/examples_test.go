@@ -3,9 +3,11 @@ package examples
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,4 +102,145 @@ func TestTransformerLMCPU(t *testing.T) {
 	out, s := runTrial(t, py, "3", "2", filepath.Join("transformer_lm", "train.py"), "--device", "cpu",
 		"--seq-len", "32", "--vocab", "128", "--d-model", "32", "--layers", "2", "--heads", "4")
 	checkRun(t, out, s, "3", 2)
+}
+
+// runPlain runs an example without batchfit's adapter, with env added to
+// the environment, and returns its exit status and output: the behaviour of
+// the program itself.
+func runPlain(t *testing.T, py string, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(py, args...)
+	cmd.Env = append(append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// caughtOOM is the caught_oom example, small enough for a CPU.
+func caughtOOM(batch, form string, extra ...string) []string {
+	return append([]string{filepath.Join("caught_oom", "train.py"), "--device", "cpu", "--image-size", "32",
+		"--batch-size", batch, "--steps", "2", "--on-oom", form}, extra...)
+}
+
+func TestCaughtOOMFitsCPU(t *testing.T) {
+	t.Parallel()
+	py := python(t, "torch", "torchvision")
+	for _, form := range []string{"raise", "exit0", "exit3"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			// At the simulated limit itself the batch still fits.
+			out, s := runTrial(t, py, "2", "2", caughtOOM("2", form, "--simulate-oom-above", "2")...)
+			checkRun(t, out, s, "2", 2)
+		})
+	}
+}
+
+// A CPU cannot run out of GPU memory, so --simulate-oom-above raises
+// torch.cuda.OutOfMemoryError where a GPU would; each form must then end as
+// its documentation says.
+func TestCaughtOOMFormsCPU(t *testing.T) {
+	t.Parallel()
+	py := python(t, "torch", "torchvision")
+	tests := []struct {
+		form      string
+		code      int
+		stdout    []string
+		stderrOOM bool // the error is on stderr
+	}{
+		{form: "raise", code: 1, stderrOOM: true},
+		{form: "exit0", code: 0, stdout: []string{"step 1/2 batch 3 skipped", "step 2/2 batch 3 skipped"}},
+		{form: "exit3", code: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.form, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runPlain(t, py, nil, caughtOOM("3", tt.form, "--simulate-oom-above", "2")...)
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
+			}
+			mentions := func(s string) bool {
+				l := strings.ToLower(s)
+				return strings.Contains(l, "memory") || strings.Contains(l, "traceback")
+			}
+			if tt.stderrOOM {
+				if !strings.Contains(stderr, "OutOfMemoryError: CUDA out of memory. Tried to allocate") {
+					t.Errorf("stderr does not end with the out-of-memory error:\n%s", stderr)
+				}
+			} else if mentions(stderr) {
+				t.Errorf("stderr mentions the error, and must not:\n%s", stderr)
+			}
+			if mentions(stdout) {
+				t.Errorf("stdout mentions the error, and must not:\n%s", stdout)
+			}
+			var lines []string
+			if s := strings.TrimSpace(stdout); s != "" {
+				lines = strings.Split(s, "\n")
+			}
+			if !slices.Equal(lines, tt.stdout) {
+				t.Errorf("stdout lines = %q, want %q", lines, tt.stdout)
+			}
+		})
+	}
+}
+
+// JAX and transformers have no Debian package, so where CI runs their
+// examples are only compiled; the tests below run them wherever the packages
+// are (BATCHFIT_TEST_PYTHON), and bench/gpu_issue10.sh runs them on a GPU.
+func TestJAXAndHFScriptsCompile(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	for _, script := range []string{filepath.Join("jax_optax", "train.py"), filepath.Join("hf_trainer", "train.py")} {
+		cmd := exec.Command(py, "-m", "py_compile", script)
+		cmd.Env = append(os.Environ(), "PYTHONPYCACHEPREFIX="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s does not compile: %v\n%s", script, err, out)
+		}
+	}
+}
+
+func checkSteps(t *testing.T, stdout, batch string, steps int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != steps {
+		t.Errorf("printed %d lines, want one per step (%d):\n%s", len(lines), steps, stdout)
+	}
+	for i, l := range lines {
+		if want := fmt.Sprintf("step %d/%d batch %s loss ", i+1, steps, batch); !strings.HasPrefix(l, want) {
+			t.Errorf("step line %q does not start with %q", l, want)
+		}
+	}
+}
+
+func TestJAXOptaxCPU(t *testing.T) {
+	t.Parallel()
+	py := python(t, "jax", "optax")
+	code, stdout, stderr := runPlain(t, py, []string{"JAX_PLATFORMS=cpu"}, filepath.Join("jax_optax", "train.py"), "--batch-size", "2", "--steps", "2",
+		"--seq-len", "16", "--vocab", "64", "--d-model", "32", "--layers", "2", "--heads", "4")
+	if code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	checkSteps(t, stdout, "2", 2)
+}
+
+func TestHFTrainerCPU(t *testing.T) {
+	t.Parallel()
+	py := python(t, "torch", "transformers", "accelerate")
+	code, stdout, stderr := runPlain(t, py, nil, filepath.Join("hf_trainer", "train.py"), "--output_dir", t.TempDir(),
+		"--per_device_train_batch_size", "2", "--max_steps", "2", "--use_cpu", "--report_to", "none",
+		"--save_strategy", "no", "--vocab_size", "128", "--hidden_size", "32", "--intermediate_size", "64",
+		"--num_hidden_layers", "2", "--num_attention_heads", "4", "--seq_len", "16", "--num_samples", "64")
+	if code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "train_loss") {
+		t.Errorf("stdout has no train_loss metric:\n%s", stdout)
+	}
 }
