@@ -26,7 +26,7 @@ func TestExitCodeAndHint(t *testing.T) {
 	}{
 		{"usage", usageError("fix it", "bad flag"), exitUsage, "fix it"},
 		{"config", limitErr, exitUsage, "give --memory-limit as a size"},
-		{"nothing fits", &runner.NothingFitsError{Min: 8, LogDir: "/logs"}, exitNothingFits, "/logs"},
+		{"nothing fits", &runner.NothingFitsError{Size: 8, Min: 8, LogDir: "/logs"}, exitNothingFits, "/logs"},
 		{"nothing fits, wrapped", fmt.Errorf("settle: %w", search.ErrNothingFits), exitNothingFits, ""},
 		{"interrupted", runner.ErrInterrupted, exitInterrupted, ""},
 		{"canceled", fmt.Errorf("probe: %w", context.Canceled), exitInterrupted, ""},

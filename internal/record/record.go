@@ -172,3 +172,19 @@ func (r *Run) LastFailure(size int) *Trial {
 	}
 	return nil
 }
+
+// Smallest returns the smallest batch size tried, or Settings.Min when no
+// trial ran. Where nothing fits it is the size that proved it: the
+// smallest on the grid, which --multiple-of can put above --min.
+func (r *Run) Smallest() int {
+	n := 0
+	for _, t := range r.Trials {
+		if n == 0 || t.Size < n {
+			n = t.Size
+		}
+	}
+	if n == 0 {
+		return r.Settings.Min
+	}
+	return n
+}

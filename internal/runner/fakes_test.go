@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
@@ -24,6 +25,8 @@ type fakeTrainer struct {
 	fixed, perSample, limit uint64
 	// crashAbove, when set, makes sizes above it fail with a bug.
 	crashAbove int
+	// hangFrom, when set, makes sizes from it on run past the timeout.
+	hangFrom int
 	// block, when set, is closed by the trial at blockAt and then waits
 	// for the context: a trial to cancel.
 	blockAt int
@@ -70,6 +73,8 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 	report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
 	peak := t.fixed + uint64(size)*t.perSample
 	switch {
+	case t.hangFrom > 0 && size >= t.hangFrom:
+		return trial.Result{ExitCode: -1, Signal: syscall.SIGKILL, TimedOut: true, Duration: spec.Timeout}, nil
 	case t.crashAbove > 0 && size > t.crashAbove:
 		return trial.Result{ExitCode: 1, StderrTail: []byte("Traceback (most recent call last):\nRuntimeError: mat1 and mat2 shapes cannot be multiplied\n")}, nil
 	case !t.fits(size):

@@ -220,7 +220,9 @@ func (s *session) finish(serr error) error {
 		return nil
 	case errors.Is(serr, search.ErrNothingFits):
 		run.Status = record.NothingFits
-		return &NothingFitsError{Min: s.scfg.Min, LogDir: run.LogDir}
+		nf := s.nothingFits(serr)
+		run.Error = nf.Error()
+		return nf
 	case errors.As(serr, &crash):
 		run.Status = record.Failed
 		run.Error = serr.Error()
@@ -234,6 +236,23 @@ func (s *session) finish(serr error) error {
 		run.Error = serr.Error()
 		return serr
 	}
+}
+
+// nothingFits names the smallest size the search tried and how its trial
+// ended, from the search's observation of it.
+func (s *session) nothingFits(serr error) *NothingFitsError {
+	nf := &NothingFitsError{
+		Size: s.scfg.Min, Min: s.scfg.Min, MultipleOf: s.scfg.MultipleOf,
+		Timeout: s.cfg.Timeout, LogDir: s.run.LogDir,
+	}
+	var snf *search.NothingFitsError
+	if errors.As(serr, &snf) {
+		nf.Size, nf.Outcome = snf.Observation.Size, snf.Observation.Outcome
+		if t := s.run.LastFailure(nf.Size); t != nil {
+			nf.Reason = t.Reason
+		}
+	}
+	return nf
 }
 
 // keepOrDropLogs removes a temporary log folder unless the run ended
