@@ -28,6 +28,7 @@ func TestExitCodeAndHint(t *testing.T) {
 		{"config", limitErr, exitUsage, "give --memory-limit as a size"},
 		{"nothing fits", &runner.NothingFitsError{Size: 8, Min: 8, LogDir: "/logs"}, exitNothingFits, "/logs"},
 		{"nothing fits, wrapped", fmt.Errorf("settle: %w", search.ErrNothingFits), exitNothingFits, ""},
+		{"ignores the batch size", fmt.Errorf("probe: %w", &runner.IgnoresBatchSizeError{Small: 8, Large: 8192}), exitError, "pass the size with {}"},
 		{"interrupted", runner.ErrInterrupted, exitInterrupted, ""},
 		{"canceled", fmt.Errorf("probe: %w", context.Canceled), exitInterrupted, ""},
 		{"other", errors.New("disk full"), exitError, ""},
