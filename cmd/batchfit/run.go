@@ -27,7 +27,8 @@ const (
 
 const exitCodesHelp = `Exit codes:
   0    the answer was found (or read from the cache)
-  1    error: a trial crashed, or batchfit could not go on
+  1    error: a trial crashed, the command does not seem to use the batch size,
+       or batchfit could not go on
   2    usage: bad flags or arguments
   3    nothing fits: even --min does not run
   130  interrupted (Ctrl-C); every trial process was stopped`

@@ -106,13 +106,18 @@ type Trial struct {
 	Tail   string `json:"stderr_tail,omitempty"` // kept for crashes only
 }
 
-// Throughput is samples per second from the median step time, or 0.
-func (t Trial) Throughput() float64 {
-	if len(t.StepTimes) == 0 || !t.Outcome.Fits() {
+// StepSeconds is the median step time, or 0 when none was reported.
+func (t Trial) StepSeconds() float64 {
+	if len(t.StepTimes) == 0 {
 		return 0
 	}
-	s := median(t.StepTimes)
-	if s <= 0 {
+	return median(t.StepTimes)
+}
+
+// Throughput is samples per second from the median step time, or 0.
+func (t Trial) Throughput() float64 {
+	s := t.StepSeconds()
+	if s <= 0 || !t.Outcome.Fits() {
 		return 0
 	}
 	return float64(t.Size) / s
@@ -171,4 +176,20 @@ func (r *Run) LastFailure(size int) *Trial {
 		}
 	}
 	return nil
+}
+
+// Smallest returns the smallest batch size tried, or Settings.Min when no
+// trial ran. Where nothing fits it is the size that proved it: the
+// smallest on the grid, which --multiple-of can put above --min.
+func (r *Run) Smallest() int {
+	n := 0
+	for _, t := range r.Trials {
+		if n == 0 || t.Size < n {
+			n = t.Size
+		}
+	}
+	if n == 0 {
+		return r.Settings.Min
+	}
+	return n
 }

@@ -108,3 +108,19 @@ func TestLastFailure(t *testing.T) {
 		})
 	}
 }
+
+func TestSmallest(t *testing.T) {
+	trial := func(size int) Trial { return Trial{Size: size, Outcome: classify.OOM} }
+	for _, tc := range []struct {
+		name string
+		run  Run
+		want int
+	}{
+		{"no trials: --min", Run{Settings: Settings{Min: 3}}, 3},
+		{"--multiple-of 8 from --min 3 tried 8", Run{Settings: Settings{Min: 3, MultipleOf: 8}, Trials: []Trial{trial(64), trial(8), trial(16)}}, 8},
+	} {
+		if got := tc.run.Smallest(); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

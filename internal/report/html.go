@@ -163,7 +163,7 @@ func htmlHeadline(v *htmlView, run *record.Run) {
 		v.StatusClass = "bad"
 		v.StatusText = "nothing fits"
 		v.Headline = "No batch size fits"
-		v.Proof = fmt.Sprintf("Even batch size %d does not run.", run.Settings.Min)
+		v.Proof = fmt.Sprintf("Even batch size %d does not run.", run.Smallest())
 	case record.Failed:
 		v.StatusClass = "bad"
 		v.Headline = "The search failed"

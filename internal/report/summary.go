@@ -42,7 +42,7 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 			fmt.Fprintf(&b, "  proof: %d ran ok and is the --max bound\n", run.Answer)
 		}
 	case record.NothingFits:
-		fmt.Fprintf(&b, "no batch size fits: even %d does not run\n", run.Settings.Min)
+		fmt.Fprintf(&b, "no batch size fits: even %d does not run\n", run.Smallest())
 	default:
 		fmt.Fprintf(&b, "search %s", run.Status)
 		if run.Error != "" {

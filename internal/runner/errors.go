@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 )
@@ -52,23 +54,58 @@ type interrupted string
 func (e interrupted) Error() string      { return string(e) }
 func (interrupted) Is(target error) bool { return target == context.Canceled }
 
-// NothingFitsError is a search in which even the smallest size did not
-// fit. It matches search.ErrNothingFits.
+// NothingFitsError is a search in which even the smallest size tried did
+// not fit, with the way it failed. It matches search.ErrNothingFits.
 type NothingFitsError struct {
-	Min    int    // the smallest size of the range
-	LogDir string // where the trials' logs are
+	// Size is the smallest size tried: the grid's smallest, which
+	// --multiple-of can put above --min (Min).
+	Size, Min, MultipleOf int
+	// Outcome is how the trial at Size ended ("" when unknown); Reason is
+	// its classification's words, shown for a size limit.
+	Outcome classify.Outcome
+	Reason  string
+	Timeout time.Duration // the per-trial limit, named when Size timed out
+	LogDir  string        // where the trials' logs are
 }
 
 func (e *NothingFitsError) Error() string {
-	return fmt.Sprintf("nothing fits: batch size %d does not run", e.Min)
+	msg := fmt.Sprintf("nothing fits: batch size %d does not run", e.Size)
+	switch e.Outcome {
+	case classify.OOM:
+		msg += ": out of GPU memory"
+	case classify.HostOOM:
+		msg += ": out of host memory"
+	case classify.Timeout:
+		msg += ": timed out after " + e.Timeout.String()
+	case classify.SizeLimit:
+		msg += ": it hits a size limit that is not memory"
+		if e.Reason != "" {
+			msg += " (" + e.Reason + ")"
+		}
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, search.ErrNothingFits) true.
 func (e *NothingFitsError) Is(target error) bool { return target == search.ErrNothingFits }
 
-// Hint points at the logs.
+// Hint says what to change for the cause, and points at the logs.
 func (e *NothingFitsError) Hint() string {
-	return fmt.Sprintf("lower --min, or check that the command fits on this GPU at all (see the trial logs in %s)", e.LogDir)
+	logs := fmt.Sprintf("see the trial logs in %s", e.LogDir)
+	switch e.Outcome {
+	case classify.Timeout:
+		return fmt.Sprintf("a trial must finish its steps within --timeout %s: raise --timeout, or make the command stop after BATCHFIT_STEPS training steps (%s)", e.Timeout, logs)
+	case classify.HostOOM:
+		return fmt.Sprintf("the machine's RAM ran out, not the GPU's memory: lower the command's host memory use (data loader workers, pinned memory) or free RAM (%s)", logs)
+	}
+	smaller := "lower --min"
+	switch {
+	case e.Size <= 1:
+		return fmt.Sprintf("the command does not run at the smallest batch size; check that it fits on this GPU at all (%s)", logs)
+	case e.MultipleOf > 1 && e.Size > e.Min:
+		smaller = fmt.Sprintf("--multiple-of %d made %d the smallest size tried: lower --multiple-of", e.MultipleOf, e.Size)
+	}
+	return fmt.Sprintf("%s, or check that the command fits on this GPU at all (%s)", smaller, logs)
 }
 
 // CrashError is a search stopped by a trial that failed for a reason other

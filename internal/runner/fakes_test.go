@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
@@ -24,6 +25,14 @@ type fakeTrainer struct {
 	fixed, perSample, limit uint64
 	// crashAbove, when set, makes sizes above it fail with a bug.
 	crashAbove int
+	// hangFrom, when set, makes sizes from it on run past the timeout.
+	hangFrom int
+	// noFigures reports no memory and no step times, as a program without
+	// the adapter on a machine without NVML.
+	noFigures bool
+	// stepPerSample adds to a step's 0.1 s: the step time of a workload
+	// whose steps do more work at larger sizes.
+	stepPerSample float64
 	// block, when set, is closed by the trial at blockAt and then waits
 	// for the context: a trial to cancel.
 	blockAt int
@@ -53,7 +62,13 @@ type fakeExecutor struct {
 var _ probe.Executor = (*fakeExecutor)(nil)
 
 func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
+	// The size is the last argument, or, for a command without {}, the
+	// environment's.
 	size, err := strconv.Atoi(spec.Argv[len(spec.Argv)-1])
+	if err != nil {
+		v, _ := adapter.Lookup(spec.Env, "BATCHFIT_BATCH_SIZE")
+		size, err = strconv.Atoi(v)
+	}
 	if err != nil {
 		return trial.Result{}, fmt.Errorf("fake executor: argv %q has no size", spec.Argv)
 	}
@@ -70,13 +85,18 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 	report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
 	peak := t.fixed + uint64(size)*t.perSample
 	switch {
+	case t.hangFrom > 0 && size >= t.hangFrom:
+		return trial.Result{ExitCode: -1, Signal: syscall.SIGKILL, TimedOut: true, Duration: spec.Timeout}, nil
 	case t.crashAbove > 0 && size > t.crashAbove:
 		return trial.Result{ExitCode: 1, StderrTail: []byte("Traceback (most recent call last):\nRuntimeError: mat1 and mat2 shapes cannot be multiplied\n")}, nil
 	case !t.fits(size):
 		adapter.Append(report, adapter.Event{Event: "exit", OOM: true, Exception: "torch.OutOfMemoryError"})
 		return trial.Result{ExitCode: 1, StderrTail: []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")}, nil
 	}
-	adapter.Append(report, adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{0.1, 0.1}})
+	if !t.noFigures {
+		step := 0.1 + float64(size)*t.stepPerSample
+		adapter.Append(report, adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step}})
+	}
 	return trial.Result{ExitCode: 0, Duration: time.Second}, nil
 }
 

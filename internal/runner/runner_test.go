@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -106,7 +108,7 @@ func TestRunNothingFitsKeepsTheLogs(t *testing.T) {
 	if !errors.Is(err, search.ErrNothingFits) || !errors.As(err, &nf) || nf.Min != 4 {
 		t.Fatalf("err = %v, want nothing fits from 4", err)
 	}
-	if err.Error() != "nothing fits: batch size 4 does not run" || !strings.Contains(nf.Hint(), run.LogDir) {
+	if err.Error() != "nothing fits: batch size 4 does not run: out of GPU memory" || !strings.Contains(nf.Hint(), "lower --min") || !strings.Contains(nf.Hint(), run.LogDir) {
 		t.Errorf("message %q, hint %q", err, nf.Hint())
 	}
 	if run.Status != record.NothingFits || run.LogDir == "" || dirEntries(t, run.LogDir) == 0 {
@@ -117,6 +119,61 @@ func TestRunNothingFitsKeepsTheLogs(t *testing.T) {
 	}
 	if len(f.notices) != 1 || !strings.Contains(f.notices[0], "logs of every trial are in "+run.LogDir) {
 		t.Errorf("notices %q", f.notices)
+	}
+}
+
+func TestRunNothingFitsNamesItsCause(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		trainer    fakeTrainer
+		min, step  int
+		size       int    // the smallest size tried, named
+		want, hint string // the message, and words of the hint
+	}{
+		{"--multiple-of 8 tried 8, not 1", fakeTrainer{fixed: 90 * gib, perSample: 1, limit: 80 * gib}, 1, 8, 8,
+			"nothing fits: batch size 8 does not run: out of GPU memory", "--multiple-of 8 made 8 the smallest size tried: lower --multiple-of"},
+		{"--min 1: nothing smaller to try", fakeTrainer{fixed: 90 * gib, perSample: 1, limit: 80 * gib}, 1, 1, 1,
+			"nothing fits: batch size 1 does not run: out of GPU memory", "check that it fits on this GPU at all"},
+		{"timeouts, not memory", fakeTrainer{fixed: gib, perSample: 1, limit: 80 * gib, hangFrom: 1}, 3, 8, 8,
+			"nothing fits: batch size 8 does not run: timed out after 2s", "within --timeout 2s: raise --timeout, or make the command stop after BATCHFIT_STEPS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(tc.trainer)
+			f.cfg.LogBase = t.TempDir()
+			f.cfg.Timeout = 2 * time.Second
+			f.cfg.Search.Min, f.cfg.Search.MultipleOf = tc.min, tc.step
+			run, err := f.run(context.Background())
+			var nf *NothingFitsError
+			if !errors.As(err, &nf) || !errors.Is(err, search.ErrNothingFits) {
+				t.Fatalf("err = %v, want nothing fits", err)
+			}
+			if nf.Size != tc.size || err.Error() != tc.want {
+				t.Errorf("size %d, message %q; want %d, %q", nf.Size, err, tc.size, tc.want)
+			}
+			if h := nf.Hint(); !strings.Contains(h, tc.hint) || !strings.Contains(h, run.LogDir) || strings.Contains(h, "lower --min") {
+				t.Errorf("hint %q, want %q and the logs, and not lower --min", h, tc.hint)
+			}
+			if run.Status != record.NothingFits || run.Error != tc.want || run.Smallest() != tc.size {
+				t.Errorf("recorded %s %q, smallest %d", run.Status, run.Error, run.Smallest())
+			}
+		})
+	}
+}
+
+func TestNothingFitsMessages(t *testing.T) {
+	for _, tc := range []struct {
+		err        NothingFitsError
+		want, hint string
+	}{
+		{NothingFitsError{Size: 16, Min: 16, Outcome: classify.HostOOM}, "nothing fits: batch size 16 does not run: out of host memory", "the machine's RAM ran out"},
+		{NothingFitsError{Size: 16, Min: 16, Outcome: classify.SizeLimit, Reason: "RuntimeError: CUDA error: invalid configuration argument"},
+			"nothing fits: batch size 16 does not run: it hits a size limit that is not memory (RuntimeError: CUDA error: invalid configuration argument)", "lower --min"},
+		{NothingFitsError{Size: 16, Min: 16}, "nothing fits: batch size 16 does not run", "lower --min"},
+		{NothingFitsError{Size: 5, Min: 2, Outcome: classify.Timeout, Timeout: 15 * time.Minute}, "nothing fits: batch size 5 does not run: timed out after 15m0s", "raise --timeout"},
+	} {
+		if tc.err.Error() != tc.want || !strings.Contains(tc.err.Hint(), tc.hint) {
+			t.Errorf("%q, hint %q; want %q, hint with %q", tc.err.Error(), tc.err.Hint(), tc.want, tc.hint)
+		}
 	}
 }
 

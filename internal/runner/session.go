@@ -109,6 +109,12 @@ func (s *session) begin(ctx context.Context) error {
 	if s.cfg.Simulated {
 		s.deps.Notice("the GPU is simulated: " + s.cfg.Group.Name)
 	}
+	// The simulator's command has {}, and a warm worker gets its sizes
+	// over its channel.
+	placeholder := hasPlaceholder(s.cfg.Command)
+	if !placeholder && !s.cfg.Simulated && s.cfg.Worker == nil {
+		s.deps.Notice("warning: the command has no {}; only BATCHFIT_BATCH_SIZE carries the batch size")
+	}
 	// From here until prog.Close nothing else writes to the terminal: the
 	// live display owns it.
 	s.prog = s.deps.Progress(s.progressInfo())
@@ -120,7 +126,7 @@ func (s *session) begin(ctx context.Context) error {
 			s.prog.Warn(fmt.Sprintf("record trial %d: %v", t.N, err))
 		}
 	}
-	s.prober = s.newProber(pcfg)
+	s.prober = &sizeCheck{trialProber: s.newProber(pcfg), capacity: s.capacity(), placeholder: placeholder, worker: s.cfg.Worker != nil}
 	return nil
 }
 
@@ -207,6 +213,9 @@ func (s *session) record(res search.Result) {
 	if f := res.Model; f != nil {
 		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual}
 	}
+	if w := s.unusedSizeWarning(res); w != "" {
+		run.Warnings = append(run.Warnings, w)
+	}
 }
 
 // finish sets the run's status from the search's outcome and returns the
@@ -214,17 +223,24 @@ func (s *session) record(res search.Result) {
 func (s *session) finish(serr error) error {
 	run := s.run
 	var crash *search.CrashError
+	var ignored *IgnoresBatchSizeError
 	switch {
 	case serr == nil:
 		run.Status = record.Found
 		return nil
 	case errors.Is(serr, search.ErrNothingFits):
 		run.Status = record.NothingFits
-		return &NothingFitsError{Min: s.scfg.Min, LogDir: run.LogDir}
+		nf := s.nothingFits(serr)
+		run.Error = nf.Error()
+		return nf
 	case errors.As(serr, &crash):
 		run.Status = record.Failed
 		run.Error = serr.Error()
 		return crashError(run, crash)
+	case errors.As(serr, &ignored):
+		run.Status = record.Failed
+		run.Error = ignored.Error()
+		return ignored
 	case errors.Is(serr, context.Canceled):
 		run.Status = record.Interrupted
 		run.Error = "interrupted"
@@ -234,6 +250,23 @@ func (s *session) finish(serr error) error {
 		run.Error = serr.Error()
 		return serr
 	}
+}
+
+// nothingFits names the smallest size the search tried and how its trial
+// ended, from the search's observation of it.
+func (s *session) nothingFits(serr error) *NothingFitsError {
+	nf := &NothingFitsError{
+		Size: s.scfg.Min, Min: s.scfg.Min, MultipleOf: s.scfg.MultipleOf,
+		Timeout: s.cfg.Timeout, LogDir: s.run.LogDir,
+	}
+	var snf *search.NothingFitsError
+	if errors.As(serr, &snf) {
+		nf.Size, nf.Outcome = snf.Observation.Size, snf.Observation.Outcome
+		if t := s.run.LastFailure(nf.Size); t != nil {
+			nf.Reason = t.Reason
+		}
+	}
+	return nf
 }
 
 // keepOrDropLogs removes a temporary log folder unless the run ended

@@ -1,0 +1,209 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// ignoring needs 3 GiB at every size: it never reads its batch size.
+var ignoring = fakeTrainer{fixed: 3 * gib, limit: 80 * gib}
+
+const noBraces = "warning: the command has no {}; only BATCHFIT_BATCH_SIZE carries the batch size"
+
+func TestRunStopsACommandThatIgnoresTheSize(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		command  []string
+		strategy search.Strategy
+		hint     string
+	}{
+		{"no {}, env not read", []string{"train"}, search.Model, "pass the size with {} in the command (--batch-size {}), or read BATCHFIT_BATCH_SIZE"},
+		{"{} given but not used", []string{"train", "{}"}, search.Model, "check that the option {} fills sets the batch size"},
+		// Doubling from 1, the sizes are first far enough apart at 8192.
+		{"bisection", []string{"train"}, search.Bisect, "pass the size with {}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(ignoring)
+			f.cfg.LogBase = t.TempDir()
+			f.cfg.Command = tc.command
+			f.cfg.Search.Max = 65536
+			f.cfg.Search.Strategy = tc.strategy
+			run, err := f.run(context.Background())
+			var ign *IgnoresBatchSizeError
+			if !errors.As(err, &ign) || errors.Is(err, search.ErrNothingFits) {
+				t.Fatalf("err = %v (answer %d), want IgnoresBatchSizeError", err, run.Answer)
+			}
+			if !strings.HasPrefix(err.Error(), "the command does not seem to use the batch size: peak memory (allocated) 3.00 GiB at batch size ") ||
+				!strings.HasSuffix(err.Error(), ", median step 0.1s and 0.1s") || !strings.Contains(ign.Hint(), tc.hint) {
+				t.Errorf("message %q, hint %q", err, ign.Hint())
+			}
+			// It stops on the first trial that makes the evidence, before --max.
+			tried := f.exec.tried()
+			if largest := slices.Max(tried); largest >= 65536 || ign.Large != largest || ign.Small != slices.Min(tried) || ign.Large-ign.Small < 4096 || tried[len(tried)-1] != largest {
+				t.Errorf("tried %v, evidence %d..%d", tried, ign.Small, ign.Large)
+			}
+			if tc.strategy == search.Bisect && slices.Max(tried) != 8192 {
+				t.Errorf("bisection tried %v; want it to stop at 8192, the first size 4096 above 1", tried)
+			}
+			if run.Status != record.Failed || run.Error != err.Error() || run.Answer != 0 || len(run.Trials) != len(tried) {
+				t.Errorf("recorded %s %q, answer %d, %d trials", run.Status, run.Error, run.Answer, len(run.Trials))
+			}
+			if warned := slices.Contains(f.notices, noBraces); warned != !hasPlaceholder(tc.command) {
+				t.Errorf("notices %q: the no-{} warning is wanted exactly when there is no {}", f.notices)
+			}
+		})
+	}
+}
+
+func TestRunSearchesOnWhereTheSizeIsUsed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		trainer fakeTrainer
+	}{
+		// Weights and optimizer state fill most of the card; each sample
+		// adds a little, down to just above the least a sample can cost.
+		{"weights-dominated, 64 KiB a sample", fakeTrainer{fixed: 79 * gib, perSample: 64 << 10, limit: 80 * gib}},
+		{"weights-dominated, 300 B a sample", fakeTrainer{fixed: 70 * gib, perSample: 300, limit: 80 * gib}},
+		{"tiny model, 300 B a sample", fakeTrainer{fixed: 20 << 20, perSample: 300, limit: 80 * gib}},
+		// Gradient accumulation: the micro-batch, and so the peak, stays;
+		// the optimizer step takes longer with every sample.
+		{"flat memory, steps that grow", fakeTrainer{fixed: 3 * gib, limit: 80 * gib, stepPerSample: 1e-5}},
+	} {
+		for _, strategy := range []search.Strategy{search.Model, search.Bisect} {
+			t.Run(tc.name+"/"+string(strategy), func(t *testing.T) {
+				f := newFixture(tc.trainer)
+				f.cfg.LogBase = t.TempDir()
+				f.cfg.Command = []string{"train"}
+				f.cfg.Search.Max = 65536
+				f.cfg.Search.Strategy = strategy
+				run, err := f.run(context.Background())
+				if err != nil {
+					t.Fatalf("err = %v after trials at %v", err, f.exec.tried())
+				}
+				if want := tc.trainer.truth(65536); run.Answer != want {
+					t.Errorf("answer %d, want %d", run.Answer, want)
+				}
+				// The trials show that the size is used: no warning at the end.
+				if len(run.Warnings) != 0 {
+					t.Errorf("warnings %q", run.Warnings)
+				}
+			})
+		}
+	}
+}
+
+func TestRunWarnsWhenTheTrialsCannotTell(t *testing.T) {
+	blind := fakeTrainer{fixed: 3 * gib, limit: 80 * gib, noFigures: true}
+	const warning = "every size up to --max 4096 ran and the command has no {}: check that it uses BATCHFIT_BATCH_SIZE"
+	for _, tc := range []struct {
+		name      string
+		trainer   fakeTrainer
+		command   []string
+		simulated bool
+		max       int
+		warnings  []string
+	}{
+		{"no figures, no {}", blind, []string{"train"}, false, 4096, []string{warning}},
+		{"no figures, {} given", blind, []string{"train", "{}"}, false, 4096, nil},
+		{"no figures, sizes less than 4x apart", blind, []string{"train"}, false, 3, nil},
+		// Allocated peaks within the tolerance, but at sizes too close to
+		// stop on (--max 4096): the end of the search says so.
+		{"flat figures below the span to stop on", ignoring, []string{"train"}, false, 4096, []string{warning}},
+		{"the simulator", blind, []string{"train"}, true, 4096, nil},
+		{"a boundary below --max", fakeTrainer{fixed: 90 * gib, perSample: 1, limit: 80 * gib, noFigures: true}, []string{"train"}, false, 4096, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(tc.trainer)
+			f.cfg.LogBase = t.TempDir()
+			f.cfg.Command = tc.command
+			f.cfg.Simulated = tc.simulated
+			f.cfg.Search.Max = tc.max
+			f.cfg.Search.Strategy = search.Bisect
+			run, err := f.run(context.Background())
+			if err != nil && !errors.Is(err, search.ErrNothingFits) {
+				t.Fatal(err)
+			}
+			if !slices.Equal(run.Warnings, tc.warnings) {
+				t.Errorf("warnings %q, want %q", run.Warnings, tc.warnings)
+			}
+			if warned := slices.Contains(f.notices, noBraces); warned != (!tc.simulated && !hasPlaceholder(tc.command)) {
+				t.Errorf("notices %q", f.notices)
+			}
+		})
+	}
+}
+
+func TestFlatness(t *testing.T) {
+	const mib = 1 << 20
+	ok := func(size int, allocated, device uint64, step float64) record.Trial {
+		tr := record.Trial{Size: size, Outcome: classify.OK, Allocated: allocated, Device: device}
+		if step > 0 {
+			tr.StepTimes = []float64{step, step, step}
+		}
+		return tr
+	}
+	oom := record.Trial{Size: 1 << 20, Outcome: classify.OOM}
+	for _, tc := range []struct {
+		name    string
+		trials  []record.Trial
+		ignored bool
+		grew    bool
+	}{
+		{"allocated flat to the byte, 8 to 65536", []record.Trial{ok(8, 3*gib, 0, 0), ok(65536, 3*gib, 0, 0)}, true, false},
+		{"allocated within 512 KiB", []record.Trial{ok(8, 3*gib, 0, 0), ok(500, 3*gib+300<<10, 0, 0), ok(65536, 3*gib+512<<10, 0, 0)}, true, false},
+		{"allocated 1 MiB apart", []record.Trial{ok(8, 3*gib, 0, 0), ok(65536, 3*gib+mib, 0, 0)}, false, true},
+		{"a failure does not count", []record.Trial{ok(8, 3*gib, 0, 0), oom, ok(65536, 3*gib, 0, 0)}, true, false},
+		{"sizes less than 4x apart", []record.Trial{ok(20000, 3*gib, 0, 0), ok(65536, 3*gib, 0, 0)}, false, false},
+		{"sizes 4x but only 3000 apart", []record.Trial{ok(1000, 3*gib, 0, 0), ok(4000, 3*gib, 0, 0)}, false, false},
+		{"one trial", []record.Trial{ok(8, 3*gib, 0, 0)}, false, false},
+		{"steps flat within 25 %", []record.Trial{ok(8, 3*gib, 0, 0.1), ok(65536, 3*gib, 0, 0.12)}, true, false},
+		{"steps 1.5x apart", []record.Trial{ok(8, 3*gib, 0, 0.1), ok(65536, 3*gib, 0, 0.15)}, false, true},
+		{"step times of one trial only", []record.Trial{ok(8, 3*gib, 0, 0.1), ok(65536, 3*gib, 0, 0)}, true, false},
+		// NVML only where some trial lacks the allocator's figure; flat
+		// means within 16 MiB, over sizes 131072 apart.
+		{"device flat, far apart", []record.Trial{ok(8, 3*gib, 4*gib, 0), ok(200000, 0, 4*gib+8*mib, 0)}, true, false},
+		{"device flat, 65536 apart", []record.Trial{ok(8, 0, 4*gib, 0), ok(65536, 0, 4*gib, 0)}, false, false},
+		{"device grows", []record.Trial{ok(8, 0, 4*gib, 0), ok(65536, 0, 4*gib+32*mib, 0)}, false, true},
+		// A preallocated pool (JAX's 75 %) is flat whatever the batch.
+		{"device flat at a preallocated pool", []record.Trial{ok(8, 0, 60*gib, 0), ok(200000, 0, 60*gib, 0)}, false, false},
+		{"no figures", []record.Trial{ok(8, 0, 0, 0), ok(65536, 0, 0, 0)}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := measureFlatness(tc.trials, 80*gib)
+			if f.ignored() != tc.ignored || f.grew() != tc.grew {
+				t.Errorf("ignored %v, grew %v; want %v, %v (%+v)", f.ignored(), f.grew(), tc.ignored, tc.grew, f)
+			}
+		})
+	}
+	// Without the card's size NVML's figure cannot be told from a pool.
+	if f := measureFlatness([]record.Trial{ok(8, 0, 4*gib, 0), ok(200000, 0, 4*gib, 0)}, 0); f.ignored() {
+		t.Errorf("an NVML figure of unknown share counted: %+v", f)
+	}
+}
+
+func TestIgnoresBatchSizeErrorWords(t *testing.T) {
+	e := &IgnoresBatchSizeError{Small: 1, Large: 8192, Figure: search.FigureDevice, SmallPeak: 4 * gib, LargePeak: 4 * gib}
+	if got, want := e.Error(), "the command does not seem to use the batch size: peak memory (device) 4.00 GiB at batch size 1 and 4.00 GiB at 8192"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		placeholder, worker bool
+		hint                string
+	}{
+		{false, false, "pass the size with {} in the command (--batch-size {}), or read BATCHFIT_BATCH_SIZE"},
+		{true, false, "check that the option {} fills sets the batch size each step runs"},
+		{false, true, "the Trial's step(state, batch_size)"},
+	} {
+		e.Placeholder, e.Worker = tc.placeholder, tc.worker
+		if !strings.Contains(e.Hint(), tc.hint) {
+			t.Errorf("{} %v, worker %v: hint %q, want %q", tc.placeholder, tc.worker, e.Hint(), tc.hint)
+		}
+	}
+}
