@@ -41,7 +41,7 @@ func TestCorpus(t *testing.T) {
 			if got.Reason == "" {
 				t.Error("empty reason")
 			}
-			if len(got.Reason) > maxReason+len("…")+len(" (no OOM kill recorded)") {
+			if len(got.Reason) > maxReason+2*len("…")+len(" (no OOM kill recorded)") {
 				t.Errorf("reason is %d bytes long", len(got.Reason))
 			}
 		})
@@ -66,6 +66,7 @@ func TestClassifyOrder(t *testing.T) {
 		{"adapter OOM", Input{ExitCode: 1, Event: &adapter.Event{OOM: true}}, OOM, "torch.OutOfMemoryError (adapter)"},
 		{"adapter OOM with its exception", Input{ExitCode: 1, Event: &adapter.Event{OOM: true, Exception: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\nmore"}}, OOM, "Tried to allocate 1.00 GiB (adapter)"},
 		{"exit 0 is ok even with OOM text", Input{ExitCode: 0, Output: oom}, OK, "exit status 0"},
+		{"matches from a scanner win over Output", Input{ExitCode: 1, Output: oom, Matches: Scan([]byte("KeyError: 'label'\n"))}, Crash, "exit status 1"},
 		{"exit 0 with adapter event without OOM", Input{Event: &adapter.Event{MaxAllocated: 1}}, OK, "exit status 0"},
 		{"SIGKILL with evidence", Input{ExitCode: -1, Signal: syscall.SIGKILL, HostOOMEvidence: true}, HostOOM, "killed by SIGKILL (kernel OOM kill)"},
 		{"SIGKILL without evidence", Input{ExitCode: -1, Signal: syscall.SIGKILL}, Crash, "killed by SIGKILL (not sent by batchfit; no OOM kill recorded)"},
@@ -140,8 +141,9 @@ func TestSignaturesHaveSamples(t *testing.T) {
 		"CUDA_ERROR_ILLEGAL_ADDRESS\nCUDNN_STATUS_EXECUTION_FAILED\nCUDA error: misaligned address\n" +
 		"HIP error: out of memory\nCUDA_ERROR_OUT_OF_MEMORY\nResource exhausted: Out of memory while trying to allocate 24 bytes.\n"
 	all = append(all, extra...)
-	for _, s := range signatures {
-		if _, _, ok := s.match(all); !ok {
+	m := Scan(all)
+	for i, s := range signatures {
+		if !m.found[i].ok {
 			t.Errorf("signature %q (%q %v) has no sample", s.name, s.text, s.re)
 		}
 	}

@@ -1,32 +1,42 @@
 package classify
 
 import (
-	"bytes"
 	"regexp"
+	"strings"
 )
 
 // signature is one known error text. text is matched as a case-sensitive
 // substring, because frameworks print these messages verbatim; re is used
 // instead where a bare word would match too much (Python's "MemoryError" is
 // a suffix of "torch.OutOfMemoryError", a shell's "Killed" is an ordinary
-// English word).
+// English word). Both are matched within one line of output.
 type signature struct {
 	name    string
 	outcome Outcome
 	text    string
 	re      *regexp.Regexp
+	// lit is a substring of every match of re. Only lines that hold it are
+	// tried against re, which keeps a scan of a large output fast.
+	lit string
 	// killed marks texts that only say "some process of the trial got
 	// SIGKILL". That is host_oom only when the kernel confirms an OOM kill;
 	// otherwise something else (a scheduler, a user) killed it: crash.
 	killed bool
+	// Set by init: litBytes is what a line must hold for the entry to
+	// match it (text, or lit), and anchored marks patterns that match only
+	// at the start of a line.
+	litBytes []byte
+	anchored bool
 }
 
 // rankPrefix is what torchrun and DeepSpeed put before each line of a rank's
 // output ("[rank0]: "), so line-anchored patterns allow it.
 const rankPrefix = `(?:\[(?:rank|default)\d+\]:\s*)?`
 
-// signatures is the one table of error texts. Order is priority: the first
-// entry that matches wins.
+// signatures is the one table of error texts, matched against the whole
+// output of a trial (see Scanner). Order is priority: the first entry that
+// matched anywhere in the output wins, and the reason shown is the last line
+// it matched.
 //   - Not-OOM look-alikes come first: after an illegal access the CUDA
 //     context is broken and later calls can fail in any way, so an
 //     "out of memory" next to it is a symptom, not the cause.
@@ -45,13 +55,13 @@ var signatures = []signature{
 	{name: "cuDNN execution failed", outcome: Crash, text: "CUDNN_STATUS_EXECUTION_FAILED"},
 	{name: "misaligned address", outcome: Crash, text: "CUDA error: misaligned address"},
 
-	{name: "TensorFlow CPU allocator", outcome: HostOOM, re: regexp.MustCompile(`OOM when allocating tensor .*/device:CPU:\d+ by allocator`)},
+	{name: "TensorFlow CPU allocator", outcome: HostOOM, lit: "OOM when allocating tensor", re: regexp.MustCompile(`OOM when allocating tensor .*/device:CPU:\d+ by allocator`)},
 
 	// GPU memory.
 	{name: "PyTorch CUDA out of memory", outcome: OOM, text: "CUDA out of memory."},
 	{name: "PyTorch HIP out of memory", outcome: OOM, text: "HIP out of memory."},
 	{name: "PyTorch MPS out of memory", outcome: OOM, text: "MPS backend out of memory"},
-	{name: "torch.OutOfMemoryError", outcome: OOM, re: regexp.MustCompile(`(?m)^` + rankPrefix + `torch\.(?:cuda\.)?OutOfMemoryError\b`)},
+	{name: "torch.OutOfMemoryError", outcome: OOM, lit: "OutOfMemoryError", re: regexp.MustCompile(`(?m)^` + rankPrefix + `torch\.(?:cuda\.)?OutOfMemoryError\b`)},
 	{name: "CUDA error: out of memory", outcome: OOM, text: "CUDA error: out of memory"},
 	{name: "HIP error: out of memory", outcome: OOM, text: "HIP error: out of memory"},
 	{name: "CUDA runtime out of memory", outcome: OOM, text: "cuda runtime error (2) : out of memory"},
@@ -68,11 +78,11 @@ var signatures = []signature{
 
 	// Host (CPU) memory: the process reports that an allocation failed, or
 	// Slurm reports an OOM kill in the job's cgroup.
-	{name: "Slurm oom_kill event", outcome: HostOOM, re: regexp.MustCompile(`oom[-_]kill event`)},
+	{name: "Slurm oom_kill event", outcome: HostOOM, lit: "kill event", re: regexp.MustCompile(`oom[-_]kill event`)},
 	{name: "PyTorch CPU allocator", outcome: HostOOM, text: "DefaultCPUAllocator: can't allocate memory"},
 	{name: "PyTorch CPU allocator", outcome: HostOOM, text: "DefaultCPUAllocator: not enough memory"},
 	{name: "NumPy MemoryError", outcome: HostOOM, text: "_ArrayMemoryError: Unable to allocate"},
-	{name: "Python MemoryError", outcome: HostOOM, re: regexp.MustCompile(`(?m)^` + rankPrefix + `MemoryError\b`)},
+	{name: "Python MemoryError", outcome: HostOOM, lit: "MemoryError", re: regexp.MustCompile(`(?m)^` + rankPrefix + `MemoryError\b`)},
 	{name: "std::bad_alloc", outcome: HostOOM, text: "std::bad_alloc"},
 
 	// Too large for a reason other than memory: 32-bit index limits and
@@ -91,23 +101,16 @@ var signatures = []signature{
 	// Some process of the trial was SIGKILLed; host_oom only with evidence.
 	{name: "DataLoader worker killed", outcome: HostOOM, killed: true, text: "is killed by signal: Killed"},
 	{name: "torchrun child got SIGKILL", outcome: HostOOM, killed: true, text: "Signal 9 (SIGKILL) received by PID"},
-	{name: "shell: Killed", outcome: HostOOM, killed: true, re: regexp.MustCompile(`(?m)^(?:Killed|.*: line \d+: +\d+ Killed\b.*)$`)},
+	{name: "shell: Killed", outcome: HostOOM, killed: true, lit: "Killed", re: regexp.MustCompile(`(?m)^(?:Killed|.*: line \d+: +\d+ Killed\b.*)$`)},
 }
 
-// match reports where s last matches b. The last match is the one nearest
-// the end of the output, which is where the fatal error is printed.
-func (s signature) match(b []byte) (start, end int, ok bool) {
-	if s.re != nil {
-		all := s.re.FindAllIndex(b, -1)
-		if all == nil {
-			return 0, 0, false
+func init() {
+	for i := range signatures {
+		s := &signatures[i]
+		s.litBytes = []byte(s.text)
+		if s.re != nil {
+			s.litBytes = []byte(s.lit)
+			s.anchored = strings.HasPrefix(s.re.String(), "(?m)^")
 		}
-		loc := all[len(all)-1]
-		return loc[0], loc[1], true
 	}
-	i := bytes.LastIndex(b, []byte(s.text))
-	if i < 0 {
-		return 0, 0, false
-	}
-	return i, i + len(s.text), true
 }
