@@ -71,6 +71,9 @@ func Classify(in Input) Result {
 		found = Scan(in.Output)
 	}
 	if in.ExitCode == 0 && in.Signal == 0 {
+		if r, ok := caughtOOM(found); ok {
+			return r
+		}
 		return Result{Outcome: OK, Reason: "exit status 0"}
 	}
 
@@ -126,6 +129,22 @@ func decide(m *Matches, evidence bool) (r Result, weak, ok bool) {
 		return Result{Outcome: Crash, Reason: line + " (no OOM kill recorded)", Signature: s.name}, true, true
 	}
 	return Result{Outcome: s.outcome, Reason: line, Signature: s.name}, false, true
+}
+
+// caughtOOM classifies a trial that exited 0 by its output: one that printed
+// a GPU OOM ran out of memory and carried on (it caught the error, skipped
+// the batch, retried smaller), so it does not fit. The usual priority holds
+// (an OOM beside an illegal access is a symptom, and the trial stays ok);
+// texts that libraries also log when they recover at a size that fits
+// (failedOnly) are passed over.
+func caughtOOM(m *Matches) (Result, bool) {
+	s, line, ok := m.first(func(s *signature) bool { return s.failedOnly })
+	if !ok || s.outcome != OOM {
+		return Result{}, false
+	}
+	// The fact first: a display that clips the reason still shows why a
+	// trial that exited 0 does not fit.
+	return Result{Outcome: OOM, Reason: "OOM in the output, exit 0: " + line, Signature: s.name}, true
 }
 
 func describeStatus(code int, sig syscall.Signal) string {

@@ -22,6 +22,15 @@ type signature struct {
 	// SIGKILL". That is host_oom only when the kernel confirms an OOM kill;
 	// otherwise something else (a scheduler, a user) killed it: crash.
 	killed bool
+	// failedOnly marks OOM texts that libraries also print in warnings they
+	// recover from, at sizes that fit: XLA's and TensorFlow's allocators
+	// log CUDA_ERROR_OUT_OF_MEMORY while they shrink their first
+	// allocation, and XLA's autotuner logs CUDNN_STATUS_ALLOC_FAILED and
+	// RESOURCE_EXHAUSTED for a candidate algorithm whose scratch space does
+	// not fit and falls back to another (google-research/multinerf#2,
+	// jax-ml/jax#788). They explain a trial that failed; they do not make a
+	// trial that exited 0 an OOM.
+	failedOnly bool
 	// Set by init: litBytes is what a line must hold for the entry to
 	// match it (text, or lit), and anchored marks patterns that match only
 	// at the start of a line.
@@ -45,6 +54,18 @@ const rankPrefix = `(?:\[(?:rank|default)\d+\]:\s*)?`
 //     "std::bad_alloc: cudaErrorMemoryAllocation: out of memory".
 //   - Size limits after memory: they are the weakest evidence.
 //   - Bare "was killed" texts last, and only with OOM-kill evidence.
+//
+// A known OOM text anywhere in the output counts, even in a line that only
+// quotes it (a config dump that prints "CUDA out of memory." as a string,
+// testdata/corpus/oom-exit0-config-quotes-oom-text.txt): such lines are
+// rare, while an OOM followed by the shutdown logs of other ranks, or
+// caught by the program and printed, is common. A trial that exited 0 with
+// one of the GPU OOM texts in its output (not failedOnly) ran out of memory
+// and carried on, as trainers that skip a batch after an OOM do: it does
+// not fit either. That includes torch.compile's max-autotune logging
+// "Runtime error during autotuning: CUDA out of memory. ... Ignoring this
+// choice.": an allocation at that batch size did fail, as the adapter's
+// OOM observer sees too.
 var signatures = []signature{
 	// Not OOM, even though they mention memory or come from the same
 	// libraries as OOM errors. The command is broken at this size or any.
@@ -66,13 +87,13 @@ var signatures = []signature{
 	{name: "HIP error: out of memory", outcome: OOM, text: "HIP error: out of memory"},
 	{name: "CUDA runtime out of memory", outcome: OOM, text: "cuda runtime error (2) : out of memory"},
 	{name: "cudaErrorMemoryAllocation", outcome: OOM, text: "cudaErrorMemoryAllocation"},
-	{name: "CUDA driver out of memory", outcome: OOM, text: "CUDA_ERROR_OUT_OF_MEMORY"},
+	{name: "CUDA driver out of memory", outcome: OOM, failedOnly: true, text: "CUDA_ERROR_OUT_OF_MEMORY"},
 	{name: "cuBLAS allocation failed", outcome: OOM, text: "CUBLAS_STATUS_ALLOC_FAILED"},
-	{name: "cuDNN allocation failed", outcome: OOM, text: "CUDNN_STATUS_ALLOC_FAILED"},
-	{name: "XLA out of memory", outcome: OOM, text: "RESOURCE_EXHAUSTED: Out of memory"},
-	{name: "XLA out of memory", outcome: OOM, text: "Resource exhausted: Out of memory"},
-	{name: "XLA out of memory", outcome: OOM, text: "RESOURCE_EXHAUSTED: Failed to allocate request"},
-	{name: "XLA out of memory", outcome: OOM, text: "Ran out of memory in memory space hbm"},
+	{name: "cuDNN allocation failed", outcome: OOM, failedOnly: true, text: "CUDNN_STATUS_ALLOC_FAILED"},
+	{name: "XLA out of memory", outcome: OOM, failedOnly: true, text: "RESOURCE_EXHAUSTED: Out of memory"},
+	{name: "XLA out of memory", outcome: OOM, failedOnly: true, text: "Resource exhausted: Out of memory"},
+	{name: "XLA out of memory", outcome: OOM, failedOnly: true, text: "RESOURCE_EXHAUSTED: Failed to allocate request"},
+	{name: "XLA out of memory", outcome: OOM, failedOnly: true, text: "Ran out of memory in memory space hbm"},
 	{name: "TensorFlow OOM", outcome: OOM, text: "OOM when allocating tensor"},
 	{name: "TensorFlow ResourceExhaustedError", outcome: OOM, text: "ResourceExhaustedError"},
 

@@ -33,6 +33,19 @@ func TestOOMBuriedInOutput(t *testing.T) {
 	}
 }
 
+// A trainer that catches its OOM and exits 0 did not fit either.
+func TestOOMCaughtExitZero(t *testing.T) {
+	t.Parallel()
+	res, _ := run(t, context.Background(), "oomcaught.sh", "", nil, nil)
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	got := classifyRes(res)
+	if got.Outcome != classify.OOM || !strings.HasPrefix(got.Reason, "OOM in the output, exit 0: WARNING: skipping batch") {
+		t.Errorf("classified as %s (%s)", got.Outcome, got.Reason)
+	}
+}
+
 // A combined log and temporary logs are searched too.
 func TestMatchesOfEveryKindOfLog(t *testing.T) {
 	t.Parallel()
