@@ -139,7 +139,8 @@ func TestScannerLineEnds(t *testing.T) {
 		{"progress bar redrawn with CR", Input{ExitCode: 1, Output: []byte(" 10%|#         | 10/100\r 11%|#         | 11/100\rMemoryError\n")}, HostOOM, "MemoryError"},
 		{"rank prefix", Input{ExitCode: 1, Output: []byte("[rank3]: torch.OutOfMemoryError: HIP out of memory.\n")}, OOM, "[rank3]: torch.OutOfMemoryError: HIP out of memory."},
 		{"torchrun default prefix", Input{ExitCode: 1, Output: []byte("[default0]:MemoryError\n")}, HostOOM, "[default0]:MemoryError"},
-		{"no final newline", Input{ExitCode: 1, Output: []byte("step 3\nRuntimeError: CUDA error: out of memory")}, OOM, "RuntimeError: CUDA error: out of memory"},
+		{"rank prefix on the exception form", Input{ExitCode: 1, Output: []byte("[rank2]: RuntimeError: CUDA out of memory encountered on a different rank\n")}, OOM, "[rank2]: RuntimeError: CUDA out of memory encountered on a different rank"},
+		{"no final newline", Input{ExitCode: 1, Output: []byte("step 3\nRuntimeError: numel: integer multiplication overflow")}, SizeLimit, "RuntimeError: numel: integer multiplication overflow"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
