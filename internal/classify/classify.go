@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"syscall"
@@ -21,8 +20,13 @@ type Input struct {
 	// HostOOMEvidence is set when the kernel recorded an OOM kill during the
 	// trial (the cgroup's oom_kill count rose, or the kernel said so).
 	HostOOMEvidence bool
-	Output          []byte         // tail of stderr, then tail of stdout
-	Event           *adapter.Event // the adapter's exit event; nil if none
+	// Output is the trial's output (stderr, then stdout). It is scanned
+	// for error signatures only when Matches is nil.
+	Output []byte
+	// Matches are the signatures found in the whole output as the trial
+	// wrote it (a Scanner's); nil means scan Output.
+	Matches *Matches
+	Event   *adapter.Event // the adapter's exit event; nil if none
 }
 
 // Result is the verdict on one trial.
@@ -62,7 +66,14 @@ func Classify(in Input) Result {
 			return Result{Outcome: OOM, Reason: shorten(exception) + " (adapter)", Signature: "adapter"}
 		}
 	}
+	found := in.Matches
+	if found == nil {
+		found = Scan(in.Output)
+	}
 	if in.ExitCode == 0 && in.Signal == 0 {
+		if r, ok := caughtOOM(found); ok {
+			return r
+		}
 		return Result{Outcome: OK, Reason: "exit status 0"}
 	}
 
@@ -77,8 +88,8 @@ func Classify(in Input) Result {
 	// The adapter's exception is the one that ended the program, so it is
 	// read before the output, where earlier (caught) errors may also show.
 	var fallback *Result
-	for _, text := range [][]byte{[]byte(exception), in.Output} {
-		r, weak, ok := matchSignatures(text, in.HostOOMEvidence)
+	for _, m := range []*Matches{Scan([]byte(exception)), found} {
+		r, weak, ok := decide(m, in.HostOOMEvidence)
 		if !ok {
 			continue
 		}
@@ -106,25 +117,34 @@ func Classify(in Input) Result {
 	return Result{Outcome: Crash, Reason: shorten(reason)}
 }
 
-// matchSignatures finds the first signature in table order that matches
-// text. A "was killed" signature without evidence comes back as a weak
-// crash: a better explanation elsewhere may still win over it.
-func matchSignatures(text []byte, evidence bool) (r Result, weak, ok bool) {
-	if len(text) == 0 {
+// decide reads the first signature in table order that m holds. A "was
+// killed" signature without evidence comes back as a weak crash: a better
+// explanation elsewhere may still win over it.
+func decide(m *Matches, evidence bool) (r Result, weak, ok bool) {
+	s, line, ok := m.first(nil)
+	if !ok {
 		return Result{}, false, false
 	}
-	for _, s := range signatures {
-		start, end, ok := s.match(text)
-		if !ok {
-			continue
-		}
-		line := shorten(lineAround(text, start, end))
-		if s.killed && !evidence {
-			return Result{Outcome: Crash, Reason: line + " (no OOM kill recorded)", Signature: s.name}, true, true
-		}
-		return Result{Outcome: s.outcome, Reason: line, Signature: s.name}, false, true
+	if s.killed && !evidence {
+		return Result{Outcome: Crash, Reason: line + " (no OOM kill recorded)", Signature: s.name}, true, true
 	}
-	return Result{}, false, false
+	return Result{Outcome: s.outcome, Reason: line, Signature: s.name}, false, true
+}
+
+// caughtOOM classifies a trial that exited 0 by its output: one that printed
+// a GPU OOM ran out of memory and carried on (it caught the error, skipped
+// the batch, retried smaller), so it does not fit. The usual priority holds
+// (an OOM beside an illegal access is a symptom, and the trial stays ok);
+// texts that libraries also log when they recover at a size that fits
+// (failedOnly) are passed over.
+func caughtOOM(m *Matches) (Result, bool) {
+	s, line, ok := m.first(func(s *signature) bool { return s.failedOnly })
+	if !ok || s.outcome != OOM {
+		return Result{}, false
+	}
+	// The fact first: a display that clips the reason still shows why a
+	// trial that exited 0 does not fit.
+	return Result{Outcome: OOM, Reason: "OOM in the output, exit 0: " + line, Signature: s.name}, true
 }
 
 func describeStatus(code int, sig syscall.Signal) string {
@@ -136,18 +156,6 @@ func describeStatus(code int, sig syscall.Signal) string {
 		return "killed by " + name
 	}
 	return fmt.Sprintf("exit status %d", code)
-}
-
-// lineAround returns the whole line holding b[start:end], trimmed.
-func lineAround(b []byte, start, end int) string {
-	i := bytes.LastIndexByte(b[:start], '\n') + 1
-	j := bytes.IndexByte(b[end:], '\n')
-	if j < 0 {
-		j = len(b)
-	} else {
-		j += end
-	}
-	return strings.TrimSpace(string(b[i:j]))
 }
 
 func firstLine(s string) string {

@@ -11,8 +11,9 @@ import (
 )
 
 // TestCorpus classifies every real error text in testdata/corpus as the
-// output of a trial that exited with status 1. The file name says the
-// expected outcome: "<outcome>-<what>.txt".
+// output of a trial that exited with status 1, or 0 for a name with
+// "-exit0-" in it. The file name says the expected outcome:
+// "<outcome>-<what>.txt".
 func TestCorpus(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "corpus", "*.txt"))
 	if err != nil {
@@ -34,14 +35,18 @@ func TestCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := Classify(Input{ExitCode: 1, Output: out})
+			exit := 1
+			if strings.Contains(name, "-exit0-") {
+				exit = 0
+			}
+			got := Classify(Input{ExitCode: exit, Output: out})
 			if got.Outcome != want {
 				t.Fatalf("Classify = %s (%s, signature %q), want %s", got.Outcome, got.Reason, got.Signature, want)
 			}
 			if got.Reason == "" {
 				t.Error("empty reason")
 			}
-			if len(got.Reason) > maxReason+len("…")+len(" (no OOM kill recorded)") {
+			if len(got.Reason) > maxReason+2*len("…")+len("OOM in the output, exit 0: ") {
 				t.Errorf("reason is %d bytes long", len(got.Reason))
 			}
 		})
@@ -65,7 +70,12 @@ func TestClassifyOrder(t *testing.T) {
 		{"timeout beats output", Input{TimedOut: true, Signal: syscall.SIGTERM, Output: oom}, Timeout, "timed out"},
 		{"adapter OOM", Input{ExitCode: 1, Event: &adapter.Event{OOM: true}}, OOM, "torch.OutOfMemoryError (adapter)"},
 		{"adapter OOM with its exception", Input{ExitCode: 1, Event: &adapter.Event{OOM: true, Exception: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\nmore"}}, OOM, "Tried to allocate 1.00 GiB (adapter)"},
-		{"exit 0 is ok even with OOM text", Input{ExitCode: 0, Output: oom}, OK, "exit status 0"},
+		{"exit 0 with OOM text is an OOM caught by the program", Input{ExitCode: 0, Output: oom}, OOM, "OOM in the output, exit 0: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."},
+		{"exit 0 with an XLA autotuner warning is ok", Input{ExitCode: 0, Output: []byte("Profiling failure on cuDNN engine eng1{k2=4,k3=0}: UNKNOWN: CUDNN_STATUS_ALLOC_FAILED\n")}, OK, "exit status 0"},
+		{"exit 0 with an illegal access beside the OOM is ok", Input{ExitCode: 0, Output: append([]byte("RuntimeError: CUDA error: an illegal memory access was encountered\n"), oom...)}, OK, "exit status 0"},
+		{"exit 0 with host OOM text is ok", Input{ExitCode: 0, Output: []byte("MemoryError\n")}, OK, "exit status 0"},
+		{"exit 0 with matches from a scanner", Input{ExitCode: 0, Output: []byte("no OOM in the tail\n"), Matches: Scan(oom)}, OOM, "OOM in the output, exit 0: torch.OutOfMemoryError"},
+		{"matches from a scanner win over Output", Input{ExitCode: 1, Output: oom, Matches: Scan([]byte("KeyError: 'label'\n"))}, Crash, "exit status 1"},
 		{"exit 0 with adapter event without OOM", Input{Event: &adapter.Event{MaxAllocated: 1}}, OK, "exit status 0"},
 		{"SIGKILL with evidence", Input{ExitCode: -1, Signal: syscall.SIGKILL, HostOOMEvidence: true}, HostOOM, "killed by SIGKILL (kernel OOM kill)"},
 		{"SIGKILL without evidence", Input{ExitCode: -1, Signal: syscall.SIGKILL}, Crash, "killed by SIGKILL (not sent by batchfit; no OOM kill recorded)"},
@@ -140,8 +150,9 @@ func TestSignaturesHaveSamples(t *testing.T) {
 		"CUDA_ERROR_ILLEGAL_ADDRESS\nCUDNN_STATUS_EXECUTION_FAILED\nCUDA error: misaligned address\n" +
 		"HIP error: out of memory\nCUDA_ERROR_OUT_OF_MEMORY\nResource exhausted: Out of memory while trying to allocate 24 bytes.\n"
 	all = append(all, extra...)
-	for _, s := range signatures {
-		if _, _, ok := s.match(all); !ok {
+	m := Scan(all)
+	for i, s := range signatures {
+		if !m.found[i].ok {
 			t.Errorf("signature %q (%q %v) has no sample", s.name, s.text, s.re)
 		}
 	}

@@ -1,7 +1,8 @@
 // Package classify decides how a finished trial ended: it fits, it ran out of
 // GPU or host memory, it hit a size limit, it hung, it was canceled, or the
 // command is broken. It reads the adapter's structured event first and known
-// error signatures in the output tail second.
+// error signatures second, matched on the whole output as the trial writes it
+// (Scanner).
 package classify
 
 // Outcome is how one trial ended.

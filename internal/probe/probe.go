@@ -220,6 +220,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		Canceled:        res.Canceled,
 		HostOOMEvidence: res.HostOOMEvidence,
 		Output:          res.Output(),
+		Matches:         res.Matches,
 	}
 	if len(events) > 0 {
 		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception}

@@ -336,3 +336,37 @@ func TestCancelWithoutEndRecord(t *testing.T) {
 		t.Error("the job was not cancelled")
 	}
 }
+
+// The job's whole logs are searched for error texts, not only their tails:
+// an OOM followed by 200 KB of other output is still an OOM.
+func TestWholeLogIsSearched(t *testing.T) {
+	var c calls
+	spec := fakeSpec(t)
+	ended := endedAs(&c, func(int) string { return "JobState=FAILED ExitCode=1:0" })
+	e := fakeExecutor(t, func(name string, args []string) (string, string, error) {
+		if name == "sbatch" {
+			// What the job writes on its node.
+			log := "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.\n" +
+				strings.Repeat("[rank0]: shutting down the process group, waiting for the other ranks\n", 3000)
+			if err := os.WriteFile(spec.StderrPath, []byte(log), 0o644); err != nil {
+				t.Error(err)
+			}
+			if err := os.WriteFile(spec.StdoutPath, []byte("step 1/3\n"), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		return ended(name, args)
+	})
+	res, err := e.Run(context.Background(), spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := classify.Input{ExitCode: res.ExitCode, Signal: res.Signal, Output: res.Output()}
+	if got := classify.Classify(in); got.Outcome != classify.Crash {
+		t.Fatalf("the tails alone classify %s (%s); the test no longer shows anything", got.Outcome, got.Reason)
+	}
+	in.Matches = res.Matches
+	if got := classify.Classify(in); got.Outcome != classify.OOM || !strings.Contains(got.Reason, "Tried to allocate 8.00 GiB") {
+		t.Errorf("classified %s (%s), want oom", got.Outcome, got.Reason)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
@@ -426,6 +427,11 @@ follow:
 	}
 	res.StdoutTail = trial.ReadTail(j.stdout, 0, tail)
 	res.StderrTail = trial.ReadTail(j.stderr, 0, tail)
+	// The whole logs, not only their tails, are searched for error texts.
+	res.Matches = trial.ScanLog(j.stderr, 0)
+	if j.stdout != j.stderr {
+		res.Matches = classify.Merge(res.Matches, trial.ScanLog(j.stdout, 0))
+	}
 	return res, end, id, nil
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
@@ -81,6 +82,10 @@ type Result struct {
 	Duration        time.Duration // from start until the leader exited
 	StdoutTail      []byte
 	StderrTail      []byte
+	// Matches are the error signatures found in the whole of both logs,
+	// read as the trial wrote them; nil if the logs could not be read, and
+	// then internal/classify reads the tails.
+	Matches *classify.Matches
 	// Orphans counts processes of the trial (dataloader workers, torchrun
 	// ranks, daemons) that were still alive after the leader exited and had
 	// to be killed.
@@ -222,6 +227,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 	pid := cmd.Process.Pid
 	res := Result{PID: pid, Start: start}
+	scan := startLogScan(logs.stderr.Name(), logs.stdout.Name())
 	stopWatch := func() {}
 	if w != nil {
 		stopWatch = w.Watch(pid)
@@ -291,6 +297,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 	res.StdoutTail = ReadTail(logs.stdout.Name(), 0, tailBytes)
 	res.StderrTail = ReadTail(logs.stderr.Name(), 0, tailBytes)
+	res.Matches = scan.finish()
 	return res, nil
 }
 

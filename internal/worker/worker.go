@@ -453,6 +453,7 @@ func (w *Worker) died(res Result, evidence func() bool) Result {
 		Signal:          w.signal,
 		HostOOMEvidence: evidence(),
 		Output:          []byte(res.Tail),
+		Matches:         trial.ScanLog(w.stderr, w.mark),
 	})
 	res.Outcome = c.Outcome
 	if c.Outcome == classify.OK {
