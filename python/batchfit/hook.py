@@ -79,7 +79,7 @@ def _wrap_excepthook():
 class _PostImportFinder(object):
     """A meta path finder that answers only for the module names it watches:
     it finds the real spec through the finders after it and wraps the loader
-    so that the name's callback runs once the module has finished importing.
+    so that the name's callbacks run once the module has finished importing.
     It watches "torch" (so that torch itself is never imported by us) and,
     should torch not have imported it, "torch.optim.optimizer"."""
 
@@ -113,12 +113,13 @@ _finder = _PostImportFinder()
 
 
 def _after_import(name, callback):
-    """Run callback(module) now if name is imported, else once it is."""
+    """Run callback(module) now if name is imported, else once it is. A
+    name may have several callbacks; they run in the order given."""
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
         return
-    _finder.callbacks[name] = callback
+    _finder.callbacks.setdefault(name, []).append(callback)
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
 
@@ -154,10 +155,10 @@ def _wrap_loader(loader, name):
                 pass
         # One-shot: find_spec may run more often than the module is executed
         # (importlib.util.find_spec("torch"), as libraries do to probe).
-        callback = _finder.callbacks.pop(name, None)
+        callbacks = _finder.callbacks.pop(name, [])
         if not _finder.callbacks:
             _remove_finder()
-        if callback is not None:
+        for callback in callbacks:
             try:
                 callback(module)
             except Exception:
