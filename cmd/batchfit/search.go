@@ -113,7 +113,7 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
 	}
 	fs := cmd.Flags()
 	o.register(fs)
-	fs.StringVar(&o.framework, "framework", adapter.FrameworkAuto, "the command's framework, for its memory figures and --memory-limit: auto (torch for Python commands), torch or none")
+	fs.StringVar(&o.framework, "framework", adapter.FrameworkAuto, "the command's framework, for its memory figures and --memory-limit: auto (every framework's for Python commands), torch, jax, tensorflow or none")
 	fs.BoolVar(&o.torch, "torch", false, "same as --framework torch")
 	flagGroup(fs, groupMemory, "framework", "torch")
 	useFlagGroups(cmd)

@@ -35,21 +35,29 @@ type Framework interface {
 // Peaks are a trial's peak memory as the framework counts it, in bytes;
 // zero means unknown.
 type Peaks struct {
-	Allocated uint64 // held by live tensors (torch: max_memory_allocated)
-	Reserved  uint64 // held by the framework's pool (torch: max_memory_reserved)
+	Allocated uint64 // held by live tensors (torch: max_memory_allocated; JAX: peak_bytes_in_use)
+	Reserved  uint64 // held by the framework's pool (torch: max_memory_reserved; JAX: pool_bytes)
+	// Limit is the framework's own pool limit when it reports one (JAX's
+	// bytes_limit, TensorFlow's logical device limit): the capacity that
+	// matters to it, which may be less than the card's.
+	Limit uint64
 }
 
 // The names --framework takes.
 const (
-	FrameworkAuto  = "auto"
-	FrameworkTorch = "torch"
-	FrameworkNone  = "none"
+	FrameworkAuto       = "auto"
+	FrameworkTorch      = "torch"
+	FrameworkJAX        = "jax"
+	FrameworkTensorFlow = "tensorflow"
+	FrameworkNone       = "none"
 )
 
 // frameworks are the frameworks batchfit supports, by name.
 var frameworks = map[string]Framework{
-	FrameworkTorch: Torch{},
-	FrameworkNone:  None{},
+	FrameworkTorch:      Torch{},
+	FrameworkJAX:        JAX{},
+	FrameworkTensorFlow: TensorFlow{},
+	FrameworkNone:       None{},
 }
 
 // FrameworkNames lists the values --framework accepts, auto first.
@@ -75,12 +83,13 @@ func (e *UnknownFrameworkError) Hint() string {
 }
 
 // Choose returns the framework for argv: the one named, or with "auto" (or
-// "") the one the command is recognised to use: torch for a Python command
-// (IsPython), none otherwise.
+// "") Python for a Python command (IsPython), none otherwise. Which
+// framework a Python program uses is not known before it runs, so Python
+// serves them all.
 func Choose(name string, argv []string) (Framework, error) {
 	if name == "" || name == FrameworkAuto {
 		if IsPython(argv) {
-			return Torch{}, nil
+			return Python{}, nil
 		}
 		return None{}, nil
 	}

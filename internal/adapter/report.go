@@ -1,6 +1,7 @@
-// Package adapter is the Go side of the PyTorch adapter: it places the
-// embedded Python package on a trial's PYTHONPATH and reads the reports the
-// adapter writes to the private channel named by BATCHFIT_REPORT.
+// Package adapter is the Go side of the Python adapter: it places the
+// embedded Python package on a trial's PYTHONPATH, reads the reports the
+// adapter writes to the private channel named by BATCHFIT_REPORT, and knows
+// each framework (Framework: torch, JAX, TensorFlow).
 package adapter
 
 import (
@@ -29,14 +30,36 @@ type Event struct {
 	DeviceIndex     int    `json:"device_index,omitempty"`
 	DeviceTotal     uint64 `json:"device_total,omitempty"` // bytes
 
-	MaxAllocated uint64 `json:"max_memory_allocated,omitempty"` // bytes
-	MaxReserved  uint64 `json:"max_memory_reserved,omitempty"`  // bytes
+	// MaxAllocated is the framework's own peak in bytes: torch's
+	// max_memory_allocated, or the largest device peak of JAX or TensorFlow.
+	MaxAllocated uint64 `json:"max_memory_allocated,omitempty"`
+	MaxReserved  uint64 `json:"max_memory_reserved,omitempty"` // bytes (torch)
 
-	// OOM is set when a torch out-of-memory error ended the program.
+	// Framework names whose memory figures the event holds: "torch" (when
+	// it used CUDA), else "jax" or "tensorflow"; empty when none reported.
+	Framework string `json:"framework,omitempty"`
+	// Devices are JAX's or TensorFlow's figures for each local device.
+	Devices []DeviceMemory `json:"devices,omitempty"`
+	// MemoryLimit is the framework's own pool limit in bytes, the largest
+	// over devices: JAX's bytes_limit (75 % of the card by default, or the
+	// XLA memory fraction), TensorFlow's logical device limit.
+	MemoryLimit uint64 `json:"memory_limit,omitempty"`
+
+	// OOM is set when a GPU out-of-memory error (torch, JAX or TensorFlow)
+	// ended the program.
 	OOM bool `json:"oom,omitempty"`
 	// Exception is "Type: message" (first line) of the exception that ended
 	// the program, if any.
 	Exception string `json:"exception,omitempty"`
+	// OOMsCaught counts GPU out-of-memory errors that reached Python and
+	// that the program survived (it caught them), not counting the one that
+	// ended it.
+	OOMsCaught int `json:"ooms_caught,omitempty"`
+	// OOMRequests are the allocations refused, the first ones of the
+	// process: torch's allocator observer reports every one (those torch
+	// recovered from by itself too); for JAX and TensorFlow, those named by
+	// the errors counted.
+	OOMRequests []OOMRequest `json:"oom_requests,omitempty"`
 
 	// Steps counts the optimizer steps the adapter observed (those of the
 	// first optimizer that stepped), so a run of one step is told from a run
@@ -46,6 +69,26 @@ type Event struct {
 	// than Steps), when the adapter could observe them (torch's global
 	// optimizer step hook; before torch 2.0, a wrapper of Optimizer.step).
 	StepTimes []float64 `json:"step_times,omitempty"`
+}
+
+// DeviceMemory is a framework's own memory figures for one local device, in
+// bytes; zero is unknown.
+type DeviceMemory struct {
+	Index int    `json:"index"`                 // among the process's local devices
+	Peak  uint64 `json:"peak_bytes,omitempty"`  // JAX peak_bytes_in_use; TensorFlow get_memory_info peak
+	Limit uint64 `json:"limit_bytes,omitempty"` // JAX bytes_limit; TensorFlow logical device limit
+	Pool  uint64 `json:"pool_bytes,omitempty"`  // JAX pool_bytes: what its allocator holds
+}
+
+// OOMRequest is one allocation a framework refused.
+type OOMRequest struct {
+	Device int    `json:"device"`
+	Bytes  uint64 `json:"bytes,omitempty"` // asked for
+	// Limit is what torch's allocator may use on the device (the per-process
+	// fraction's cap, else the device's total), as its OOM observer reports
+	// it; Free is the device's free memory then (torch only).
+	Limit uint64 `json:"limit,omitempty"`
+	Free  uint64 `json:"free,omitempty"`
 }
 
 // Append writes ev as one JSON line to the report file at path. Each event is

@@ -6,14 +6,29 @@ type Summary struct {
 	// Events is how many exit events were read; zero means the hook never
 	// reached a normal interpreter exit (or the command is not Python).
 	Events int
-	// OOM is set when any process ended on a torch out-of-memory error.
+	// OOM is set when any process ended on a GPU out-of-memory error.
 	OOM bool
+	// OOMsCaught is how many out-of-memory errors the processes caught and
+	// survived, summed over them; OOMRequests are the first refused
+	// allocations they reported (at most MaxOOMRequests).
+	OOMsCaught  int
+	OOMRequests []OOMRequest
 	// Exception is the exception that ended the first process that ended on
 	// an OOM, or else on any exception, rank 0 first.
 	Exception string
 	// MaxAllocated and MaxReserved are the largest peaks of any one process
 	// (the max over ranks), in bytes; zero when CUDA was not used.
+	// MaxAllocated is the framework's own peak: torch's, JAX's or
+	// TensorFlow's (see Framework).
 	MaxAllocated, MaxReserved uint64
+	// Framework is the framework that reported memory ("torch", "jax",
+	// "tensorflow"), that of the process with the largest peak; "" when none
+	// did.
+	Framework string
+	// MemoryLimit is the largest pool limit the framework reported (JAX's
+	// bytes_limit, TensorFlow's logical device limit) and MaxPool the
+	// largest pool it held (JAX's pool_bytes), in bytes; zero when unknown.
+	MemoryLimit, MaxPool uint64
 	// Torch is the torch version, Device and DeviceTotal (bytes) the GPU of
 	// the process with the largest allocated peak.
 	Torch       string
@@ -27,6 +42,9 @@ type Summary struct {
 	StepTimes []float64
 }
 
+// MaxOOMRequests bounds Summary.OOMRequests.
+const MaxOOMRequests = 20
+
 // Summarize folds a trial's events (from Read) into one Summary. Only "exit"
 // events count.
 func Summarize(events []Event) Summary {
@@ -35,6 +53,7 @@ func Summarize(events []Event) Summary {
 	var kept *Event     // whose exception is reported
 	var stepper *Event  // whose step figures are reported
 	var deviceOf *Event // whose device is reported
+	var frameworkOf *Event
 	for i := range events {
 		ev := &events[i]
 		if ev.Event != "exit" {
@@ -54,6 +73,15 @@ func Summarize(events []Event) Summary {
 		}
 		s.MaxAllocated = max(s.MaxAllocated, ev.MaxAllocated)
 		s.MaxReserved = max(s.MaxReserved, ev.MaxReserved)
+		if ev.Framework != "" && (frameworkOf == nil || ev.MaxAllocated > frameworkOf.MaxAllocated) {
+			frameworkOf = ev
+		}
+		s.MemoryLimit = max(s.MemoryLimit, ev.MemoryLimit)
+		for _, d := range ev.Devices {
+			s.MaxPool = max(s.MaxPool, d.Pool)
+		}
+		s.OOMsCaught += ev.OOMsCaught
+		s.OOMRequests = append(s.OOMRequests, ev.OOMRequests[:min(len(ev.OOMRequests), MaxOOMRequests-len(s.OOMRequests))]...)
 		if ev.Steps > 0 && (stepper == nil || (ev.Rank == 0 && stepper.Rank != 0)) {
 			stepper = ev
 		}
@@ -64,6 +92,9 @@ func Summarize(events []Event) Summary {
 	}
 	if deviceOf != nil {
 		s.Device, s.DeviceTotal = deviceOf.Device, deviceOf.DeviceTotal
+	}
+	if frameworkOf != nil {
+		s.Framework = frameworkOf.Framework
 	}
 	if stepper != nil {
 		s.Steps, s.StepTimes = stepper.Steps, stepper.StepTimes

@@ -55,6 +55,36 @@ func TestSummarize(t *testing.T) {
 			},
 			want: Summary{Events: 2, Torch: "2.11.0", Device: "H200", MaxAllocated: 7, Ranks: 1, Steps: 2, StepTimes: []float64{3}},
 		},
+		{
+			name: "jax ranks: largest peak, limit and pool; caught OOMs summed",
+			events: []Event{
+				{Version: 1, Event: "exit", Rank: 0, Framework: "jax", MaxAllocated: 5, MemoryLimit: 75,
+					Devices: []DeviceMemory{{Index: 0, Peak: 5, Limit: 75, Pool: 75}}, OOMsCaught: 1,
+					OOMRequests: []OOMRequest{{Device: 0, Bytes: 100}}},
+				{Version: 1, Event: "exit", Rank: 1, Framework: "jax", MaxAllocated: 9, MemoryLimit: 70,
+					Devices: []DeviceMemory{{Index: 0, Peak: 9, Limit: 70, Pool: 70}, {Index: 1, Peak: 2, Limit: 70, Pool: 80}}, OOMsCaught: 2,
+					OOMRequests: []OOMRequest{{Device: 1, Bytes: 200}, {Device: 1, Bytes: 150}}},
+				{Version: 1, Event: "exit", Rank: 2},
+			},
+			want: Summary{Events: 3, Ranks: 3, Framework: "jax", MaxAllocated: 9, MemoryLimit: 75, MaxPool: 80, OOMsCaught: 3,
+				OOMRequests: []OOMRequest{{Device: 0, Bytes: 100}, {Device: 1, Bytes: 200}, {Device: 1, Bytes: 150}}},
+		},
+		{
+			name: "the framework with the largest peak; requests bounded",
+			events: []Event{
+				{Version: 1, Event: "exit", PID: 1, Framework: "tensorflow", MaxAllocated: 3, OOMRequests: make([]OOMRequest, 15)},
+				{Version: 1, Event: "exit", PID: 2, Framework: "torch", MaxAllocated: 4, MaxReserved: 4, OOMRequests: make([]OOMRequest, 15)},
+			},
+			want: Summary{Events: 2, Ranks: 1, Framework: "torch", MaxAllocated: 4, MaxReserved: 4, OOMRequests: make([]OOMRequest, MaxOOMRequests)},
+		},
+		{
+			name: "an OOM ended one process after another caught one",
+			events: []Event{
+				{Version: 1, Event: "exit", Rank: 0, OOMsCaught: 1},
+				{Version: 1, Event: "exit", Rank: 1, OOM: true, Exception: "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor"},
+			},
+			want: Summary{Events: 2, Ranks: 2, OOM: true, OOMsCaught: 1, Exception: "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Summarize(tc.events); !reflect.DeepEqual(got, tc.want) {

@@ -16,18 +16,52 @@ import (
 // be found or torch is not installed: the version is a fingerprint input,
 // not a requirement.
 func TorchVersion(ctx context.Context, argv []string) string {
+	for _, d := range installed(ctx, argv, "torch") {
+		return d.version
+	}
+	return ""
+}
+
+// Versions is, like TorchVersion, what the command's interpreter has
+// installed of the distributions named: "name version" for each one that is,
+// joined by ", " ("jax 0.4.30, jaxlib 0.4.30"); "" when none is.
+func Versions(ctx context.Context, argv []string, dists ...string) string {
+	var out []string
+	for _, d := range installed(ctx, argv, dists...) {
+		out = append(out, d.name+" "+d.version)
+	}
+	return strings.Join(out, ", ")
+}
+
+type dist struct{ name, version string }
+
+// versionScript prints "name version" for each distribution named in its
+// arguments that is installed.
+const versionScript = `import importlib.metadata as m, sys
+for d in sys.argv[1:]:
+    try:
+        print(d, m.version(d))
+    except Exception:
+        pass`
+
+func installed(ctx context.Context, argv []string, dists ...string) []dist {
 	py := interpreterOf(argv)
 	if py == "" {
-		return ""
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "-c",
-		"import importlib.metadata as m\ntry:\n print(m.version('torch'))\nexcept Exception:\n pass").Output()
+	out, err := exec.CommandContext(ctx, py, append([]string{"-c", versionScript}, dists...)...).Output()
 	if err != nil {
-		return ""
+		return nil
 	}
-	return strings.TrimSpace(string(out))
+	var found []dist
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if name, version, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			found = append(found, dist{name, version})
+		}
+	}
+	return found
 }
 
 // interpreterOf finds the Python interpreter a command runs: the command

@@ -65,6 +65,15 @@ func Classify(in Input) Result {
 			}
 			return Result{Outcome: OOM, Reason: shorten(exception) + " (adapter)", Signature: "adapter"}
 		}
+		// A program that caught its OOM (to skip the batch, or to exit with
+		// its own status) did not fit either.
+		if n := in.Event.OOMsCaught; n > 0 {
+			what := "OOM caught by the program"
+			if n > 1 {
+				what = fmt.Sprintf("%d OOMs caught by the program", n)
+			}
+			return Result{Outcome: OOM, Reason: what + ", " + describeStatus(in.ExitCode, in.Signal), Signature: "adapter"}
+		}
 	}
 	found := in.Matches
 	if found == nil {

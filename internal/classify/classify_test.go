@@ -215,3 +215,30 @@ func TestParseTorchOOM(t *testing.T) {
 		}
 	})
 }
+
+// A program that catches its own OOM did not fit, whatever its status; the
+// adapter counts the OOMs it caught.
+func TestClassifyCaughtOOM(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     Input
+		want   Outcome
+		reason string
+	}{
+		{"caught, exit 0", Input{Event: &adapter.Event{OOMsCaught: 1}}, OOM, "OOM caught by the program, exit status 0"},
+		{"caught, exit 3", Input{ExitCode: 3, Event: &adapter.Event{OOMsCaught: 1}}, OOM, "OOM caught by the program, exit status 3"},
+		{"several caught", Input{Event: &adapter.Event{OOMsCaught: 4}}, OOM, "4 OOMs caught by the program, exit status 0"},
+		{"caught, then a crash", Input{ExitCode: 1, Event: &adapter.Event{OOMsCaught: 1, Exception: "KeyError: 'label'"}}, OOM, "OOM caught by the program, exit status 1"},
+		{"the ending OOM names itself", Input{ExitCode: 1, Event: &adapter.Event{OOM: true, OOMsCaught: 2, Exception: "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory"}}, OOM, "RESOURCE_EXHAUSTED: Out of memory (adapter)"},
+		{"a timeout stays a timeout", Input{TimedOut: true, Event: &adapter.Event{OOMsCaught: 1}}, Timeout, "timed out"},
+		{"none caught", Input{Event: &adapter.Event{}}, OK, "exit status 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Classify(tt.in)
+			if got.Outcome != tt.want || !strings.Contains(got.Reason, tt.reason) {
+				t.Fatalf("Classify = %s %q, want %s with %q", got.Outcome, got.Reason, tt.want, tt.reason)
+			}
+		})
+	}
+}

@@ -223,15 +223,22 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		Matches:         res.Matches,
 	}
 	if len(events) > 0 {
-		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception}
+		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception, OOMsCaught: sum.OOMsCaught}
 	}
 	c := classify.Classify(in)
 
 	// A framework with an allocator cap enforces --memory-limit itself;
-	// other programs are held to it by their measured peak.
+	// other programs are held to it by their measured peak. A framework's
+	// own peak above the limit means the program got round the cap (a JAX
+	// program that sets its own memory fraction, say).
 	peaks := p.cfg.Framework.Peaks(sum)
-	if c.Outcome == classify.OK && p.cfg.MemoryLimit > 0 && !p.cfg.Framework.EnforcesLimit(sum) && device > p.cfg.MemoryLimit {
-		c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(p.cfg.MemoryLimit))}
+	if limit := p.cfg.MemoryLimit; c.Outcome == classify.OK && limit > 0 {
+		switch {
+		case peaks.Allocated > limit:
+			c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (framework peak %s > %s)", units.Bytes(peaks.Allocated), units.Bytes(limit))}
+		case !p.cfg.Framework.EnforcesLimit(sum) && device > limit:
+			c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(limit))}
+		}
 	}
 
 	t := record.Trial{
@@ -269,7 +276,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	return search.Observation{
 		Size:    size,
 		Outcome: c.Outcome,
-		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device},
+		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: peaks.Limit},
 	}, nil
 }
 

@@ -270,9 +270,25 @@ func (d *driver) points(hi int) (Figure, []memmodel.Point) {
 }
 
 // marginLimit is the peak, in units of the memory figure, that leaves
-// MarginPercent of Capacity free.
+// MarginPercent of the capacity free.
 func (d *driver) marginLimit() float64 {
-	return float64(d.cfg.Capacity) * (1 - d.cfg.MarginPercent/100)
+	capacity, _ := d.capacity()
+	return float64(capacity) * (1 - d.cfg.MarginPercent/100)
+}
+
+// capacity is the memory a trial's peak must fit in: Capacity, or the
+// smallest pool limit a trial's framework reported when that is less (JAX's
+// pool is 75 % of the card by default). pooled says it is such a limit: a
+// framework's own pool lies outside the CUDA context, as an allocator cap
+// does.
+func (d *driver) capacity() (capacity uint64, pooled bool) {
+	capacity = d.cfg.Capacity
+	for _, o := range d.belief {
+		if l := o.Memory.Limit; l > 0 && (capacity == 0 || l < capacity) {
+			capacity, pooled = l, true
+		}
+	}
+	return capacity, pooled
 }
 
 // marginBracket returns the margin's bracket: mlo, the largest size below
@@ -312,7 +328,12 @@ func (d *driver) view(lo, hi int) view {
 	if f, err := memmodel.Estimate(v.points); err == nil {
 		v.fit = &f
 	}
-	v.cLo, v.cHi = expectedPeak(d.cfg.Capacity, fig, d.context(hi))
+	capacity, pooled := d.capacity()
+	context := 0.0
+	if !pooled {
+		context = d.context(hi)
+	}
+	v.cLo, v.cHi = expectedPeak(capacity, fig, context)
 	return v
 }
 

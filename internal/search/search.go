@@ -27,6 +27,10 @@ type Memory struct {
 	Allocated uint64 `json:"peak_allocated_bytes,omitempty"` // PyTorch max_memory_allocated (adapter)
 	Reserved  uint64 `json:"peak_reserved_bytes,omitempty"`  // PyTorch max_memory_reserved (adapter)
 	Device    uint64 `json:"peak_device_bytes,omitempty"`    // NVML: peak sum over the trial's process tree
+	// Limit is the framework's own pool limit (JAX's bytes_limit, 75 % of
+	// the card unless told otherwise): the capacity that Allocated must fit
+	// in, when below the card's.
+	Limit uint64 `json:"limit_bytes,omitempty"`
 }
 
 // Prober runs trials. Probe runs the given sizes (concurrently where it can)

@@ -3,13 +3,14 @@
 batchfit runs every trial as a fresh process. Its sitecustomize calls
 install() at start-up when BATCHFIT_REPORT names a report file; at interpreter
 exit one "exit" event (a JSON line, version 1) is appended to that file with
-torch's peak memory counters, the device, the time between optimizer steps and
-whether a torch out-of-memory error ended the program.
+torch's peak memory counters (or JAX's or TensorFlow's, see
+batchfit.frameworks), the device, the time between optimizer steps, whether a
+GPU out-of-memory error ended the program and how many the program caught.
 
 Rules this module keeps, because it runs inside someone else's program:
 
-- torch is never imported here. A post-import hook notices when the program
-  imports it, and only then are the optimizer step hooks registered.
+- No framework is imported here. A post-import hook notices when the program
+  imports torch (or jax, or tensorflow), and only then are its hooks set.
 - Every error of our own is swallowed; the program's behaviour is unchanged
   apart from one torch.cuda.synchronize() per optimizer step (only when CUDA
   is initialized), so that step times cover the GPU work.
@@ -63,6 +64,12 @@ def install(path=None):
     atexit.register(_at_exit)
     _wrap_excepthook()
     _after_import("torch", _torch_imported)
+    try:
+        from batchfit import frameworks
+
+        frameworks.install(_after_import)
+    except Exception:
+        pass
     return True
 
 
@@ -79,9 +86,9 @@ def _wrap_excepthook():
 class _PostImportFinder(object):
     """A meta path finder that answers only for the module names it watches:
     it finds the real spec through the finders after it and wraps the loader
-    so that the name's callback runs once the module has finished importing.
-    It watches "torch" (so that torch itself is never imported by us) and,
-    should torch not have imported it, "torch.optim.optimizer"."""
+    so that the name's callbacks run once the module has finished importing.
+    It watches "torch", "jax" and "tensorflow" (so that none is ever imported
+    by us) and, should torch not have imported it, "torch.optim.optimizer"."""
 
     def __init__(self):
         self.callbacks = {}
@@ -113,12 +120,13 @@ _finder = _PostImportFinder()
 
 
 def _after_import(name, callback):
-    """Run callback(module) now if name is imported, else once it is."""
+    """Run callback(module) now if name is imported, else once it is. A
+    name may have several callbacks; they run in the order given."""
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
         return
-    _finder.callbacks[name] = callback
+    _finder.callbacks.setdefault(name, []).append(callback)
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
 
@@ -154,10 +162,10 @@ def _wrap_loader(loader, name):
                 pass
         # One-shot: find_spec may run more often than the module is executed
         # (importlib.util.find_spec("torch"), as libraries do to probe).
-        callback = _finder.callbacks.pop(name, None)
+        callbacks = _finder.callbacks.pop(name, [])
         if not _finder.callbacks:
             _remove_finder()
-        if callback is not None:
+        for callback in callbacks:
             try:
                 callback(module)
             except Exception:
@@ -292,6 +300,12 @@ def exit_event():
             event.update(_cuda_memory(torch))
         except Exception:
             pass
+    try:
+        from batchfit import frameworks
+
+        event.update(frameworks.exit_fields(event, exc))
+    except Exception:
+        pass
     if _state.steps:
         event["steps"] = _state.steps
     if _state.step_times:
@@ -361,7 +375,7 @@ def describe(exc):
 
 def caused_by_oom(exc):
     """Whether exc, or an exception it was raised from or while handling, is a
-    GPU out-of-memory error of torch."""
+    GPU out-of-memory error of torch, JAX or TensorFlow."""
     seen = set()
     while exc is not None and id(exc) not in seen and len(seen) < _MAX_CHAIN:
         seen.add(id(exc))
@@ -372,7 +386,15 @@ def caused_by_oom(exc):
 
 
 def is_oom(exc):
-    """Whether exc itself is a torch GPU out-of-memory error."""
+    """Whether exc itself is a GPU out-of-memory error of torch, JAX or
+    TensorFlow."""
+    try:
+        from batchfit import frameworks
+
+        if frameworks.is_oom(exc):
+            return True
+    except Exception:
+        pass
     torch = sys.modules.get("torch")
     if torch is not None:
         classes = []

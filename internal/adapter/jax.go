@@ -1,0 +1,61 @@
+package adapter
+
+import (
+	"context"
+	"strconv"
+)
+
+// The environment variables through which JAX sizes XLA's memory pool, as a
+// fraction of the card. Newer jaxlib refuses to start when both are set.
+const (
+	XLAFractionEnv       = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+	XLAClientFractionEnv = "XLA_CLIENT_MEM_FRACTION"
+)
+
+// JAX is JAX (XLA): the hook reports each local device's memory_stats()
+// (peak_bytes_in_use, bytes_limit, pool_bytes), and the pool is capped
+// through the XLA memory fraction. JAX preallocates 75 % of the card by
+// default, so the device's memory (NVML) stays flat whatever the batch size:
+// only JAX's own peak says what a trial used, and its pool (bytes_limit), not
+// the card, is what a trial must fit in.
+type JAX struct{}
+
+// Name is "jax".
+func (JAX) Name() string { return FrameworkJAX }
+
+// Hooked is true: the hook reports JAX's own figures.
+func (JAX) Hooked() bool { return true }
+
+// LimitEnv makes XLA's pool limit/total of the device through exactly one
+// fraction variable: the user's XLA_CLIENT_MEM_FRACTION when that is the one
+// they set, else XLA_PYTHON_CLIENT_MEM_FRACTION (and the other is dropped).
+// Preallocation is left as the user has it.
+func (JAX) LimitEnv(env []string, limit, total uint64) []string {
+	if limit == 0 || total == 0 || limit > total {
+		return env
+	}
+	key := XLAFractionEnv
+	if _, ours := Lookup(env, XLAFractionEnv); !ours {
+		if _, theirs := Lookup(env, XLAClientFractionEnv); theirs {
+			key = XLAClientFractionEnv
+		}
+	}
+	// Full precision, as for torch's fraction: four decimals of a large card
+	// are several MiB.
+	fraction := strconv.FormatFloat(float64(limit)/float64(total), 'f', -1, 64)
+	return append(without(env, XLAFractionEnv, XLAClientFractionEnv), key+"="+fraction)
+}
+
+// Peaks are JAX's largest device peak, pool and pool limit.
+func (JAX) Peaks(s Summary) Peaks {
+	return Peaks{Allocated: s.MaxAllocated, Reserved: s.MaxPool, Limit: s.MemoryLimit}
+}
+
+// EnforcesLimit is true when JAX reported a pool limit: XLA's allocator
+// fails the trial at it.
+func (JAX) EnforcesLimit(s Summary) bool { return s.Framework == FrameworkJAX && s.MemoryLimit > 0 }
+
+// Version is jax's and jaxlib's.
+func (JAX) Version(ctx context.Context, argv []string) string {
+	return Versions(ctx, argv, "jax", "jaxlib")
+}
