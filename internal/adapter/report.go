@@ -46,6 +46,13 @@ type Event struct {
 	// than Steps), when the adapter could observe them (torch's global
 	// optimizer step hook; before torch 2.0, a wrapper of Optimizer.step).
 	StepTimes []float64 `json:"step_times,omitempty"`
+	// StepPeaks are the framework's peak memory in bytes after each step
+	// (torch: max_memory_allocated, when CUDA is initialized), so that
+	// memory still rising at the last step can be seen.
+	StepPeaks []uint64 `json:"step_peaks,omitempty"`
+	// Stopped is set when the adapter ended the program after BATCHFIT_STEPS
+	// steps (it then exits with status 0); Steps says how many.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Append writes ev as one JSON line to the report file at path. Each event is

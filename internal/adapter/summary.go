@@ -21,10 +21,14 @@ type Summary struct {
 	DeviceTotal uint64
 	// Ranks is how many distinct ranks reported.
 	Ranks int
-	// Steps and StepTimes (seconds between consecutive optimizer steps) are
-	// those of rank 0, or of the first process that stepped at all.
+	// Steps, StepTimes (seconds between consecutive optimizer steps) and
+	// StepPeaks (bytes after each step) are those of rank 0, or of the first
+	// process that stepped at all.
 	Steps     int
 	StepTimes []float64
+	StepPeaks []uint64
+	// Stopped is set when the adapter ended any process after its steps.
+	Stopped bool
 }
 
 // Summarize folds a trial's events (from Read) into one Summary. Only "exit"
@@ -43,6 +47,7 @@ func Summarize(events []Event) Summary {
 		s.Events++
 		ranks[ev.Rank] = true
 		s.OOM = s.OOM || ev.OOM
+		s.Stopped = s.Stopped || ev.Stopped
 		if ev.Exception != "" && (kept == nil || betterException(ev, kept)) {
 			kept = ev
 		}
@@ -66,7 +71,7 @@ func Summarize(events []Event) Summary {
 		s.Device, s.DeviceTotal = deviceOf.Device, deviceOf.DeviceTotal
 	}
 	if stepper != nil {
-		s.Steps, s.StepTimes = stepper.Steps, stepper.StepTimes
+		s.Steps, s.StepTimes, s.StepPeaks = stepper.Steps, stepper.StepTimes, stepper.StepPeaks
 	}
 	return s
 }

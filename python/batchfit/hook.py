@@ -6,23 +6,31 @@ exit one "exit" event (a JSON line, version 1) is appended to that file with
 torch's peak memory counters, the device, the time between optimizer steps and
 whether a torch out-of-memory error ended the program.
 
+When BATCHFIT_STEPS is a positive N, the trial ends after its N-th training
+step (see _stop): the exit event is written at once with "stopped": true and
+the process exits with status 0. What counts as a step: for torch, a step of
+the first optimizer that steps.
+
 Rules this module keeps, because it runs inside someone else's program:
 
 - torch is never imported here. A post-import hook notices when the program
   imports it, and only then are the optimizer step hooks registered.
 - Every error of our own is swallowed; the program's behaviour is unchanged
   apart from one torch.cuda.synchronize() per optimizer step (only when CUDA
-  is initialized), so that step times cover the GPU work.
+  is initialized), so that step times cover the GPU work, and the stop after
+  BATCHFIT_STEPS steps.
 - Only the process that installed the hook reports: a forked child inherits
   the atexit handler but is not a trial of its own.
 """
 
 import atexit
+import functools
 import os
 import sys
 import time
 
 REPORT_ENV = "BATCHFIT_REPORT"
+STEPS_ENV = "BATCHFIT_STEPS"
 EVENT_VERSION = 1
 
 # Bounds that keep one event a reasonable single write even for a long run.
@@ -36,10 +44,15 @@ class _State(object):
         self.path = None
         self.pid = None
         self.exception = None
-        self.optimizer = None  # id() of the first optimizer that stepped
+        # Who owns the step count: id() of the first torch optimizer that
+        # stepped.
+        self.optimizer = None
         self.last_step = None
         self.steps = 0
         self.step_times = []
+        self.step_peaks = []  # peak bytes after each step, where known
+        self.stop_at = 0  # end the program after this many steps; 0: never
+        self.reported = False
         self.depth = 0  # nesting of timed step() calls (old torch only)
         self.timing = False  # whether optimizer steps are hooked
 
@@ -58,12 +71,28 @@ def install(path=None):
         return False
     _state.path = path
     _state.pid = os.getpid()
+    _state.stop_at = _steps_from_env()
     # Registered before the program runs, so it runs after the program's own
     # atexit handlers (atexit is last-in, first-out).
     atexit.register(_at_exit)
     _wrap_excepthook()
     _after_import("torch", _torch_imported)
     return True
+
+
+def _steps_from_env():
+    """BATCHFIT_STEPS as a step limit: a positive integer, else 0 (the
+    program runs to its own end: unset, "0" from --steps 0, or garbage)."""
+    try:
+        return max(int(os.environ.get(STEPS_ENV, "").strip()), 0)
+    except ValueError:
+        return 0
+
+
+def run_to_end():
+    """Never stop this process at the step limit. The warm worker calls it:
+    it runs many trials in one process, and batchfit counts their steps."""
+    _state.stop_at = 0
 
 
 def _wrap_excepthook():
@@ -113,12 +142,13 @@ _finder = _PostImportFinder()
 
 
 def _after_import(name, callback):
-    """Run callback(module) now if name is imported, else once it is."""
+    """Run callback(module) now if name is imported, else once it is. A name
+    may have several callbacks; they run in the order they were added."""
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
         return
-    _finder.callbacks[name] = callback
+    _finder.callbacks.setdefault(name, []).append(callback)
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
 
@@ -154,10 +184,10 @@ def _wrap_loader(loader, name):
                 pass
         # One-shot: find_spec may run more often than the module is executed
         # (importlib.util.find_spec("torch"), as libraries do to probe).
-        callback = _finder.callbacks.pop(name, None)
+        callbacks = _finder.callbacks.pop(name, ())
         if not _finder.callbacks:
             _remove_finder()
-        if callback is not None:
+        for callback in callbacks:
             try:
                 callback(module)
             except Exception:
@@ -216,8 +246,6 @@ def _patch_old_optimizer(optimizer_class):
 
 
 def _time_step_of(cls):
-    import functools
-
     step = getattr(cls, "step", None)
     if step is None or getattr(step, "_batchfit_timed", False):
         return
@@ -240,28 +268,100 @@ def _time_step_of(cls):
 
 
 def _on_step(optimizer):
+    """A torch optimizer stepped (torch's global post-hook, or our wrapper of
+    step() before torch 2.0)."""
     try:
-        key = id(optimizer)
-        if _state.optimizer is None:
-            _state.optimizer = key
-        elif key != _state.optimizer:
-            # A second optimizer (a GAN's, say) would halve the step times.
+        if not _owns_steps(id(optimizer)):
             return
+        peak = None
         cuda = getattr(sys.modules.get("torch"), "cuda", None)
         if cuda is not None and cuda.is_initialized():
             cuda.synchronize()
-        now = time.perf_counter()
-        if _state.last_step is not None and len(_state.step_times) < _MAX_STEP_TIMES:
-            _state.step_times.append(now - _state.last_step)
-        _state.last_step = now
-        _state.steps += 1
+            # The peak since the start, so the list rises while memory does;
+            # a host-side counter, no device work.
+            peak = int(cuda.max_memory_allocated())
+        _count_step(peak)
     except Exception:
         pass
 
 
+def _owns_steps(key):
+    """Whether the steps of key (a torch optimizer's id) are counted: the
+    first one that steps owns the count. A second optimizer (a GAN's, say)
+    would halve the step times and double the count."""
+    if _state.optimizer is None:
+        _state.optimizer = key
+    return key == _state.optimizer
+
+
+def _count_step(peak):
+    """One training step has finished (its device work included); peak is
+    the framework's peak memory in bytes after it, or None. After the
+    BATCHFIT_STEPS-th step the program is stopped."""
+    now = time.perf_counter()
+    if _state.last_step is not None and len(_state.step_times) < _MAX_STEP_TIMES:
+        _state.step_times.append(now - _state.last_step)
+    _state.last_step = now
+    _state.steps += 1
+    if peak is not None and len(_state.step_peaks) < _MAX_STEP_TIMES:
+        _state.step_peaks.append(peak)
+    # A forked child inherits the count but is not the trial (see _at_exit):
+    # only the process that installed the hook is stopped.
+    if 0 < _state.stop_at <= _state.steps and os.getpid() == _state.pid:
+        _stop()
+
+
+def _stop():
+    """End the trial after its last counted step: write the exit event with
+    "stopped", flush the program's output, and leave with status 0 through
+    os._exit, running nothing more of the program.
+
+    Why os._exit, and not SystemExit raised from the step hook:
+
+    - The hook runs deep inside the program: inside optimizer.step(), inside
+      a framework's training loop. An exception raised there is the
+      program's to handle. `except BaseException:` and `finally:` blocks and
+      frameworks' error paths (Lightning's teardown and on_exception
+      callbacks, a save-on-interrupt callback) would run: they may save a
+      checkpoint, evaluate, hang, or swallow it and train on. In a training
+      loop on a thread SystemExit would end only that thread.
+    - Under torchrun/DDP every rank must stop at the same step, and does:
+      each rank counts its own optimizer's steps, and DDP keeps them in
+      lockstep (no rank's step N starts before the all-reduce of step N's
+      gradients, which needs every rank; GradScaler skips a step on all
+      ranks alike, as it reads the reduced gradients). Before stopping, the
+      hook has waited for the device (torch.cuda.synchronize() waits for
+      every stream, NCCL's too), so no collective this rank joined is still
+      in flight. After that os._exit leaves nothing that could wait for a
+      peer that has already gone: no destroy_process_group() barrier, no
+      atexit handler or finally block that talks to other ranks, no
+      process-group destructor. With SystemExit, a rank's clean-up could
+      block on peers that left.
+    - What is skipped: the program's atexit handlers, finally blocks and its
+      own unflushed files. A trial's output is a log and its result is the
+      report; batchfit ends what the trial leaves running (data loader
+      workers) with its process group.
+
+    The report is written first and stdout and stderr are flushed, so that
+    the log holds everything the program printed."""
+    try:
+        event = exit_event()
+        event["stopped"] = True
+        append(_state.path, event)
+        _state.reported = True
+    except Exception:
+        pass
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
+
+
 def _at_exit():
     try:
-        if os.getpid() != _state.pid:
+        if os.getpid() != _state.pid or _state.reported:
             return
         append(_state.path, exit_event())
     except Exception:
@@ -296,6 +396,8 @@ def exit_event():
         event["steps"] = _state.steps
     if _state.step_times:
         event["step_times"] = list(_state.step_times)
+    if _state.step_peaks:
+        event["step_peaks"] = list(_state.step_peaks)
     return event
 
 
