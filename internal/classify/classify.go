@@ -61,6 +61,12 @@ func Classify(in Input) Result {
 			}
 			return Result{Outcome: OOM, Reason: shorten(exception) + " (adapter)", Signature: "adapter"}
 		}
+		// The adapter ended the program after its --steps steps: the trial
+		// ran them all. A process tree that still failed (a launcher's
+		// status, another rank's crash) is judged as usual below.
+		if in.Event.Stopped && in.ExitCode == 0 && in.Signal == 0 {
+			return Result{Outcome: OK, Reason: stoppedReason(in.Event.Steps)}
+		}
 	}
 	if in.ExitCode == 0 && in.Signal == 0 {
 		return Result{Outcome: OK, Reason: "exit status 0"}
@@ -125,6 +131,13 @@ func matchSignatures(text []byte, evidence bool) (r Result, weak, ok bool) {
 		return Result{Outcome: s.outcome, Reason: line, Signature: s.name}, false, true
 	}
 	return Result{}, false, false
+}
+
+func stoppedReason(steps int) string {
+	if steps == 1 {
+		return "stopped after 1 step"
+	}
+	return fmt.Sprintf("stopped after %d steps", steps)
 }
 
 func describeStatus(code int, sig syscall.Signal) string {
