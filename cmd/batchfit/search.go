@@ -50,7 +50,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.max, "max", 65536, "largest batch size to consider")
 	fs.IntVar(&o.start, "start", 0, "first batch size to try (default: chosen by the strategy)")
 	fs.IntVar(&o.multipleOf, "multiple-of", 1, "only consider batch sizes that are multiples of this")
-	fs.IntVar(&o.steps, "steps", 3, "training steps per trial, passed as BATCHFIT_STEPS")
+	fs.IntVar(&o.steps, "steps", 3, "training steps per trial (BATCHFIT_STEPS): the adapter stops a PyTorch program after `N` optimizer steps (JAX: optax updates, see README); 0 lets it run to its end")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial; a trial past it is killed and counts as not fitting")
 	fs.IntVar(&o.confirm, "confirm", 0, "re-run the answer this many more times in fresh processes")
 	fs.StringVar(&o.strategy, "strategy", "model", "search strategy: model (memory-model guided) or bisect")
@@ -86,7 +86,10 @@ func newSearchCommand(io *streams) *cobra.Command {
 		Long: `Run COMMAND at different batch sizes, each trial in a fresh process, and report
 the largest size that runs. "{}" in ARGS is replaced by the batch size (no
 shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS
-and BATCHFIT_TRIAL in its environment.
+and BATCHFIT_TRIAL in its environment. A Python program is stopped after
+--steps training steps (PyTorch optimizer steps; JAX: see the README), so an
+unmodified trainer need not be told how long to run; --steps 0 lets it run
+to its own end.
 
 The answer is exact: it was seen to run, and the next size up was seen to fail.
 
@@ -334,8 +337,8 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, usageError("--multiple-of 8 keeps every size a multiple of 8; 1 allows any size", "--multiple-of must be at least 1, got %d", o.multipleOf)
 	case o.min < 1 || o.max < 1 || o.start < 0:
 		return cfg, usageError("batch sizes are positive: check --min, --max and --start", "--min, --max and --start must be positive")
-	case o.steps < 1:
-		return cfg, usageError("give --steps a positive number of training steps", "--steps must be at least 1, got %d", o.steps)
+	case o.steps < 0:
+		return cfg, usageError("give --steps a number of training steps, or 0 to let the program run to its end", "--steps must not be negative, got %d", o.steps)
 	case o.timeout <= 0:
 		return cfg, usageError("give --timeout a positive duration such as 10m", "--timeout must be positive, got %s", o.timeout)
 	case o.confirm < 0:

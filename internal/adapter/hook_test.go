@@ -344,6 +344,7 @@ func TestHookFakeTorchCUDA(t *testing.T) {
 				want.CUDAInitialized, want.DeviceIndex, want.Device, want.DeviceTotal = true, 1, "Fake H200", 150109880320
 				want.MaxAllocated, want.MaxReserved = 25542543872, 25767706624
 				want.Framework = "torch"
+				want.StepPeaks = []uint64{25542543872, 25542543872, 25542543872}
 			}
 			if oom {
 				want.OOM, want.Exception = true, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"

@@ -69,6 +69,14 @@ type Event struct {
 	// than Steps), when the adapter could observe them (torch's global
 	// optimizer step hook; before torch 2.0, a wrapper of Optimizer.step).
 	StepTimes []float64 `json:"step_times,omitempty"`
+	// StepPeaks are the framework's peak memory in bytes after each step
+	// (torch: max_memory_allocated, when CUDA is initialized; JAX: the
+	// largest peak_bytes_in_use of the local devices), so that memory still
+	// rising at the last step can be seen.
+	StepPeaks []uint64 `json:"step_peaks,omitempty"`
+	// Stopped is set when the adapter ended the program after BATCHFIT_STEPS
+	// steps (it then exits with status 0); Steps says how many.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // DeviceMemory is a framework's own memory figures for one local device, in

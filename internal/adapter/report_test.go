@@ -51,6 +51,26 @@ func TestReadPythonLine(t *testing.T) {
 	}
 }
 
+// An event of a program the adapter stopped after its steps, as hook.py
+// writes it.
+func TestReadStoppedLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.jsonl")
+	line := `{"version":1,"event":"exit","pid":7,"torch":"2.11.0","steps":3,"step_times":[0.5,0.25],` +
+		`"step_peaks":[1000,2000,2000],"stopped":true}` + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err := Read(path)
+	if err != nil || bad != 0 || len(got) != 1 {
+		t.Fatalf("Read = %v, bad %d, err %v", got, bad, err)
+	}
+	want := Event{Version: 1, Event: "exit", PID: 7, Torch: "2.11.0", Steps: 3, StepTimes: []float64{0.5, 0.25},
+		StepPeaks: []uint64{1000, 2000, 2000}, Stopped: true}
+	if !reflect.DeepEqual(got[0], want) {
+		t.Errorf("Read = %+v, want %+v", got[0], want)
+	}
+}
+
 func TestReadBadLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "report.jsonl")
 	content := `{"version":1,"event":"exit","pid":1}

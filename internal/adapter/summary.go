@@ -36,10 +36,14 @@ type Summary struct {
 	DeviceTotal uint64
 	// Ranks is how many distinct ranks reported.
 	Ranks int
-	// Steps and StepTimes (seconds between consecutive optimizer steps) are
-	// those of rank 0, or of the first process that stepped at all.
+	// Steps, StepTimes (seconds between consecutive optimizer steps) and
+	// StepPeaks (bytes after each step) are those of rank 0, or of the first
+	// process that stepped at all.
 	Steps     int
 	StepTimes []float64
+	StepPeaks []uint64
+	// Stopped is set when the adapter ended any process after its steps.
+	Stopped bool
 }
 
 // MaxOOMRequests bounds Summary.OOMRequests.
@@ -62,6 +66,7 @@ func Summarize(events []Event) Summary {
 		s.Events++
 		ranks[ev.Rank] = true
 		s.OOM = s.OOM || ev.OOM
+		s.Stopped = s.Stopped || ev.Stopped
 		if ev.Exception != "" && (kept == nil || betterException(ev, kept)) {
 			kept = ev
 		}
@@ -97,7 +102,7 @@ func Summarize(events []Event) Summary {
 		s.Framework = frameworkOf.Framework
 	}
 	if stepper != nil {
-		s.Steps, s.StepTimes = stepper.Steps, stepper.StepTimes
+		s.Steps, s.StepTimes, s.StepPeaks = stepper.Steps, stepper.StepTimes, stepper.StepPeaks
 	}
 	return s
 }

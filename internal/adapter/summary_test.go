@@ -85,6 +85,15 @@ func TestSummarize(t *testing.T) {
 			},
 			want: Summary{Events: 2, Ranks: 2, OOM: true, OOMsCaught: 1, Exception: "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor"},
 		},
+		{
+			name: "stopped by the adapter: any rank stopped; step peaks of the rank whose steps count",
+			events: []Event{
+				{Version: 1, Event: "exit", Rank: 1, Steps: 3, StepTimes: []float64{5, 6}, StepPeaks: []uint64{50, 60, 70}, Stopped: true},
+				{Version: 1, Event: "exit", Rank: 0, Steps: 3, StepTimes: []float64{1, 2}, StepPeaks: []uint64{10, 20, 20}},
+				{Version: 1, Event: "exit", PID: 9},
+			},
+			want: Summary{Events: 3, Ranks: 2, Steps: 3, StepTimes: []float64{1, 2}, StepPeaks: []uint64{10, 20, 20}, Stopped: true},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Summarize(tc.events); !reflect.DeepEqual(got, tc.want) {

@@ -83,6 +83,12 @@ func Classify(in Input) Result {
 		if r, ok := caughtOOM(found); ok {
 			return r
 		}
+		// The adapter ended the program after its --steps steps: the trial
+		// ran them all. A process tree that still failed (a launcher's
+		// status, another rank's crash) is judged as usual below.
+		if in.Event != nil && in.Event.Stopped {
+			return Result{Outcome: OK, Reason: stoppedReason(in.Event.Steps)}
+		}
 		return Result{Outcome: OK, Reason: "exit status 0"}
 	}
 
@@ -154,6 +160,13 @@ func caughtOOM(m *Matches) (Result, bool) {
 	// The fact first: a display that clips the reason still shows why a
 	// trial that exited 0 does not fit.
 	return Result{Outcome: OOM, Reason: "OOM in the output, exit 0: " + line, Signature: s.name}, true
+}
+
+func stoppedReason(steps int) string {
+	if steps == 1 {
+		return "stopped after 1 step"
+	}
+	return fmt.Sprintf("stopped after %d steps", steps)
 }
 
 func describeStatus(code int, sig syscall.Signal) string {

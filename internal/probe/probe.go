@@ -32,7 +32,7 @@ type Config struct {
 	Command []string // argv with Placeholder where the size goes
 	Env     []string // base environment (usually os.Environ())
 	Dir     string
-	Steps   int
+	Steps   int // BATCHFIT_STEPS: the adapter stops the program after so many steps; 0 lets it run to its end
 	Timeout time.Duration
 	Grace   time.Duration
 	LogDir  string // per-trial stdout, stderr and adapter report files
@@ -96,9 +96,6 @@ var _ search.Prober = (*Prober)(nil)
 
 // New returns a Prober for cfg.
 func New(cfg Config) *Prober {
-	if cfg.Steps <= 0 {
-		cfg.Steps = 3
-	}
 	if cfg.Executor == nil {
 		cfg.Executor = ExecutorFunc(trial.Run)
 	}
@@ -223,7 +220,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		Matches:         res.Matches,
 	}
 	if len(events) > 0 {
-		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception, OOMsCaught: sum.OOMsCaught}
+		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception, OOMsCaught: sum.OOMsCaught, Stopped: sum.Stopped, Steps: sum.Steps}
 	}
 	c := classify.Classify(in)
 
@@ -255,6 +252,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		Reserved:  peaks.Reserved,
 		Device:    device,
 		StepTimes: sum.StepTimes,
+		StepPeaks: sum.StepPeaks,
 		Stdout:    spec.StdoutPath,
 		Stderr:    spec.StderrPath,
 	}

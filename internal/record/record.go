@@ -93,6 +93,9 @@ type Trial struct {
 	Reserved  uint64           `json:"peak_reserved_bytes,omitempty"`
 	Device    uint64           `json:"peak_device_bytes,omitempty"` // NVML, whole process tree
 	StepTimes []float64        `json:"step_seconds,omitempty"`
+	// StepPeaks are the framework's peak memory after each step, from the
+	// adapter, so that memory still rising at the last step shows.
+	StepPeaks []uint64 `json:"step_peak_bytes,omitempty"`
 	// Warm-worker trials: the worker's pid, the memory its reset left
 	// above the baseline, whether the reset verified, and why the worker
 	// was replaced after this trial.

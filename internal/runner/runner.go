@@ -33,7 +33,7 @@ type Config struct {
 	// Search bounds and shapes the search. Run fills in its Capacity,
 	// AllocatorCap, Parallel and OnEvent.
 	Search  search.Config
-	Steps   int           // training steps per trial (BATCHFIT_STEPS)
+	Steps   int           // training steps per trial (BATCHFIT_STEPS); 0: to the program's own end
 	Timeout time.Duration // per trial
 	// MemoryLimit emulates a smaller card; the zero Limit is none.
 	MemoryLimit Limit

@@ -65,7 +65,8 @@ func parseTrial(args []string, getenv func(string) string) (trialConfig, error) 
 		return c, err
 	}
 	c.steps, c.trial = 3, 1
-	if v := getenv("BATCHFIT_STEPS"); v != "" {
+	// BATCHFIT_STEPS=0 (--steps 0) means the program's own end: its 3 steps.
+	if v := getenv("BATCHFIT_STEPS"); v != "" && v != "0" {
 		if c.steps, err = positive("BATCHFIT_STEPS", v); err != nil {
 			return c, err
 		}

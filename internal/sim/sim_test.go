@@ -255,6 +255,11 @@ func TestParseTrialEnv(t *testing.T) {
 	if err != nil || cfg.batch != 7 {
 		t.Errorf("flag and env: %d, %v", cfg.batch, err)
 	}
+	// --steps 0: the simulated program runs its own 3 steps.
+	env["BATCHFIT_STEPS"] = "0"
+	if cfg, err = parseTrial(card.args(), func(k string) string { return env[k] }); err != nil || cfg.steps != 3 {
+		t.Errorf("BATCHFIT_STEPS=0: steps %d, %v; want 3", cfg.steps, err)
+	}
 }
 
 func TestAllocFraction(t *testing.T) {

@@ -67,6 +67,12 @@ func pythonPath(t *testing.T) string {
 	return installDir + string(os.PathListSeparator) + td
 }
 
+// installDirOf is where pythonPath installed the package.
+func installDirOf(t *testing.T) string {
+	pythonPath(t)
+	return installDir
+}
+
 // testEnv is the environment of a test worker: ours, the package on
 // PYTHONPATH, no bytecode litter, plus extra.
 func testEnv(t *testing.T, extra ...string) []string {

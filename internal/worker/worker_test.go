@@ -313,3 +313,23 @@ func TestCloseKillsTheGroup(t *testing.T) {
 		t.Errorf("worker %d or its child %d still alive", w.PID(), child)
 	}
 }
+
+// The adapter's stop after BATCHFIT_STEPS steps is for fresh trials: a warm
+// worker runs many trials in one process and must never be ended by it, even
+// when it is started with the hook loaded and a report file, which batchfit
+// itself never gives a worker.
+func TestWorkerIgnoresTheStepLimit(t *testing.T) {
+	t.Parallel()
+	hook := filepath.Join(installDirOf(t), "batchfit", "_hook")
+	report := filepath.Join(t.TempDir(), "report.jsonl")
+	w := startTorch(t, "trials:Clean", "PYTHONPATH="+hook+string(os.PathListSeparator)+pythonPath(t),
+		"BATCHFIT_REPORT="+report, "BATCHFIT_STEPS=1")
+	for i := range 2 {
+		if res := runTrial(t, w, 4, 3); res.Outcome != classify.OK || len(res.StepSeconds) != 3 || res.WorkerGone {
+			t.Fatalf("trial %d = %+v, want ok after 3 steps with the worker alive", i+1, res)
+		}
+	}
+	if !alive(w.PID()) {
+		t.Errorf("worker %d is gone", w.PID())
+	}
+}

@@ -7,23 +7,36 @@ torch's peak memory counters (or JAX's or TensorFlow's, see
 batchfit.frameworks), the device, the time between optimizer steps, whether a
 GPU out-of-memory error ended the program and how many the program caught.
 
+When BATCHFIT_STEPS is a positive N, the trial ends after its N-th training
+step (see _stop): the exit event is written at once with "stopped": true and
+the process exits with status 0. What counts as a step: for torch, a step of
+the first optimizer that steps; for JAX, see "JAX: what counts as a step"
+below.
+
 Rules this module keeps, because it runs inside someone else's program:
 
-- No framework is imported here. A post-import hook notices when the program
-  imports torch (or jax, or tensorflow), and only then are its hooks set.
+- No framework is imported here (torch, jax, optax, tensorflow). A
+  post-import hook notices when the program imports one, and only then are
+  its hooks installed.
 - Every error of our own is swallowed; the program's behaviour is unchanged
   apart from one torch.cuda.synchronize() per optimizer step (only when CUDA
-  is initialized), so that step times cover the GPU work.
+  is initialized) or one jax.block_until_ready() per JAX step, so that step
+  times cover the device work, and the stop after BATCHFIT_STEPS steps.
 - Only the process that installed the hook reports: a forked child inherits
   the atexit handler but is not a trial of its own.
 """
 
 import atexit
+import functools
 import os
 import sys
+import threading
 import time
+import types
+import weakref
 
 REPORT_ENV = "BATCHFIT_REPORT"
+STEPS_ENV = "BATCHFIT_STEPS"
 EVENT_VERSION = 1
 
 # Bounds that keep one event a reasonable single write even for a long run.
@@ -37,10 +50,15 @@ class _State(object):
         self.path = None
         self.pid = None
         self.exception = None
-        self.optimizer = None  # id() of the first optimizer that stepped
+        # Who owns the step count: id() of the first torch optimizer that
+        # stepped, or a JAX step function's key (see _jax_step).
+        self.optimizer = None
         self.last_step = None
         self.steps = 0
         self.step_times = []
+        self.step_peaks = []  # peak bytes after each step, where known
+        self.stop_at = 0  # end the program after this many steps; 0: never
+        self.reported = False
         self.depth = 0  # nesting of timed step() calls (old torch only)
         self.timing = False  # whether optimizer steps are hooked
 
@@ -59,11 +77,14 @@ def install(path=None):
         return False
     _state.path = path
     _state.pid = os.getpid()
+    _state.stop_at = _steps_from_env()
     # Registered before the program runs, so it runs after the program's own
     # atexit handlers (atexit is last-in, first-out).
     atexit.register(_at_exit)
     _wrap_excepthook()
     _after_import("torch", _torch_imported)
+    _after_import("jax", _jax_imported)
+    _after_import("optax", _optax_imported)
     try:
         from batchfit import frameworks
 
@@ -71,6 +92,21 @@ def install(path=None):
     except Exception:
         pass
     return True
+
+
+def _steps_from_env():
+    """BATCHFIT_STEPS as a step limit: a positive integer, else 0 (the
+    program runs to its own end: unset, "0" from --steps 0, or garbage)."""
+    try:
+        return max(int(os.environ.get(STEPS_ENV, "").strip()), 0)
+    except ValueError:
+        return 0
+
+
+def run_to_end():
+    """Never stop this process at the step limit. The warm worker calls it:
+    it runs many trials in one process, and batchfit counts their steps."""
+    _state.stop_at = 0
 
 
 def _wrap_excepthook():
@@ -87,8 +123,9 @@ class _PostImportFinder(object):
     """A meta path finder that answers only for the module names it watches:
     it finds the real spec through the finders after it and wraps the loader
     so that the name's callbacks run once the module has finished importing.
-    It watches "torch", "jax" and "tensorflow" (so that none is ever imported
-    by us) and, should torch not have imported it, "torch.optim.optimizer"."""
+    It watches "torch", "jax", "optax" and "tensorflow" (so that none is ever
+    imported by us) and, should torch not have imported it,
+    "torch.optim.optimizer"."""
 
     def __init__(self):
         self.callbacks = {}
@@ -120,8 +157,8 @@ _finder = _PostImportFinder()
 
 
 def _after_import(name, callback):
-    """Run callback(module) now if name is imported, else once it is. A
-    name may have several callbacks; they run in the order given."""
+    """Run callback(module) now if name is imported, else once it is. A name
+    may have several callbacks; they run in the order they were added."""
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
@@ -224,8 +261,6 @@ def _patch_old_optimizer(optimizer_class):
 
 
 def _time_step_of(cls):
-    import functools
-
     step = getattr(cls, "step", None)
     if step is None or getattr(step, "_batchfit_timed", False):
         return
@@ -248,32 +283,385 @@ def _time_step_of(cls):
 
 
 def _on_step(optimizer):
+    """A torch optimizer stepped (torch's global post-hook, or our wrapper of
+    step() before torch 2.0)."""
     try:
-        key = id(optimizer)
-        if _state.optimizer is None:
-            _state.optimizer = key
-        elif key != _state.optimizer:
-            # A second optimizer (a GAN's, say) would halve the step times.
+        if not _owns_steps(id(optimizer)):
             return
+        peak = None
         cuda = getattr(sys.modules.get("torch"), "cuda", None)
         if cuda is not None and cuda.is_initialized():
             cuda.synchronize()
-        now = time.perf_counter()
-        if _state.last_step is not None and len(_state.step_times) < _MAX_STEP_TIMES:
-            _state.step_times.append(now - _state.last_step)
-        _state.last_step = now
-        _state.steps += 1
+            # The peak since the start, so the list rises while memory does;
+            # a host-side counter, no device work.
+            peak = int(cuda.max_memory_allocated())
+        _count_step(peak)
     except Exception:
         pass
+
+
+def _owns_steps(key):
+    """Whether the steps of key (a torch optimizer's id, a JAX step
+    function's key) are counted: the first one that steps owns the count. A
+    second optimizer (a GAN's, say) would halve the step times and double
+    the count."""
+    if _state.optimizer is None:
+        _state.optimizer = key
+    return key == _state.optimizer
+
+
+def _count_step(peak):
+    """One training step has finished (its device work included); peak is
+    the framework's peak memory in bytes after it, or None. After the
+    BATCHFIT_STEPS-th step the program is stopped."""
+    now = time.perf_counter()
+    if _state.last_step is not None and len(_state.step_times) < _MAX_STEP_TIMES:
+        _state.step_times.append(now - _state.last_step)
+    _state.last_step = now
+    _state.steps += 1
+    if peak is not None and len(_state.step_peaks) < _MAX_STEP_TIMES:
+        _state.step_peaks.append(peak)
+    # A forked child inherits the count but is not the trial (see _at_exit):
+    # only the process that installed the hook is stopped.
+    if 0 < _state.stop_at <= _state.steps and os.getpid() == _state.pid:
+        _stop()
+
+
+def _stop():
+    """End the trial after its last counted step: write the exit event with
+    "stopped", flush the program's output, and leave with status 0 through
+    os._exit, running nothing more of the program.
+
+    Why os._exit, and not SystemExit raised from the step hook:
+
+    - The hook runs deep inside the program: inside optimizer.step(), inside
+      a framework's training loop. An exception raised there is the
+      program's to handle. `except BaseException:` and `finally:` blocks and
+      frameworks' error paths (Lightning's teardown and on_exception
+      callbacks, a save-on-interrupt callback) would run: they may save a
+      checkpoint, evaluate, hang, or swallow it and train on. In a training
+      loop on a thread SystemExit would end only that thread.
+    - Under torchrun/DDP every rank must stop at the same step, and does:
+      each rank counts its own optimizer's steps, and DDP keeps them in
+      lockstep (no rank's step N starts before the all-reduce of step N's
+      gradients, which needs every rank; GradScaler skips a step on all
+      ranks alike, as it reads the reduced gradients). Before stopping, the
+      hook has waited for the device (torch.cuda.synchronize() waits for
+      every stream, NCCL's too; JAX: block_until_ready on the step's
+      outputs), so no collective this rank joined is still in flight. After
+      that os._exit leaves nothing that could wait for a peer that has
+      already gone: no destroy_process_group() barrier, no atexit handler or
+      finally block that talks to other ranks, no process-group destructor.
+      With SystemExit, a rank's clean-up could block on peers that left.
+      Multi-process JAX is SPMD: every process calls the same jitted step
+      function, so every process counts the same steps.
+    - What is skipped: the program's atexit handlers, finally blocks and its
+      own unflushed files. A trial's output is a log and its result is the
+      report; batchfit ends what the trial leaves running (data loader
+      workers) with its process group.
+
+    The report is written first and stdout and stderr are flushed, so that
+    the log holds everything the program printed."""
+    try:
+        event = exit_event()
+        event["stopped"] = True
+        append(_state.path, event)
+        _state.reported = True
+    except Exception:
+        pass
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
 
 
 def _at_exit():
     try:
-        if os.getpid() != _state.pid:
+        if os.getpid() != _state.pid or _state.reported:
             return
         append(_state.path, exit_event())
     except Exception:
         pass
+
+
+# --- JAX: what counts as a step ----------------------------------------------
+#
+# JAX has no optimizer object that steps. A training step is a function made
+# by jax.jit (or jax.pmap) that computes gradients and applies an optax
+# update, called once per step. jax.jit and jax.pmap are wrapped once jax is
+# imported, and the update of optax's GradientTransformation once optax is;
+# neither is imported by us. A step is:
+#
+# - one call of a jitted (or pmapped) function whose trace called an optax
+#   update (the update of any GradientTransformation: an optimizer, a chain,
+#   flax's TrainState.apply_gradients). The call counts when it returns to
+#   the program; a call made while another jitted function is being traced
+#   is part of that function, not a step. A jitted function that runs several
+#   steps inside (lax.scan, fori_loop) counts as one.
+# - one call of an optax update made outside any trace (eager). Only the
+#   outermost update counts: a chain's inner transformations are part of it.
+#
+# Not counted: updates traced by a transformation the adapter does not see
+# (an update inside jax.grad or lax.scan without jit is traced once, not run
+# per step), calls of ahead-of-time compiled functions
+# (f.lower(...).compile()), and programs without optax. As for torch, the
+# first step function (or eager optimizer) that steps owns the count. Each
+# counted step waits for its outputs (jax.block_until_ready), so that step
+# times cover the device work and the last step has run before the program
+# is stopped.
+
+_jax_local = threading.local()  # .calls: jitted functions being called; .depth: of optax updates
+_step_functions = weakref.WeakSet()  # functions whose trace called an optax update
+
+
+def _jax_calls():
+    calls = getattr(_jax_local, "calls", None)
+    if calls is None:
+        calls = _jax_local.calls = []
+    return calls
+
+
+def _jax_imported(jax):
+    for name in ("jit", "pmap"):
+        transform = getattr(jax, name, None)
+        if callable(transform) and not getattr(transform, "_batchfit_wrapped", False):
+            setattr(jax, name, _counting_transform(transform))
+
+
+def _counting_transform(transform):
+    """jax.jit (or pmap) that hands back the jitted function behind a
+    _Traced proxy."""
+
+    @functools.wraps(transform)
+    def wrapper(*args, **kwargs):
+        made = transform(*args, **kwargs)
+        if args:
+            return _traced(made, args[0])
+        if callable(made):
+            # jax.jit(static_argnames=...) as a decorator factory (JAX 0.8.1+).
+            @functools.wraps(made)
+            def decorate(fun, *more, **kw):
+                return _traced(made(fun, *more, **kw), fun)
+
+            return decorate
+        return made
+
+    wrapper._batchfit_wrapped = True
+    return wrapper
+
+
+def _traced(made, fun):
+    if not callable(made) or not callable(fun):
+        return made
+    try:
+        return _Traced(made, fun)
+    except Exception:
+        return made
+
+
+class _Traced(object):
+    """A jitted (or pmapped) function as the program sees it. Calls go through
+    to it, and count as steps once its trace has called an optax update;
+    every other attribute (lower, trace, eval_shape, __wrapped__, ...) is the
+    jitted function's own. As a class attribute it binds like a method, as
+    jax's jitted functions do."""
+
+    def __init__(self, jitted, fun):
+        self._batchfit_jitted = jitted
+        # Keyed by the function, not this proxy: jax.jit(f) made again (each
+        # epoch, say) reuses f's trace without running f, so a new proxy
+        # would never see the update.
+        self._batchfit_fun = getattr(fun, "__func__", fun)
+        self._batchfit_step = False
+        functools.update_wrapper(self, jitted, updated=())
+
+    def __getattr__(self, name):
+        if name.startswith("_batchfit_"):
+            raise AttributeError(name)
+        return getattr(self._batchfit_jitted, name)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+    def __repr__(self):
+        return repr(self._batchfit_jitted)
+
+    def __call__(self, *args, **kwargs):
+        calls = _jax_calls()
+        calls.append(self)
+        try:
+            out = self._batchfit_jitted(*args, **kwargs)
+        finally:
+            calls.pop()
+        if not calls and self._batchfit_is_step():
+            _jax_step(("jax", id(self._batchfit_fun)), out)
+        return out
+
+    def _batchfit_is_step(self):
+        if not self._batchfit_step:
+            try:
+                self._batchfit_step = self._batchfit_fun in _step_functions
+            except TypeError:
+                pass
+        return self._batchfit_step
+
+    def _batchfit_mark(self):
+        self._batchfit_step = True
+        try:
+            _step_functions.add(self._batchfit_fun)
+        except TypeError:
+            pass
+
+
+def _optax_imported(optax):
+    for name in ("GradientTransformation", "GradientTransformationExtraArgs"):
+        cls = getattr(optax, name, None)
+        if not isinstance(cls, type):
+            continue
+        field = cls.__dict__.get("update")
+        # The NamedTuple's field descriptor; subclasses inherit it.
+        if field is None or isinstance(field, _UpdateField) or not hasattr(field, "__get__"):
+            continue
+        cls.update = _UpdateField(field)
+
+
+class _UpdateField(object):
+    """The update field of optax's GradientTransformation: it reads as the
+    transformation's update function inside a step counter. Reading through
+    the field, rather than wrapping at construction, covers every
+    transformation, those made before optax was hooked and by _replace()
+    included."""
+
+    def __init__(self, field):
+        self._field = field
+        self.__doc__ = getattr(field, "__doc__", None)
+
+    def __get__(self, obj, objtype=None):
+        fn = self._field.__get__(obj, objtype)
+        if obj is None or not callable(fn):
+            return fn
+        return _counted_update(fn)
+
+    def __set__(self, obj, value):
+        self._field.__set__(obj, value)
+
+    def __delete__(self, obj):
+        self._field.__delete__(obj)
+
+
+_update_wrappers = weakref.WeakKeyDictionary()  # for update functions without a __dict__
+
+
+def _counted_update(fn):
+    """fn inside a step counter, the same wrapper every time it is read:
+    jax.jit(tx.update) called in a loop must hit jax's cache, keyed by the
+    function. The wrapper is kept on fn itself where it can be, so both go
+    when the transformation does."""
+    if getattr(fn, "_batchfit_update", False):
+        return fn
+    wrapped = getattr(fn, "_batchfit_counted", None)
+    if wrapped is None:
+        try:
+            wrapped = _update_wrappers.get(fn)
+        except TypeError:
+            wrapped = None
+    if wrapped is not None:
+        return wrapped
+    try:
+        wrapped = _make_counted_update(fn)
+    except Exception:
+        return fn
+    try:
+        fn._batchfit_counted = wrapped
+    except Exception:
+        try:
+            _update_wrappers[fn] = wrapped
+        except TypeError:
+            pass
+    return wrapped
+
+
+def _make_counted_update(fn):
+    @functools.wraps(fn)
+    def update(*args, **kwargs):
+        depth = getattr(_jax_local, "depth", 0)
+        _jax_local.depth = depth + 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _jax_local.depth = depth
+        if depth == 0:
+            _update_returned(fn, args, kwargs, out)
+        return out
+
+    update._batchfit_update = True
+    return update
+
+
+def _update_returned(fn, args, kwargs, out):
+    """An outermost optax update returned: inside a jitted function's trace,
+    that function (the outermost one being called) is a step function;
+    outside any trace, the call itself was a step."""
+    try:
+        calls = _jax_calls()
+        if calls:
+            calls[0]._batchfit_mark()
+        elif not _has_tracer((args, kwargs)):
+            _jax_step(("optax", id(fn)), out)
+    except Exception:
+        pass
+
+
+def _has_tracer(tree):
+    """Whether tree holds a JAX tracer: the update is being traced by
+    something the adapter does not see (jax.grad, lax.scan, a jit it did not
+    make), so this call is not a step."""
+    core = sys.modules.get("jax._src.core") or sys.modules.get("jax.core")
+    tracer = getattr(core, "Tracer", None)
+    leaves = getattr(sys.modules.get("jax.tree_util"), "tree_leaves", None)
+    if not isinstance(tracer, type) or not callable(leaves):
+        return False
+    return any(isinstance(leaf, tracer) for leaf in leaves(tree))
+
+
+def _jax_step(key, out):
+    """A JAX step returned out: wait for it, then count it."""
+    try:
+        if not _owns_steps(key):
+            return
+        jax = sys.modules.get("jax")
+        block = getattr(jax, "block_until_ready", None)
+        if callable(block):
+            block(out)
+        else:
+            for leaf in jax.tree_util.tree_leaves(out):
+                getattr(leaf, "block_until_ready", lambda: None)()
+    except Exception:
+        # The step failed on the device (out of memory, say): not a step.
+        # The program meets the error itself when it reads the result.
+        return
+    try:
+        _count_step(_jax_peak(jax))
+    except Exception:
+        pass
+
+
+def _jax_peak(jax):
+    """The largest peak_bytes_in_use of the local devices; None where the
+    backend keeps no such statistics (the CPU)."""
+    try:
+        peaks = []
+        for device in jax.local_devices():
+            stats = device.memory_stats()
+            if stats and "peak_bytes_in_use" in stats:
+                peaks.append(int(stats["peak_bytes_in_use"]))
+        return max(peaks) if peaks else None
+    except Exception:
+        return None
 
 
 def exit_event():
@@ -310,6 +698,8 @@ def exit_event():
         event["steps"] = _state.steps
     if _state.step_times:
         event["step_times"] = list(_state.step_times)
+    if _state.step_peaks:
+        event["step_peaks"] = list(_state.step_peaks)
     return event
 
 

@@ -27,8 +27,10 @@ instead (see batchfit.trial.Census).
 
 Run by hand, or by `batchfit search` without --worker, it is one fresh trial:
 "--once SIZE", or BATCHFIT_BATCH_SIZE when batchfit did not hand it a channel,
-builds the Trial and runs BATCHFIT_STEPS steps (default 3) at that size, with
-no warm-up, exactly as a training script would; an error ends the process.
+builds the Trial and runs BATCHFIT_STEPS steps (default 3, also for 0) at that
+size, with no warm-up, exactly as a training script would; an error ends the
+process. As in any fresh trial, the adapter ends it after BATCHFIT_STEPS
+optimizer steps.
 """
 
 import json
@@ -36,6 +38,7 @@ import os
 import sys
 import time
 
+from batchfit import hook as _hook
 from batchfit import trial as _trial
 from batchfit.hook import describe
 
@@ -325,7 +328,13 @@ def main(argv=None):
         if once_size is None:
             raise SystemExit("batchfit.worker: no channel (%s) and no batch size: run it through batchfit, "
                              "or give --once SIZE\n%s" % (FDS_ENV, _USAGE))
-        return once(target, once_size, steps or _env_int("BATCHFIT_STEPS", DEFAULT_STEPS))
+        # BATCHFIT_STEPS=0 (--steps 0) means "to the program's own end",
+        # which a Trial does not have.
+        return once(target, once_size, steps or _env_int("BATCHFIT_STEPS", 0) or DEFAULT_STEPS)
+    # A warm worker runs many trials in one process: the adapter's stop after
+    # BATCHFIT_STEPS steps, meant for a fresh trial, must never end it (it is
+    # off anyway without a report file, which batchfit gives workers none of).
+    _hook.run_to_end()
     channel = Channel(*fds)
     stage = "setup"
     try:

@@ -56,11 +56,11 @@ def synchronize():
 
 
 def max_memory_allocated(device=None):
-    return 25542543872 if device == 1 else 0
+    return 25542543872 if device in (None, 1) else 0
 
 
 def max_memory_reserved(device=None):
-    return 25767706624 if device == 1 else 0
+    return 25767706624 if device in (None, 1) else 0
 
 
 def get_device_name(device=None):

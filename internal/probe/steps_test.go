@@ -1,0 +1,45 @@
+package probe
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// A trial the adapter stopped after its steps fits, says so, and its record
+// keeps the peak after every step.
+func TestStoppedTrial(t *testing.T) {
+	var steps string
+	exec := ExecutorFunc(func(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
+		steps, _ = adapter.Lookup(spec.Env, "BATCHFIT_STEPS")
+		report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
+		err := adapter.Append(report, adapter.Event{Event: "exit", PID: 1, Torch: "2.11.0", Steps: 3,
+			StepTimes: []float64{0.5, 0.5}, StepPeaks: []uint64{100, 200, 200}, Stopped: true})
+		return trial.Result{Duration: time.Second}, err
+	})
+	p := New(Config{Command: []string{"python", "train.py"}, Steps: 3, LogDir: t.TempDir(), Executor: exec})
+	obs, err := p.Probe(context.Background(), []int{64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if steps != "3" {
+		t.Errorf("BATCHFIT_STEPS=%q, want 3", steps)
+	}
+	tr := p.Trials()[0]
+	if obs[0].Outcome != classify.OK || tr.Reason != "stopped after 3 steps" || !slices.Equal(tr.StepPeaks, []uint64{100, 200, 200}) {
+		t.Errorf("trial = %+v, want ok, stopped after 3 steps, the step peaks", tr)
+	}
+}
+
+// --steps 0 reaches the trial as BATCHFIT_STEPS=0: the program's own end.
+func TestStepsZero(t *testing.T) {
+	p := New(Config{Steps: 0})
+	if v, _ := adapter.Lookup(p.env(1, 8, nil, "/r"), "BATCHFIT_STEPS"); v != "0" {
+		t.Errorf("BATCHFIT_STEPS=%q, want 0", v)
+	}
+}
