@@ -65,6 +65,11 @@ func TestHookJAXSteps(t *testing.T) {
 			if !ev.Stopped || ev.Steps != 3 || len(ev.StepTimes) != 2 || len(ev.StepPeaks) != 3 {
 				t.Errorf("BATCHFIT_STEPS=3: event %+v, want stopped after 3 steps with 2 step times and 3 peaks", ev)
 			}
+			// The stop leaves through os._exit, before any atexit handler:
+			// JAX's memory figures must be in its event all the same.
+			if ev.Framework != "jax" || ev.MaxAllocated != 777 || ev.MemoryLimit != 1000 {
+				t.Errorf("BATCHFIT_STEPS=3: framework %q, peak %d, limit %d; want jax, 777, 1000", ev.Framework, ev.MaxAllocated, ev.MemoryLimit)
+			}
 		})
 	}
 }

@@ -60,8 +60,11 @@ class _State:
         self.pid: int | None = None
         self.ooms = 0  # OOM error objects created in this process
         self.requests: list[dict[str, int]] = []
-        # Device figures per framework, read by the at-exit readers.
+        # Device figures per framework, read by the at-exit readers, and
+        # the readers themselves, for an exit that runs no atexit handler.
         self.devices: dict[str, list[dict[str, int]]] = {}
+        self.readers: dict[str, Callable[[], list[dict[str, int]]]] = {}
+        self.read: set[str] = set()  # readers that ran, whatever they found
 
 
 _state = _State()
@@ -83,6 +86,7 @@ def exit_fields(event: dict[str, Any], ending: BaseException | None) -> dict[str
     already put them in event; else JAX's, else TensorFlow's), its devices,
     and the OOMs seen. ending is the exception that ended the program."""
     out: dict[str, Any] = {}
+    _read_now()
     if "max_memory_allocated" in event:
         out["framework"] = "torch"
     else:
@@ -370,16 +374,36 @@ def _tensorflow_devices(tf: Any) -> list[dict[str, int]]:
 def _read_at_exit(name: str, read: Callable[[], list[dict[str, int]]]) -> None:
     """Read a framework's device figures at exit. Registered as the import
     finishes, so it runs before the atexit handlers the framework registered
-    while it was imported, which may tear its runtime down."""
+    while it was imported, which may tear its runtime down. An exit that
+    runs no atexit handler (the hook's stop after --steps, through
+    os._exit) reads them in exit_fields instead, the runtime still up."""
+    _state.readers[name] = read
 
     def reader() -> None:
         if os.getpid() != _state.pid:
             return
-        try:
-            devices = read()
-        except Exception:
-            return
-        if devices:
-            _state.devices[name] = devices
+        _read(name)
 
     atexit.register(reader)
+
+
+def _read(name: str) -> None:
+    # Once only: after the framework's own atexit handlers have torn its
+    # runtime down, asking it again could crash the process.
+    if name in _state.read:
+        return
+    _state.read.add(name)
+    try:
+        devices = _state.readers[name]()
+    except Exception:
+        return
+    if devices:
+        _state.devices[name] = devices
+
+
+def _read_now() -> None:
+    """Read the figures of every framework not read yet."""
+    if os.getpid() != _state.pid:
+        return
+    for name in list(_state.readers):
+        _read(name)

@@ -8,6 +8,7 @@ import os
 import types
 
 from jax import core, tree_util  # noqa: F401
+from jax._src import xla_bridge  # noqa: F401  (real jax imports it too)
 
 __version__ = "0.99.0+fake"
 
@@ -76,7 +77,9 @@ def block_until_ready(x):
 class _Device(object):
     def memory_stats(self):
         peak = os.environ.get("FAKE_JAX_PEAK")
-        return {"peak_bytes_in_use": int(peak), "bytes_in_use": 1} if peak else None
+        if not peak:
+            return None
+        return {"peak_bytes_in_use": int(peak), "bytes_in_use": 1, "bytes_limit": 1000, "pool_bytes": 1000}
 
 
 def local_devices():
