@@ -131,9 +131,9 @@ func withDefaults(cfg Config, deps Deps) (Config, Deps) {
 // not begin (a *ConfigError, or the history could not be read or written).
 func Run(ctx context.Context, cfg Config, deps Deps) (*record.Run, error) {
 	cfg, deps = withDefaults(cfg, deps)
-	s, err := prepare(ctx, cfg, deps)
-	if err != nil || s.run.Cached {
-		return s.run, err
+	s, cached, err := prepare(ctx, cfg, deps)
+	if err != nil || cached != nil {
+		return cached, err
 	}
 	defer s.cleanUp()
 	if err := s.begin(ctx); err != nil {

@@ -28,16 +28,15 @@ type session struct {
 	prober   trialProber
 }
 
-// prepare checks the config against the GPUs, starts the record, and
-// answers from the history when it can (run.Cached).
-func prepare(ctx context.Context, cfg Config, deps Deps) (*session, error) {
+// prepare checks the config against the GPUs and starts the record; it
+// returns the answer from the history instead when it has one.
+func prepare(ctx context.Context, cfg Config, deps Deps) (s *session, cached *record.Run, err error) {
 	if err := checkWorker(cfg); err != nil {
-		return &session{}, err
+		return nil, nil, err
 	}
-	s := &session{cfg: cfg, deps: deps, scfg: cfg.Search}
-	var err error
+	s = &session{cfg: cfg, deps: deps, scfg: cfg.Search}
 	if s.limit, err = cfg.MemoryLimit.Resolve(cfg.Group.Devices); err != nil {
-		return &session{}, err
+		return nil, nil, err
 	}
 	if len(cfg.Group.Devices) > 0 {
 		s.total = cfg.Group.Devices[0].Total
@@ -49,16 +48,12 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (*session, error) {
 	}
 	s.scfg.Parallel = max(1, len(cfg.Group.Slots))
 	if err := validate(s.scfg); err != nil {
-		return &session{}, err
+		return nil, nil, err
 	}
-	cached, err := s.fromHistory(ctx)
-	if err != nil {
-		return &session{}, err
+	if cached, err = s.fromHistory(ctx); err != nil || cached != nil {
+		return nil, cached, err
 	}
-	if cached != nil {
-		return &session{run: cached}, nil
-	}
-	return s, nil
+	return s, nil, nil
 }
 
 // newRun starts the record of a run with everything known before a trial.
