@@ -11,6 +11,7 @@ import (
 
 func newDemoCommand(io *streams) *cobra.Command {
 	var o searchOptions
+	o.db.stderr = io.stderr
 	var simGPUs int
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",

@@ -24,12 +24,15 @@ import (
 type dbOptions struct {
 	path string
 	none bool
+	// stderr is where the trials a killed batchfit left running are
+	// reported as they are stopped, when the database is opened.
+	stderr io.Writer
 }
 
 func (d *dbOptions) register(fs *pflag.FlagSet, withNone bool) {
 	fs.StringVar(&d.path, "db", "", "the history database (default: $XDG_CACHE_HOME/batchfit/batchfit.db)")
 	if withNone {
-		fs.BoolVar(&d.none, "no-db", false, "neither read nor write the history: no cache, nothing recorded")
+		fs.BoolVar(&d.none, "no-db", false, "neither read nor write the history: no cache, nothing recorded (not even the trials running, which a later batchfit stops if this one is killed)")
 	}
 }
 
@@ -69,11 +72,14 @@ func (d *dbOptions) openFile(ctx context.Context) (*store.Store, error) {
 		}
 		return nil, &exitErr{code: exitError, err: fmt.Errorf("open the history: %w", err), hint: hint}
 	}
+	if d.stderr != nil {
+		stopLeftTrials(ctx, s, d.stderr)
+	}
 	return s, nil
 }
 
 func newHistoryCommand(io *streams) *cobra.Command {
-	var db dbOptions
+	db := dbOptions{stderr: io.stderr}
 	var asJSON bool
 	var limit int
 	cmd := &cobra.Command{
@@ -134,7 +140,7 @@ func writeHistory(w io.Writer, runs []record.Run) error {
 }
 
 func newShowCommand(io *streams) *cobra.Command {
-	var db dbOptions
+	db := dbOptions{stderr: io.stderr}
 	var out outputOptions
 	cmd := &cobra.Command{
 		Use:   "show RUN",

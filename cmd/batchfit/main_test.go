@@ -17,6 +17,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/browser"
 	"github.com/batchfit/batchfit/internal/sim"
+	"github.com/batchfit/batchfit/internal/trial"
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +49,10 @@ func TestScripts(t *testing.T) {
 			if cond == "torch" {
 				// Debian's CPU torch, which scripts/test installs.
 				return exec.Command("/usr/bin/python3", "-c", "import torch").Run() == nil, nil
+			}
+			if cond == "cgroup2" {
+				// Trials run in cgroups of their own.
+				return trial.CgroupAvailable(), nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -31,7 +31,8 @@ const exitCodesHelp = `Exit codes:
        or batchfit could not go on
   2    usage: bad flags or arguments
   3    nothing fits: even --min does not run
-  130  interrupted (Ctrl-C); every trial process was stopped`
+  130  interrupted (Ctrl-C, SIGTERM, or SIGHUP when the terminal closes);
+       every trial process was stopped`
 
 // exitErr is an error with the exit code it ends batchfit with.
 type exitErr struct {
@@ -94,7 +95,9 @@ type streams struct {
 // run is the whole program: it parses args, runs the command and returns the
 // exit code. Only here are errors printed.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// A closed terminal (SIGHUP) stops the search as Ctrl-C does: left to
+	// its default, SIGHUP would end batchfit with its trials still running.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
 	io := &streams{stdin: stdin, stdout: stdout, stderr: stderr}

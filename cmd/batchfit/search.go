@@ -80,6 +80,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 
 func newSearchCommand(io *streams) *cobra.Command {
 	var o searchOptions
+	o.db.stderr = io.stderr
 	cmd := &cobra.Command{
 		Use:   "search [flags] -- COMMAND [ARGS...]",
 		Short: "Find the largest batch size COMMAND runs at",

@@ -64,6 +64,9 @@ type Config struct {
 	OnDone  func(t record.Trial)
 	// Warn reports a problem that does not stop the search.
 	Warn func(msg string)
+	// OnSpawn is told each local trial's processes right after its leader
+	// starts (trial.Spec.OnSpawn), to record them; nil records nothing.
+	OnSpawn func(p trial.Process) (done func())
 }
 
 // Executor runs one trial to its end: locally (trial.Run) or through a
@@ -183,6 +186,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		Grace:      p.cfg.Grace,
 		StdoutPath: base + ".out",
 		StderrPath: base + ".err",
+		OnSpawn:    p.cfg.OnSpawn,
 	}
 	if p.cfg.OnStart != nil {
 		p.cfg.OnStart(n, size, gpus)

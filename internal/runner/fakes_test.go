@@ -15,6 +15,7 @@ import (
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/store"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
@@ -147,6 +148,11 @@ func (s *fakeStore) FinishRun(_ context.Context, run *record.Run) error {
 	s.finished = append(s.finished, run.Status)
 	return nil
 }
+
+func (s *fakeStore) TrialStarted(context.Context, string, store.TrialProcess) (int64, error) {
+	return 0, nil
+}
+func (s *fakeStore) ClearTrial(context.Context, int64) error { return nil }
 
 func (s *fakeStore) Cached(context.Context, string) (*record.Run, error)  { return s.cached, nil }
 func (s *fakeStore) Nearest(context.Context, string) (*record.Run, error) { return s.nearest, nil }

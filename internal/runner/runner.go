@@ -87,6 +87,10 @@ type Store interface {
 	FinishRun(ctx context.Context, run *record.Run) error
 	Cached(ctx context.Context, fingerprint string) (*record.Run, error)
 	Nearest(ctx context.Context, commandKey string) (*record.Run, error)
+	// TrialStarted records a trial's processes until ClearTrial, so that
+	// a later batchfit can stop them if this one dies.
+	TrialStarted(ctx context.Context, runID string, p store.TrialProcess) (int64, error)
+	ClearTrial(ctx context.Context, id int64) error
 }
 
 var (

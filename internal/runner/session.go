@@ -12,6 +12,8 @@ import (
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/store"
+	"github.com/batchfit/batchfit/internal/trial"
 )
 
 // session is one search on its way: what Run has set up so far.
@@ -121,8 +123,28 @@ func (s *session) begin(ctx context.Context) error {
 			s.prog.Warn(fmt.Sprintf("record trial %d: %v", t.N, err))
 		}
 	}
+	pcfg.OnSpawn = s.recordSpawn(ctx)
 	s.prober = &sizeCheck{trialProber: s.newProber(pcfg), capacity: s.capacity(), placeholder: placeholder, worker: s.cfg.Worker != nil}
 	return nil
+}
+
+// recordSpawn records each trial's processes in the history while it runs:
+// should batchfit die, the next batchfit stops them (internal/trial.Stop).
+func (s *session) recordSpawn(ctx context.Context) func(trial.Process) func() {
+	return func(p trial.Process) func() {
+		id, err := s.deps.Store.TrialStarted(ctx, s.run.ID, store.TrialProcess{
+			PID: p.PID, PGID: p.PID, Start: p.Start, Cgroup: p.Cgroup, Cookie: p.Cookie,
+		})
+		if err != nil {
+			s.prog.Warn(fmt.Sprintf("record the processes of a trial: %v", err))
+			return nil
+		}
+		return func() {
+			if err := s.deps.Store.ClearTrial(ctx, id); err != nil {
+				s.prog.Warn(fmt.Sprintf("clear the record of a trial: %v", err))
+			}
+		}
+	}
 }
 
 // probeConfig is how fresh trials run: the executor, the adapter, the

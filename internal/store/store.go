@@ -158,6 +158,22 @@ CREATE TABLE trials (
 	PRIMARY KEY (run_id, n)
 ) STRICT, WITHOUT ROWID;
 `,
+	`
+CREATE TABLE live_trials (
+	id          INTEGER PRIMARY KEY,
+	run_id      TEXT NOT NULL,    -- no foreign key: the processes outlive any run record
+	pid         INTEGER NOT NULL, -- the trial's leader
+	pgid        INTEGER NOT NULL, -- its process group
+	start       INTEGER NOT NULL, -- the leader's start time, clock ticks after boot
+	cgroup      TEXT NOT NULL,    -- the trial's cgroup directory; '' when none
+	cookie      TEXT NOT NULL,    -- BATCHFIT_TRIAL_COOKIE of its processes
+	owner_pid   INTEGER NOT NULL, -- the batchfit that runs the trial
+	owner_start INTEGER NOT NULL,
+	owner_boot  TEXT NOT NULL,
+	owner_host  TEXT NOT NULL,
+	started     INTEGER NOT NULL  -- unix nanoseconds
+) STRICT;
+`,
 }
 
 // migrate checks that the file is a batchfit database (or empty) and applies

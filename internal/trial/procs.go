@@ -84,6 +84,7 @@ func childrenOf(pid int) []int {
 type tracker struct {
 	self   int
 	leader int
+	cgroup string // the trial's cgroup directory; "" when it has none
 	cookie []byte // "BATCHFIT_TRIAL_COOKIE=<value>" as in /proc/<pid>/environ
 
 	mu    sync.Mutex
@@ -159,6 +160,9 @@ func (t *tracker) signalAll(sig syscall.Signal) {
 	// The group id is the leader's pid; the leader is not reaped before the
 	// trial's cleanup is done, so the id still names this trial's group.
 	_ = procgroup.KillGroup(t.leader, sig)
+	if t.cgroup != "" {
+		signalCgroup(t.cgroup, sig)
+	}
 	t.mu.Lock()
 	known := make([]procKey, 0, len(t.known))
 	for pid, start := range t.known {
@@ -199,6 +203,13 @@ func (t *tracker) leftovers() []procfs.Stat {
 	}
 	for _, pid := range t.withCookie(others) {
 		ours[pid] = true
+	}
+	if t.cgroup != "" {
+		for _, pid := range cgroupPIDs(t.cgroup) {
+			if _, ok := all[pid]; ok && pid != t.self {
+				ours[pid] = true
+			}
+		}
 	}
 	// Descendants of anything ours are ours: a child forked after the last
 	// walk by a process that changed its environment.
@@ -298,6 +309,9 @@ func (t *tracker) killLeftovers() int {
 			killed[keyOf(p)] = true
 		}
 		_ = procgroup.KillGroup(t.leader, syscall.SIGKILL)
+		if t.cgroup != "" {
+			killCgroup(t.cgroup)
+		}
 		if len(live) == 0 {
 			break
 		}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
@@ -59,6 +60,11 @@ type Spec struct {
 	// Result.HostOOMEvidence. nil means the counter of batchfit's own cgroup
 	// (the trial runs in it), or the kernel's when there is none.
 	OOMKills OOMCounter
+	// OnSpawn, when set, is called right after the trial's leader starts,
+	// with what a later batchfit needs to stop the trial should this one
+	// die first; done, if not nil, is called once no process of the trial
+	// is left.
+	OnSpawn func(p Process) (done func())
 }
 
 // Watcher observes a running trial, e.g. samples the GPU memory of the
@@ -204,17 +210,26 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	becomeSubreaper()
 
 	cookie := newCookie()
-	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   spec.Argv,
-		Env:    withCookie(env, cookie),
-		Dir:    spec.Dir,
-		Stdout: logs.stdout,
-		Stderr: logs.stderr,
+	newCmd := func(cg *cgroup) *exec.Cmd {
 		// One group for the trial and its children, killable as a whole,
-		// that dies with batchfit.
-		SysProcAttr: procgroup.Attr(),
+		// whose leader dies with batchfit; and where there can be one, a
+		// cgroup that nothing of the trial can leave.
+		attr := procgroup.Attr()
+		if cg != nil {
+			cg.attach(attr)
+		}
+		return &exec.Cmd{
+			Path:        path,
+			Args:        spec.Argv,
+			Env:         withCookie(env, cookie),
+			Dir:         spec.Dir,
+			Stdout:      logs.stdout,
+			Stderr:      logs.stderr,
+			SysProcAttr: attr,
+		}
 	}
+	cg := newCgroup(cookie)
+	cmd := newCmd(cg)
 	counter := spec.OOMKills
 	if counter == nil {
 		counter = hostOOMCounter{root: "/"}
@@ -222,11 +237,33 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	oomBefore, oomOK := counter.OOMKills()
 
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if err != nil && cg != nil {
+		// clone3 into a cgroup can fail where a plain fork works (a
+		// seccomp filter, a cgroup the kernel refuses): the process group
+		// and the tracker still stop the trial.
+		cg.close()
+		cg = nil
+		cmd = newCmd(nil)
+		err = cmd.Start()
+	}
+	if err != nil {
 		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
 	}
 	pid := cmd.Process.Pid
 	res := Result{PID: pid, Start: start}
+	proc := Process{PID: pid, Cookie: cookie}
+	if st, err := procfs.ReadStat(pid); err == nil {
+		proc.Start = st.Start
+	}
+	if cg != nil {
+		proc.Cgroup = cg.path
+	}
+	if spec.OnSpawn != nil {
+		if done := spec.OnSpawn(proc); done != nil {
+			defer done()
+		}
+	}
 	scan := startLogScan(logs.stderr.Name(), logs.stdout.Name())
 	stopWatch := func() {}
 	if w != nil {
@@ -234,6 +271,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 
 	tr := newTracker(pid, cookie)
+	tr.cgroup = proc.Cgroup
 	exited := procgroup.WaitExit(pid)
 	pollStop := make(chan struct{})
 	pollDone := make(chan struct{})
@@ -279,6 +317,9 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	// the leftovers are killed.
 	res.Orphans = tr.killLeftovers()
 	_ = cmd.Wait()
+	if cg != nil {
+		cg.close()
+	}
 	res.ExitCode = -1
 	if cmd.ProcessState != nil {
 		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
