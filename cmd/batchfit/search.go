@@ -201,6 +201,9 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 		cfg.Group = g
 		run, err := runner.Run(ctx, cfg, deps)
 		if run != nil {
+			if len(run.Flaky) > 0 {
+				fmt.Fprintf(io.stderr, "batchfit: warning: the boundary is flaky: %s; %d is the safe side, not exact\n", run.FlakyText(), run.Answer)
+			}
 			runs = append(runs, run)
 			if werr := o.out.write(run, len(groups) > 1); werr != nil && exit == nil {
 				exit = werr

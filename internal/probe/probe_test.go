@@ -118,7 +118,8 @@ func TestMemoryLimitReachesTrial(t *testing.T) {
 	if res.Max != want || want != 282 {
 		t.Errorf("answer %d, truth %d (the question's workload at 24 GiB is 282)", res.Max, want)
 	}
-	if len(res.Trials) > 6 {
+	// 6 to find the answer, 2 to re-check its proof pair in fresh trials.
+	if len(res.Trials) > 8 {
 		t.Errorf("model strategy took %d trials", len(res.Trials))
 	}
 	for _, tr := range p.Trials() {

@@ -4,7 +4,9 @@
 package record
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/classify"
@@ -41,18 +43,22 @@ type Run struct {
 	Torch     string   `json:"torch,omitempty"` // version the adapter reported
 	Version   string   `json:"batchfit_version"`
 
-	Answer       int      `json:"answer"`                  // 0 when nothing fits or not found
-	FirstFailure int      `json:"first_failure,omitempty"` // the failing size that proves the answer
-	Margin       int      `json:"margin_size,omitempty"`   // the --margin answer
-	Recommended  int      `json:"recommended,omitempty"`   // smallest size within 2 % of the best throughput
-	Trials       []Trial  `json:"trials"`
-	Rounds       int      `json:"rounds"`
-	NonMonotonic []Pair   `json:"non_monotonic,omitempty"`
-	Model        *Model   `json:"model,omitempty"`
-	Error        string   `json:"error,omitempty"`
-	LogDir       string   `json:"log_dir,omitempty"`
-	Cached       bool     `json:"cached,omitempty"` // answered from the store
-	Warnings     []string `json:"warnings,omitempty"`
+	Answer       int     `json:"answer"`                  // 0 when nothing fits or not found
+	FirstFailure int     `json:"first_failure,omitempty"` // the failing size that proves the answer
+	Margin       int     `json:"margin_size,omitempty"`   // the --margin answer
+	Recommended  int     `json:"recommended,omitempty"`   // smallest size within 2 % of the best throughput
+	Trials       []Trial `json:"trials"`
+	Rounds       int     `json:"rounds"`
+	NonMonotonic []Pair  `json:"non_monotonic,omitempty"`
+	// Flaky lists the sizes at the boundary whose trials disagreed. When
+	// set, Answer is the safe side below them, not exact, and the run is
+	// never answered from the cache.
+	Flaky    []FlakySize `json:"flaky,omitempty"`
+	Model    *Model      `json:"model,omitempty"`
+	Error    string      `json:"error,omitempty"`
+	LogDir   string      `json:"log_dir,omitempty"`
+	Cached   bool        `json:"cached,omitempty"` // answered from the store
+	Warnings []string    `json:"warnings,omitempty"`
 }
 
 // Settings are the search options that shape the answer.
@@ -130,6 +136,32 @@ func (t Trial) Throughput() float64 {
 type Pair struct {
 	OK   int `json:"ok_size"`
 	Fail int `json:"fail_size"`
+}
+
+// FlakySize is a size whose trials disagreed: it ran OK times and failed
+// Failed times.
+type FlakySize struct {
+	Size   int `json:"batch_size"`
+	OK     int `json:"ok"`
+	Failed int `json:"failed"`
+}
+
+// FlakyText says in words which sizes were flaky, for warnings and
+// reports: "100 ran 1 time and failed 2 times; 99 ran 2 times and failed 1
+// time".
+func (r *Run) FlakyText() string {
+	var parts []string
+	for _, f := range r.Flaky {
+		parts = append(parts, fmt.Sprintf("%d ran %s and failed %s", f.Size, times(f.OK), times(f.Failed)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "1 time"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // Model is the fitted memory model, peak = Intercept + Slope × size.

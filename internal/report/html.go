@@ -104,6 +104,10 @@ func htmlViewOf(run *record.Run) htmlView {
 	}
 	htmlHeadline(&v, run)
 
+	if len(run.Flaky) > 0 {
+		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Flaky boundary",
+			Text: fmt.Sprintf("Not exact: the boundary does not reproduce (%s). %d is the safe side: it ran every time it was tried.", run.FlakyText(), run.Answer)})
+	}
 	for _, p := range run.NonMonotonic {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Non-monotonic",
 			Text: fmt.Sprintf("batch size %d ran but %d failed, and both held when retried in a fresh process; the answer takes the safe side.", p.OK, p.Fail)})

@@ -227,6 +227,9 @@ func (s *session) record(res search.Result) {
 	for _, c := range res.NonMonotonic {
 		run.NonMonotonic = append(run.NonMonotonic, record.Pair{OK: c.Ok.Size, Fail: c.Fail.Size})
 	}
+	for _, f := range res.Flaky {
+		run.Flaky = append(run.Flaky, record.FlakySize{Size: f.Size, OK: f.OK, Failed: f.Failed})
+	}
 	if f := res.Model; f != nil {
 		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual}
 	}

@@ -40,6 +40,9 @@ func checkProof(t *testing.T, res Result, cfg Config, answer int) {
 	if !res.Found || res.Max != answer {
 		t.Fatalf("found %v max %d, want %d (trials %v)", res.Found, res.Max, answer, sizesOf(res.Trials))
 	}
+	if len(res.Flaky) != 0 {
+		t.Errorf("flaky %+v, want an exact answer", res.Flaky)
+	}
 	g := cfg.grid()
 	var sawOK, sawFail bool
 	for _, o := range res.Trials {
@@ -89,7 +92,8 @@ func randomWorkload(r *rand.Rand) workload {
 }
 
 // TestTrialCounts: over 100 random shapes the model strategy is exact and
-// needs at most 5 trials on average; bisection's count is logged beside it.
+// needs at most 7 trials on average: 5 to find the answer, and 2 to re-check
+// its proof pair in fresh trials. Bisection's count is logged beside it.
 func TestTrialCounts(t *testing.T) {
 	for _, strategy := range []Strategy{Model, Bisect} {
 		for _, k := range []int{1, 2, 4} {
@@ -109,8 +113,8 @@ func TestTrialCounts(t *testing.T) {
 			}
 			mean := float64(trials) / 100
 			t.Logf("%s k=%d: %.2f trials, %.2f rounds on average, worst %d", strategy, k, mean, float64(rounds)/100, worst)
-			if strategy == Model && k == 1 && mean > 5 {
-				t.Errorf("model strategy: %.2f trials on average, want ≤ 5", mean)
+			if strategy == Model && k == 1 && mean > 7 {
+				t.Errorf("model strategy: %.2f trials on average, want ≤ 7", mean)
 			}
 		}
 	}
@@ -120,7 +124,7 @@ func TestTrialCounts(t *testing.T) {
 // with two views a sample, answer 282 on 24 GiB. Under an allocator cap the
 // context is outside the limit; on a whole card it is inside (about 540 MB
 // measured). Both must be exact and take a handful of trials where plain
-// bisection took 18.
+// bisection took 18 (the model 6 at most, and 2 to re-check the proof).
 func TestQuestionWorkload(t *testing.T) {
 	for _, ctx := range []uint64{0, 540 * 1000 * 1000} {
 		w := withAnswer(24*gib, ctx, 1500*mib, 282, 0.4)
@@ -133,7 +137,7 @@ func TestQuestionWorkload(t *testing.T) {
 			}
 			checkProof(t, res, cfg, 282)
 			t.Logf("context %d MB, %s: %d trials %v", ctx/1e6, strategy, len(res.Trials), sizesOf(res.Trials))
-			if strategy == Model && len(res.Trials) > 6 {
+			if strategy == Model && len(res.Trials) > 8 {
 				t.Errorf("model: %d trials", len(res.Trials))
 			}
 		}

@@ -18,10 +18,17 @@ type Result struct {
 	FirstFailure int
 	Trials       []Observation // every observation in order, re-runs included
 	Rounds       int           // Probe calls
-	// NonMonotonic lists contradictions that held when re-run (a failure at
-	// or below a size that ran, or a confirmation run that failed). The
-	// search took the safe side: it believed the failure.
+	// NonMonotonic lists contradictions between sizes that held when re-run
+	// (a failure at or below a size that ran). The search took the safe
+	// side: it believed the failure.
 	NonMonotonic []Conflict
+	// Flaky lists the sizes at the boundary seen both to fit and not to (a
+	// re-check of the proof pair or a confirmation disagreed), in order.
+	// The search believed their failures, so Max is the safe side: the
+	// largest size below them that was seen to fit, twice, and never
+	// failed. When Flaky is not empty Max is not exact: the boundary does
+	// not reproduce.
+	Flaky []FlakySize
 	// Margin is the largest size whose measured peak leaves
 	// Config.MarginPercent of Capacity free; 0 when not asked or none does.
 	Margin int
@@ -29,6 +36,16 @@ type Result struct {
 	// Figure; nil when none could be made.
 	Model  *memmodel.Fit
 	Figure Figure
+}
+
+// Exact reports whether the answer is exact: found, and every re-check of
+// its boundary agreed.
+func (r Result) Exact() bool { return r.Found && len(r.Flaky) == 0 }
+
+// FlakySize is a size whose trials disagreed: OK of them fitted and Failed
+// did not.
+type FlakySize struct {
+	Size, OK, Failed int
 }
 
 // Conflict is a pair of trials that contradict each other: Ok ran at a
@@ -74,7 +91,8 @@ const (
 	PhaseBracket Phase = "bracket"
 	// PhaseRefine narrows the bracket down to adjacent grid sizes.
 	PhaseRefine Phase = "refine"
-	// PhaseRecheck re-runs sizes whose results contradicted others.
+	// PhaseRecheck re-runs sizes whose results contradicted others or
+	// surprised the memory model, and the proof pair before the answer.
 	PhaseRecheck Phase = "recheck"
 	// PhaseConfirm re-runs the answer (Config.Confirm).
 	PhaseConfirm Phase = "confirm"
@@ -153,7 +171,8 @@ func chooseFigure(oks []Observation) Figure {
 type freshKey struct{}
 
 // Fresh reports whether a Probe call re-runs sizes to check them: a
-// contradiction re-check or a confirmation. A Prober that reuses warm
+// re-check (of a contradiction, a surprise or the proof pair) or a
+// confirmation. A Prober that reuses warm
 // processes must run these in fresh ones, or the check proves nothing.
 func Fresh(ctx context.Context) bool {
 	v, _ := ctx.Value(freshKey{}).(bool)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/batchfit/batchfit/internal/memmodel"
@@ -28,6 +29,7 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 		k:         max(cfg.Parallel, 1),
 		belief:    map[int]Observation{},
 		confirmed: map[int]int{},
+		flaky:     map[int]bool{},
 	}
 	if cfg.Strategy == Bisect || cfg.Capacity == 0 {
 		d.plan = &bisectPlanner{start: d.startOr(d.g.min)}
@@ -56,6 +58,14 @@ type driver struct {
 	// the bracket then takes the safe side.
 	belief    map[int]Observation
 	confirmed map[int]int // passed confirmation runs per size
+	// flaky holds the sizes seen both to fit and not to at the boundary
+	// (a re-check or a confirmation disagreed): believed not to fit from
+	// then on, whatever later trials say, so the answer is the safe side.
+	flaky map[int]bool
+	// modelDoubted is set when an OOM the model did not expect held on a
+	// re-run: the model is wrong about this workload, so its surprise is no
+	// reason to re-run later failures.
+	modelDoubted bool
 }
 
 // startOr returns the configured start, on the grid, or def.
@@ -88,6 +98,12 @@ func (d *driver) run(ctx context.Context) error {
 			continue
 		}
 		// The bracket is closed on lo.
+		if sizes, proven := d.proofRecheck(lo, hi); !proven {
+			if err := d.recheckProof(ctx, sizes); err != nil {
+				return err
+			}
+			continue
+		}
 		if n := d.cfg.Confirm - d.confirmed[lo]; n > 0 {
 			if err := d.confirm(ctx, lo, min(n, d.k)); err != nil {
 				return err
@@ -141,12 +157,15 @@ func (d *driver) round(ctx context.Context, phase Phase, sizes []int, predicted 
 		// A planner bug must not spin forever.
 		return fmt.Errorf("search planner proposed no size inside the bracket")
 	}
+	clear := d.clearRoom()
 	obs, err := d.probe(ctx, phase, sizes, predicted, false)
 	if err != nil {
 		return err
 	}
 	// A result contradicts when it disagrees with the bracket built from
-	// everything else known, this round's other results included.
+	// everything else known, this round's other results included. A
+	// failure the model did not expect is suspect too when it would move
+	// the boundary down.
 	trial := maps.Clone(d.belief)
 	for _, o := range obs {
 		trial[o.Size] = o
@@ -154,11 +173,13 @@ func (d *driver) round(ctx context.Context, phase Phase, sizes []int, predicted 
 	var suspects []Observation
 	for _, o := range obs {
 		lo, hi := bracketOf(trial, d.g, o.Size)
-		if (tooLarge(o) && o.Size <= lo) || (fits(o) && o.Size >= hi) {
+		contradicts := (tooLarge(o) && o.Size <= lo) || (fits(o) && o.Size >= hi)
+		surprise := tooLarge(o) && o.Size < hi && o.Size <= clear
+		if contradicts || surprise {
 			suspects = append(suspects, o)
 			continue
 		}
-		d.belief[o.Size] = o
+		d.believe(o)
 	}
 	if len(suspects) == 0 {
 		return nil
@@ -179,15 +200,129 @@ func (d *driver) round(ctx context.Context, phase Phase, sizes []int, predicted 
 	for i, o := range suspects {
 		// Believe the re-run: if it disagrees, the first result was the
 		// flake; if it agrees, both say the same and it stands.
-		d.belief[o.Size] = again[i]
-		if agree(o, again[i]) {
-			held = append(held, o.Size)
+		d.believe(again[i])
+		if !agree(o, again[i]) {
+			continue
+		}
+		held = append(held, o.Size)
+		if tooLarge(o) && o.Size <= clear {
+			d.modelDoubted = true
 		}
 	}
 	for _, s := range held {
 		d.recordConflict(s)
 	}
 	return nil
+}
+
+// believe makes o the belief at its size, unless the size is flaky: then
+// it stays believed not to fit.
+func (d *driver) believe(o Observation) {
+	if d.flaky[o.Size] && fits(o) {
+		return
+	}
+	d.belief[o.Size] = o
+}
+
+// clearRoom returns the largest size at which the memory model leaves clear
+// room, so that an OOM there is a surprise worth a re-run before it moves
+// the boundary: below the smallest boundary the model allows (its
+// prediction at the low end of the expected window, less its error bound)
+// by a twentieth, and at least a grid step. It is below the grid when there
+// is no model, or the model has been wrong about this workload.
+func (d *driver) clearRoom() int {
+	none := d.g.min - d.g.step
+	if d.modelDoubted || d.cfg.Capacity == 0 || d.cfg.Strategy == Bisect {
+		return none
+	}
+	v := d.view(d.bracket())
+	if v.fit == nil || v.cLo <= 0 {
+		return none
+	}
+	lo := uint64(v.cLo)
+	room := v.fit.MaxSize(lo) - v.fit.Bound(lo)
+	if math.IsNaN(room) || math.IsInf(room, 0) {
+		return none
+	}
+	room = room*0.95 - float64(d.g.step)
+	if room < float64(d.g.min) {
+		return none
+	}
+	return d.g.floor(toInt(room, d.g))
+}
+
+// proofRecheck says whether the proof pair (lo ran, hi did not; hi above
+// the grid when lo is the top) is proven, and otherwise returns the sizes
+// that must run again in fresh trials before the answer is reported: each
+// side until it was seen twice, every time the same way. A side that was
+// seen both ways is flaky: it is marked, believed not to fit, and not
+// re-run; when that is lo, the bracket has moved and no size is returned.
+func (d *driver) proofRecheck(lo, hi int) (sizes []int, proven bool) {
+	okLo, failLo := d.tally(lo)
+	if failLo > 0 {
+		d.markFlaky(lo)
+		return nil, false
+	}
+	if hi <= d.g.max && !d.flaky[hi] {
+		okHi, failHi := d.tally(hi)
+		switch {
+		case okHi > 0:
+			d.markFlaky(hi)
+		case failHi < 2:
+			sizes = append(sizes, hi)
+		}
+	}
+	if okLo < 2 {
+		sizes = append([]int{lo}, sizes...)
+	}
+	return sizes, len(sizes) == 0
+}
+
+// recheckProof runs the proof pair again in fresh trials, in as few
+// rounds as Parallel allows. A disagreement makes the size flaky.
+func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
+	for chunk := range slices.Chunk(sizes, d.k) {
+		obs, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
+		if err != nil {
+			return err
+		}
+		for _, o := range obs {
+			if !agree(o, d.belief[o.Size]) {
+				d.markFlaky(o.Size)
+				continue
+			}
+			d.believe(o)
+		}
+	}
+	return nil
+}
+
+// markFlaky records that size s was seen both to fit and not to, and
+// believes its failure.
+func (d *driver) markFlaky(s int) {
+	d.flaky[s] = true
+	if fits(d.belief[s]) {
+		for i := len(d.trials) - 1; i >= 0; i-- {
+			if o := d.trials[i]; o.Size == s && tooLarge(o) {
+				d.belief[s] = o
+				return
+			}
+		}
+	}
+}
+
+// tally counts the trials at size s that fitted and that did not.
+func (d *driver) tally(s int) (ok, failed int) {
+	for _, o := range d.trials {
+		switch {
+		case o.Size != s:
+		case fits(o):
+			ok++
+		case tooLarge(o):
+			failed++
+		}
+	}
+	return ok, failed
 }
 
 // recordConflict records the contradiction that the size s still makes
@@ -216,7 +351,7 @@ func (d *driver) recordConflict(s int) {
 }
 
 // confirm re-runs the answer n times in fresh trials. One failure is enough
-// to distrust it: the size is believed not to fit from then on.
+// to distrust it: the size is flaky, believed not to fit from then on.
 func (d *driver) confirm(ctx context.Context, size, n int) error {
 	obs, err := d.probe(ctx, PhaseConfirm, slices.Repeat([]int{size}, n), 0, true)
 	if err != nil {
@@ -227,8 +362,7 @@ func (d *driver) confirm(ctx context.Context, size, n int) error {
 			d.confirmed[size]++
 			continue
 		}
-		d.res.NonMonotonic = append(d.res.NonMonotonic, Conflict{Ok: d.belief[size], Fail: o})
-		d.belief[size] = o
+		d.markFlaky(size)
 		return nil
 	}
 	return nil
@@ -237,6 +371,10 @@ func (d *driver) confirm(ctx context.Context, size, n int) error {
 // finish fills in the parts of the result that summarise the beliefs.
 func (d *driver) finish() {
 	d.res.Trials, d.res.Rounds = d.trials, d.rounds
+	for _, s := range slices.Sorted(maps.Keys(d.flaky)) {
+		ok, failed := d.tally(s)
+		d.res.Flaky = append(d.res.Flaky, FlakySize{Size: s, OK: ok, Failed: failed})
+	}
 	_, hi := d.bracket()
 	fig, points := d.points(hi)
 	d.res.Figure = fig

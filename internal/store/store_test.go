@@ -529,6 +529,9 @@ func TestCachedAndNearest(t *testing.T) {
 	add(3, record.Interrupted, 0, nil)                                 // newer, but interrupted
 	add(4, record.Running, 0, nil)                                     // newer, still running
 	add(5, record.Found, 300, func(r *record.Run) { r.Cached = true }) // answered from the cache
+	add(5, record.Found, 250, func(r *record.Run) {                    // flaky: not exact
+		r.Flaky = []record.FlakySize{{Size: 251, OK: 1, Failed: 1}}
+	})
 	a100 := add(6, record.Found, 120, otherGPU)
 	add(7, record.Found, 999, otherCmd)
 	_ = old
