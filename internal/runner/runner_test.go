@@ -398,3 +398,29 @@ func dirEntries(t *testing.T, dir string) int {
 	}
 	return len(es)
 }
+
+func TestProvenFresh(t *testing.T) {
+	ok := func(size int, fresh bool) search.Observation {
+		return search.Observation{Size: size, Outcome: classify.OK, Retry: fresh}
+	}
+	oom := func(size int, fresh bool) search.Observation {
+		return search.Observation{Size: size, Outcome: classify.OOM, Retry: fresh}
+	}
+	crash := search.Observation{Size: 41, Outcome: classify.Crash, Retry: true}
+	for _, tc := range []struct {
+		name string
+		res  search.Result
+		want bool
+	}{
+		{"both fresh", search.Result{Found: true, Max: 40, FirstFailure: 41, Trials: []search.Observation{ok(40, false), oom(41, false), ok(40, true), oom(41, true)}}, true},
+		{"warm only", search.Result{Found: true, Max: 40, FirstFailure: 41, Trials: []search.Observation{ok(40, false), oom(41, false), ok(40, false)}}, false},
+		{"failure not fresh", search.Result{Found: true, Max: 40, FirstFailure: 41, Trials: []search.Observation{ok(40, true), oom(41, false)}}, false},
+		{"a crash is no failure", search.Result{Found: true, Max: 40, FirstFailure: 41, Trials: []search.Observation{ok(40, true), crash}}, false},
+		{"the top of the range", search.Result{Found: true, Max: 64, Trials: []search.Observation{ok(64, true)}}, true},
+		{"not found", search.Result{Max: 40, FirstFailure: 41, Trials: []search.Observation{ok(40, true), oom(41, true)}}, false},
+	} {
+		if got := provenFresh(tc.res); got != tc.want {
+			t.Errorf("%s: provenFresh = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

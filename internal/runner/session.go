@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
@@ -206,13 +207,25 @@ func (s *session) runSearch(ctx context.Context) (search.Result, error) {
 		s.prog.Event(ev)
 	}
 	res, err := search.Run(ctx, cfg, s.prober)
-	if err == nil && s.cfg.Worker != nil {
+	if err == nil && s.cfg.Worker != nil && !provenFresh(res) {
 		var st search.Settled
 		st, err = search.Settle(ctx, cfg, s.prober, res.Max, res.FirstFailure)
 		res.Max, res.FirstFailure = st.Max, st.FirstFailure
 	}
 	s.prog.Close()
 	return res, err
+}
+
+// provenFresh reports whether fresh trials (the search's re-checks, which
+// a warm worker runs in fresh processes) already saw the answer fit and its
+// first failure fail: settling would only run them again.
+func provenFresh(res search.Result) bool {
+	seen := func(size int, fit bool) bool {
+		return slices.ContainsFunc(res.Trials, func(o search.Observation) bool {
+			return o.Retry && o.Size == size && o.Outcome.Fits() == fit && (fit || o.Outcome.TooLarge())
+		})
+	}
+	return res.Found && seen(res.Max, true) && (res.FirstFailure == 0 || seen(res.FirstFailure, false))
 }
 
 // record puts what the search found into the run.
