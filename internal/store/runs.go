@@ -238,9 +238,21 @@ func (s *Store) List(ctx context.Context, limit int) ([]record.Run, error) {
 // Cached returns the newest found run with this fingerprint, with its trials,
 // or nil and no error if there is none. Runs that were themselves answered
 // from the cache are skipped, so the answer always comes with the trials
-// that proved it.
+// that proved it, and so are runs taken out of use by ClearCache.
 func (s *Store) Cached(ctx context.Context, fingerprint string) (*record.Run, error) {
-	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint)
+	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, "AND reusable = 1")
+}
+
+// ClearCache takes every run's answer out of use as a cached answer and
+// returns how many it took. The runs stay in the history (history, show)
+// and still seed the start of a close search.
+func (s *Store) ClearCache(ctx context.Context) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0`)
+	if err != nil {
+		return 0, s.fail(ctx, "clear the cache", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }
 
 // Nearest returns the newest found run of the same command in the same
@@ -248,13 +260,13 @@ func (s *Store) Cached(ctx context.Context, fingerprint string) (*record.Run, er
 // trials, or nil and no error if there is none. Its answer and memory figures
 // are a starting point for a new search, not an answer to it.
 func (s *Store) Nearest(ctx context.Context, commandKey string) (*record.Run, error) {
-	return s.newest(ctx, "look up nearest run", "command_key", commandKey)
+	return s.newest(ctx, "look up nearest run", "command_key", commandKey, "")
 }
 
-func (s *Store) newest(ctx context.Context, op, column, value string) (*record.Run, error) {
-	// column is one of two constants above, never user input.
+func (s *Store) newest(ctx context.Context, op, column, value, also string) (*record.Run, error) {
+	// column and also are constants above, never user input.
 	runs, err := s.query(ctx, op,
-		`WHERE `+column+` = ? AND status = 'found' AND cached = 0 ORDER BY started DESC, id DESC LIMIT 1`, value)
+		`WHERE `+column+` = ? AND status = 'found' AND cached = 0 `+also+` ORDER BY started DESC, id DESC LIMIT 1`, value)
 	if err != nil || len(runs) == 0 {
 		return nil, err
 	}

@@ -158,6 +158,11 @@ CREATE TABLE trials (
 	PRIMARY KEY (run_id, n)
 ) STRICT, WITHOUT ROWID;
 `,
+	// reusable is 0 once `batchfit cache clear` took the run's answer out of
+	// use; the run stays in the history and still seeds close searches.
+	`
+ALTER TABLE runs ADD COLUMN reusable INTEGER NOT NULL DEFAULT 1;
+`,
 }
 
 // migrate checks that the file is a batchfit database (or empty) and applies
