@@ -164,7 +164,7 @@ that the exact answer takes a handful of trials.
 		return usageError(fmt.Sprintf("run '%s --help' for usage", c.CommandPath()), "%s", err)
 	})
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io))
-	root.AddCommand(newDoctorCommand(io))
+	root.AddCommand(newDoctorCommand(io), newCacheCommand(io))
 	return root
 }
 

@@ -36,6 +36,8 @@ type searchOptions struct {
 	framework                   string
 	torch                       bool
 	fresh                       bool
+	cacheEnv                    []string
+	cacheMaxAge                 maxAge
 	gpus                        string
 	worker, keepAfterOOM        bool
 	gpusPerTrial                int
@@ -63,12 +65,15 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.margin, "margin", 0, "also report the largest size that leaves this percentage of memory free (0-90)")
 	flagGroup(fs, groupMemory, "memory-limit", "margin")
 
+	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
+	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
+	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_* and OMP_* always count)")
 	fs.BoolVar(&o.json, "json", false, "print the whole record as JSON")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep every trial's stdout and stderr here (default: a temporary folder, kept only when something failed unexpectedly)")
 	o.out.register(fs)
 	o.db.register(fs, true)
-	flagGroup(fs, groupOutput, "json", "quiet", "log-dir", "report", "plot", "db", "no-db")
+	flagGroup(fs, groupOutput, "json", "quiet", "log-dir", "report", "plot", "db", "no-db", "cache-max-age", "cache-env")
 
 	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
 	fs.IntVar(&o.gpusPerTrial, "gpus-per-trial", 1, "GPUs one trial spans (torchrun --nproc_per_node=N); the batch size is per GPU")
@@ -251,7 +256,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
 		Search: sc, Steps: o.steps, Timeout: o.timeout, MemoryLimit: limit,
-		Fresh: o.fresh, LogDir: o.logDir, LogBase: kind.LogBase(), Version: version,
+		Fresh: o.fresh, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: version,
 	}
 	if o.worker {
 		cfg.Worker = &runner.WorkerOptions{KeepAfterOOM: o.keepAfterOOM}
@@ -277,6 +282,9 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 				fmt.Fprintf(io.stderr, "batchfit: %s\n", msg)
 			}
 		},
+		// Even with -q: an answer from the history must never pass for a
+		// fresh one.
+		Alert: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) },
 	}
 	return deps, func() { db.Close() }, nil
 }

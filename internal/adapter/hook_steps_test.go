@@ -83,7 +83,8 @@ func TestHookStopsFakeTorchCUDA(t *testing.T) {
 	want := Event{Version: 1, Event: "exit", PID: ev.PID, Torch: "2.99.0+fake", Steps: 2, StepTimes: ev.StepTimes,
 		CUDAInitialized: true, DeviceIndex: 1, Device: "Fake H200", DeviceTotal: 150109880320,
 		MaxAllocated: 25542543872, MaxReserved: 25767706624, Framework: "torch",
-		StepPeaks: []uint64{25542543872, 25542543872}, Stopped: true}
+		StepPeaks: []uint64{25542543872, 25542543872}, Stopped: true,
+		Sources: ev.Sources} // TestHookReportsLoadedSources checks them
 	if !reflect.DeepEqual(ev, want) || len(ev.StepTimes) != 1 {
 		t.Errorf("event =\n%+v, want\n%+v with 1 step time", ev, want)
 	}

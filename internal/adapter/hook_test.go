@@ -339,7 +339,8 @@ func TestHookFakeTorchCUDA(t *testing.T) {
 			if want := "synchronized: " + strconv.Itoa(wantSync) + "\n"; r.stdout != want {
 				t.Errorf("stdout = %q, want %q", r.stdout, want)
 			}
-			want := Event{Version: 1, Event: "exit", PID: ev.PID, Torch: "2.99.0+fake", Steps: 3, StepTimes: ev.StepTimes}
+			want := Event{Version: 1, Event: "exit", PID: ev.PID, Torch: "2.99.0+fake", Steps: 3, StepTimes: ev.StepTimes,
+				Sources: ev.Sources} // TestHookReportsLoadedSources checks them
 			if tc.cuda {
 				want.CUDAInitialized, want.DeviceIndex, want.Device, want.DeviceTotal = true, 1, "Fake H200", 150109880320
 				want.MaxAllocated, want.MaxReserved = 25542543872, 25767706624
@@ -368,5 +369,31 @@ func TestHookKeepsTraceback(t *testing.T) {
 	}
 	if !strings.Contains(plain.stderr, "ValueError: boom") {
 		t.Errorf("no traceback in stderr:\n%s", plain.stderr)
+	}
+}
+
+// TestHookReportsLoadedSources: the exit event names the script and the
+// helper module it imported, not the standard library nor the adapter.
+func TestHookReportsLoadedSources(t *testing.T) {
+	python := findPython(t, false)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "main.py")
+	helper := filepath.Join(dir, "helper.py")
+	if err := os.WriteFile(helper, []byte("X = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte("import json, helper\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := onlyEvent(t, runHooked(t, python, nil, script))
+	var paths []string
+	for _, s := range ev.Sources {
+		paths = append(paths, s.Path)
+	}
+	if len(paths) != 2 || paths[0] != script || paths[1] != helper {
+		t.Fatalf("sources = %q, want the script then its helper", paths)
+	}
+	if ev.Sources[1].Size != 6 || ev.Sources[1].MTimeNS == 0 || ev.SourcesTruncated {
+		t.Fatalf("helper = %+v (truncated %v), want its size and mtime", ev.Sources[1], ev.SourcesTruncated)
 	}
 }

@@ -77,6 +77,24 @@ type Event struct {
 	// Stopped is set when the adapter ended the program after BATCHFIT_STEPS
 	// steps (it then exits with status 0); Steps says how many.
 	Stopped bool `json:"stopped,omitempty"`
+
+	// Sources are the source files the process loaded outside the standard
+	// library, site-packages and dist-packages (its script first, then by
+	// path), at most MaxSources; SourcesTruncated says there were more.
+	Sources          []Source `json:"sources,omitempty"`
+	SourcesTruncated bool     `json:"sources_truncated,omitempty"`
+}
+
+// MaxSources bounds Event.Sources and Summary.Sources. The adapter only
+// stats them (hashing is the Go side's), so the bound keeps the exit event
+// small, not the adapter's time.
+const MaxSources = 1000
+
+// Source is one source file a program loaded, as it was when it exited.
+type Source struct {
+	Path    string `json:"path"` // absolute
+	Size    int64  `json:"size"`
+	MTimeNS int64  `json:"mtime_ns"`
 }
 
 // DeviceMemory is a framework's own memory figures for one local device, in

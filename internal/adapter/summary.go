@@ -1,5 +1,7 @@
 package adapter
 
+import "slices"
+
 // Summary is what a trial's exit events say, folded over every process that
 // reported (each torchrun rank, spawned dataloader workers).
 type Summary struct {
@@ -44,6 +46,11 @@ type Summary struct {
 	StepPeaks []uint64
 	// Stopped is set when the adapter ended any process after its steps.
 	Stopped bool
+	// Sources are the source files every process loaded (see
+	// Event.Sources), each path once, at most MaxSources; SourcesTruncated
+	// says some were left out.
+	Sources          []Source
+	SourcesTruncated bool
 }
 
 // MaxOOMRequests bounds Summary.OOMRequests.
@@ -87,6 +94,7 @@ func Summarize(events []Event) Summary {
 		}
 		s.OOMsCaught += ev.OOMsCaught
 		s.OOMRequests = append(s.OOMRequests, ev.OOMRequests[:min(len(ev.OOMRequests), MaxOOMRequests-len(s.OOMRequests))]...)
+		s.Sources, s.SourcesTruncated = MergeSources(s.Sources, ev.Sources, s.SourcesTruncated || ev.SourcesTruncated)
 		if ev.Steps > 0 && (stepper == nil || (ev.Rank == 0 && stepper.Rank != 0)) {
 			stepper = ev
 		}
@@ -115,4 +123,20 @@ func betterException(ev, kept *Event) bool {
 		return ev.OOM
 	}
 	return ev.Rank == 0 && kept.Rank != 0
+}
+
+// MergeSources adds the sources in more to have, each path once (the first
+// report of it wins), up to MaxSources; truncated comes back set when any
+// were left out.
+func MergeSources(have, more []Source, truncated bool) ([]Source, bool) {
+	for _, src := range more {
+		if slices.ContainsFunc(have, func(h Source) bool { return h.Path == src.Path }) {
+			continue
+		}
+		if len(have) >= MaxSources {
+			return have, true
+		}
+		have = append(have, src)
+	}
+	return have, truncated
 }

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -100,5 +101,26 @@ func TestSummarize(t *testing.T) {
 				t.Errorf("Summarize =\n%+v, want\n%+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSummarizeSources: each path once over every process, bounded.
+func TestSummarizeSources(t *testing.T) {
+	a := Source{Path: "/w/train.py", Size: 1, MTimeNS: 2}
+	b := Source{Path: "/w/model.py", Size: 3, MTimeNS: 4}
+	s := Summarize([]Event{
+		{Event: "exit", Sources: []Source{a, b}},
+		{Event: "exit", Rank: 1, Sources: []Source{a}},
+	})
+	if len(s.Sources) != 2 || s.Sources[0] != a || s.Sources[1] != b || s.SourcesTruncated {
+		t.Fatalf("sources = %+v (truncated %v), want train.py and model.py", s.Sources, s.SourcesTruncated)
+	}
+	many := make([]Source, MaxSources+1)
+	for i := range many {
+		many[i].Path = fmt.Sprintf("/w/m%d.py", i)
+	}
+	s = Summarize([]Event{{Event: "exit", Sources: many}})
+	if len(s.Sources) != MaxSources || !s.SourcesTruncated {
+		t.Fatalf("%d sources (truncated %v), want %d and truncated", len(s.Sources), s.SourcesTruncated, MaxSources)
 	}
 }

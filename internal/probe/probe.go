@@ -93,6 +93,9 @@ type Prober struct {
 	trials []record.Trial
 	phase  string
 	torch  string
+
+	sources          []adapter.Source
+	sourcesTruncated bool
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -130,6 +133,14 @@ func (p *Prober) TorchVersion() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.torch
+}
+
+// Sources are the source files the trials' programs loaded (see
+// adapter.Event.Sources), each once; truncated says some were left out.
+func (p *Prober) Sources() (sources []adapter.Source, truncated bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.sources), p.sourcesTruncated
 }
 
 // Probe runs the sizes, in parallel over the slots when there are several,
@@ -271,6 +282,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	if sum.Torch != "" {
 		p.torch = sum.Torch
 	}
+	p.sources, p.sourcesTruncated = adapter.MergeSources(p.sources, sum.Sources, p.sourcesTruncated || sum.SourcesTruncated)
 	p.mu.Unlock()
 	if p.cfg.OnDone != nil {
 		p.cfg.OnDone(t)

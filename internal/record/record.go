@@ -53,12 +53,49 @@ type Run struct {
 	// Flaky lists the sizes at the boundary whose trials disagreed. When
 	// set, Answer is the safe side below them, not exact, and the run is
 	// never answered from the cache.
-	Flaky    []FlakySize `json:"flaky,omitempty"`
-	Model    *Model      `json:"model,omitempty"`
-	Error    string      `json:"error,omitempty"`
-	LogDir   string      `json:"log_dir,omitempty"`
-	Cached   bool        `json:"cached,omitempty"` // answered from the store
-	Warnings []string    `json:"warnings,omitempty"`
+	Flaky  []FlakySize `json:"flaky,omitempty"`
+	Model  *Model      `json:"model,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	LogDir string      `json:"log_dir,omitempty"`
+	Cached bool        `json:"cached,omitempty"` // answered from the store
+	// CachedFrom is the run a cached answer came from.
+	CachedFrom string   `json:"cached_from,omitempty"`
+	Warnings   []string `json:"warnings,omitempty"`
+	// Inputs are what ran, beyond the command line and the settings: a
+	// cached answer is used only while they are unchanged.
+	Inputs *Inputs `json:"inputs,omitempty"`
+}
+
+// Inputs are what a run's answer depends on besides its command line and
+// settings. Files, Git and Env are known before the first trial and are part
+// of the fingerprint; Loaded is only known once a trial has run, so it is
+// checked again (hashed anew) before a cached answer is used.
+type Inputs struct {
+	Files []File   `json:"files,omitempty"` // files named in the command's arguments
+	Git   *Git     `json:"git,omitempty"`   // nil outside a git repository or without git
+	Env   []string `json:"env,omitempty"`   // memory-relevant NAME=VALUE, sorted
+	// Loaded are the source files the program loaded outside the standard
+	// library and site-packages, as the adapter reported them.
+	Loaded []File `json:"loaded,omitempty"`
+	// LoadedTruncated says the adapter reported only some of them, so they
+	// cannot all be checked.
+	LoadedTruncated bool `json:"loaded_truncated,omitempty"`
+}
+
+// File is one file an answer depends on. Hash is "sha256:<hex>" of its
+// contents, "stat:<size>:<mtime ns>" for one beyond the hashing budget, and
+// "" when it could not be read (which never matches).
+type File struct {
+	Path string `json:"path"`
+	Hash string `json:"hash"`
+}
+
+// Git is the state of the repository the command runs in.
+type Git struct {
+	Commit string `json:"commit"` // "" before the first commit
+	// Diff is the SHA-256 of the uncommitted changes: `git diff HEAD` and
+	// the names of untracked files.
+	Diff string `json:"diff"`
 }
 
 // Settings are the search options that shape the answer.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -38,6 +39,8 @@ type fakeTrainer struct {
 	// for the context: a trial to cancel.
 	blockAt int
 	block   chan struct{}
+	// sources are the files the program loaded, as the hook reports them.
+	sources []string
 }
 
 func (t fakeTrainer) fits(size int) bool { return t.fixed+uint64(size)*t.perSample <= t.limit }
@@ -96,9 +99,21 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 	}
 	if !t.noFigures {
 		step := 0.1 + float64(size)*t.stepPerSample
-		adapter.Append(report, adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step}})
+		adapter.Append(report, adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step},
+			Sources: statSources(t.sources)})
 	}
 	return trial.Result{ExitCode: 0, Duration: time.Second}, nil
+}
+
+// statSources reports the files as the hook does: path, size and mtime.
+func statSources(paths []string) []adapter.Source {
+	var out []adapter.Source
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			out = append(out, adapter.Source{Path: p, Size: st.Size(), MTimeNS: st.ModTime().UnixNano()})
+		}
+	}
+	return out
 }
 
 func (e *fakeExecutor) tried() []int {
@@ -107,12 +122,14 @@ func (e *fakeExecutor) tried() []int {
 	return slices.Clone(e.sizes)
 }
 
-// fakeStore is the history in memory, with the answers of Cached and
-// Nearest set by the test.
+// fakeStore is the history in memory. Cached and Nearest answer what the
+// test set, or else look up the runs finished so far as the store does
+// (by fingerprint and command key).
 type fakeStore struct {
 	mu       sync.Mutex
 	cached   *record.Run
 	nearest  *record.Run
+	runs     []*record.Run // finished, as stored
 	beginErr error
 	begun    []*record.Run
 	trials   []record.Trial
@@ -146,6 +163,17 @@ func (s *fakeStore) FinishRun(_ context.Context, run *record.Run) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finished = append(s.finished, run.Status)
+	run.Fingerprint = store.Fingerprint(run)
+	// A copy, as the database keeps it: later edits of run do not reach it.
+	b, err := json.Marshal(run)
+	if err != nil {
+		return err
+	}
+	var kept record.Run
+	if err := json.Unmarshal(b, &kept); err != nil {
+		return err
+	}
+	s.runs = append(s.runs, &kept)
 	return nil
 }
 
@@ -154,8 +182,31 @@ func (s *fakeStore) TrialStarted(context.Context, string, store.TrialProcess) (i
 }
 func (s *fakeStore) ClearTrial(context.Context, int64) error { return nil }
 
-func (s *fakeStore) Cached(context.Context, string) (*record.Run, error)  { return s.cached, nil }
-func (s *fakeStore) Nearest(context.Context, string) (*record.Run, error) { return s.nearest, nil }
+func (s *fakeStore) Cached(_ context.Context, fp string) (*record.Run, error) {
+	if s.cached != nil {
+		return s.cached, nil
+	}
+	return s.newest(func(r *record.Run) bool { return r.Fingerprint == fp }), nil
+}
+
+func (s *fakeStore) Nearest(_ context.Context, key string) (*record.Run, error) {
+	if s.nearest != nil {
+		return s.nearest, nil
+	}
+	return s.newest(func(r *record.Run) bool { return store.CommandKey(r) == key }), nil
+}
+
+func (s *fakeStore) newest(match func(*record.Run) bool) *record.Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.runs) - 1; i >= 0; i-- {
+		if r := s.runs[i]; r.Status == record.Found && match(r) {
+			c := *r
+			return &c
+		}
+	}
+	return nil
+}
 
 // fakeProgress records what the display was told.
 type fakeProgress struct {
@@ -246,8 +297,14 @@ type fixture struct {
 	progress *fakeProgress
 	clock    *fakeClock
 	gpu      *fakeGPU
+	git      fakeGit
 	notices  []string
 }
+
+// fakeGit is a repository whose state the test sets; nil is none.
+type fakeGit struct{ state *record.Git }
+
+func (g fakeGit) State(context.Context, string) *record.Git { return g.state }
 
 const gib = 1 << 30
 
@@ -269,6 +326,8 @@ func newFixture(t fakeTrainer) *fixture {
 		Group:     Group{Name: "Fake GPU", Devices: []gpu.Device{f.gpu.device}},
 		LogBase:   "",
 		Version:   "test",
+
+		CacheMaxAge: 30 * 24 * time.Hour,
 	}
 	return f
 }
@@ -281,6 +340,7 @@ func (f *fixture) deps() Deps {
 		Progress: func(info ProgressInfo) Progress { f.progress.info = info; return f.progress },
 		Notice:   func(msg string) { f.notices = append(f.notices, msg) },
 		Now:      f.clock.Now,
+		Git:      f.git,
 	}
 }
 

@@ -3,24 +3,33 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/store"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // fromHistory returns the answer from the history when the same search was
-// done before, or seeds the start from a close one.
+// done before and what ran then still stands, or seeds the start from a
+// close one (the stale candidate included).
 func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
-	if !s.cfg.Fresh {
+	if !s.cfg.Fresh && s.cfg.CacheMaxAge > 0 {
 		cached, err := s.deps.Store.Cached(ctx, store.Fingerprint(s.run))
 		if err != nil {
 			return nil, withHint(fmt.Errorf("read the history: %w", err), "pass --no-db to search without the history")
 		}
 		if cached != nil {
-			cached.Cached = true
-			s.deps.Notice(fmt.Sprintf("answered from the history (run %s); --fresh searches again", cached.ID))
-			return cached, nil
+			if why := s.stale(cached); why != "" {
+				s.deps.Notice(fmt.Sprintf("run %s of the history does not answer this search (%s); searching again", cached.ID, why))
+			} else {
+				cached.Cached, cached.CachedFrom = true, cached.ID
+				s.deps.Alert(fmt.Sprintf("answered from the history (run %s, %s old); --fresh searches again",
+					cached.ID, age(s.deps.Now().Sub(cached.Started))))
+				return cached, nil
+			}
 		}
 	}
 	if s.scfg.Start != 0 {
@@ -36,6 +45,31 @@ func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
 		s.deps.Notice(fmt.Sprintf("starting at %d, from run %s (answer %d on other settings)", seed, near.ID, near.Answer))
 	}
 	return nil, nil
+}
+
+// stale says why a run with this search's fingerprint does not answer it
+// now, or "" when it does: it is too old, it has no answer for the margin
+// asked, or a source file the program loaded then changed or vanished
+// since (hashed again now).
+func (s *session) stale(c *record.Run) string {
+	if a := s.deps.Now().Sub(c.Started); a > s.cfg.CacheMaxAge {
+		return fmt.Sprintf("it is %s old, over --cache-max-age %s", age(a), age(s.cfg.CacheMaxAge))
+	}
+	if m := s.scfg.MarginPercent; m > 0 && m != c.Settings.Margin {
+		return fmt.Sprintf("it has no answer for --margin %g", m)
+	}
+	return inputs.Changed(c.Inputs)
+}
+
+// age is a time span for a notice: days from one day on.
+func age(d time.Duration) string {
+	switch days := int(d.Hours() / 24); {
+	case days == 1:
+		return "1 day"
+	case days > 1:
+		return fmt.Sprintf("%d days", days)
+	}
+	return units.RoughDuration(d.Seconds())
 }
 
 // seedStart scales a close run's answer to this run's capacity, a little

@@ -27,7 +27,8 @@ var (
 // and the final answer.
 func (s *session) newProber(pcfg probe.Config) trialProber {
 	if s.cfg.Worker == nil {
-		return probe.New(pcfg)
+		s.fresh = probe.New(pcfg)
+		return s.fresh
 	}
 	// Under a --memory-limit that leaves the card room for three capped
 	// processes, the next worker starts while the current one runs, and the
@@ -43,6 +44,7 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 	onDone := pcfg.OnDone
 	pcfg.OnDone = s.prog.TrialDone
 	fresh := probe.New(pcfg)
+	s.fresh = fresh
 	env := adapter.Env(s.cfg.Env, pcfg.PythonPath, "")
 	return worker.NewProber(worker.ProberConfig{
 		Standby:      roomy,

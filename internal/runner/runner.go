@@ -12,6 +12,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -44,6 +45,11 @@ type Config struct {
 	Worker *WorkerOptions
 	// Fresh searches even when the history has the answer.
 	Fresh bool
+	// CacheMaxAge is how old a cached answer may be; 0 never uses one.
+	CacheMaxAge time.Duration
+	// CacheEnv names environment variables that count as inputs beyond
+	// the memory-relevant ones (inputs.MemoryEnv).
+	CacheEnv []string
 	// LogDir keeps every trial's output there. "" makes a temporary folder
 	// under LogBase ("" means the system's), removed unless the run ended
 	// unexpectedly.
@@ -73,9 +79,15 @@ type Deps struct {
 	// Progress starts the display of a search that runs trials; nil shows
 	// nothing.
 	Progress func(ProgressInfo) Progress
-	// Notice tells the user one line outside the display (the cache, the
-	// start point, where the logs are); nil says nothing.
+	// Notice tells the user one line outside the display (the start
+	// point, where the logs are); nil says nothing.
 	Notice func(msg string)
+	// Alert tells the user a line that --quiet does not silence (that the
+	// answer came from the history); nil means Notice.
+	Alert func(msg string)
+	// Git reads the repository state of the command's directory; nil
+	// means inputs.ExecGit.
+	Git inputs.Git
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -123,6 +135,12 @@ func withDefaults(cfg Config, deps Deps) (Config, Deps) {
 	}
 	if deps.Notice == nil {
 		deps.Notice = func(string) {}
+	}
+	if deps.Alert == nil {
+		deps.Alert = deps.Notice
+	}
+	if deps.Git == nil {
+		deps.Git = inputs.ExecGit{}
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now

@@ -65,7 +65,7 @@ func TestRunFindsTheAnswerAndRecordsIt(t *testing.T) {
 func TestRunAnswersFromTheHistory(t *testing.T) {
 	f := newFixture(plain)
 	f.cfg.LogBase = t.TempDir()
-	f.store.cached = &record.Run{ID: "old", Status: record.Found, Answer: 77}
+	f.store.cached = &record.Run{ID: "old", Status: record.Found, Answer: 77, Started: f.clock.Now().Add(-50 * time.Hour)}
 	run, err := f.run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestRunAnswersFromTheHistory(t *testing.T) {
 	if !run.Cached || run.Answer != 77 || len(f.exec.tried()) != 0 || len(f.store.begun) != 0 || f.progress.closed != 0 {
 		t.Errorf("cached %v answer %d after %d trials, %d runs begun, display used %v", run.Cached, run.Answer, len(f.exec.tried()), len(f.store.begun), f.progress.closed != 0)
 	}
-	if len(f.notices) != 1 || !strings.Contains(f.notices[0], "answered from the history (run old)") {
+	if len(f.notices) != 1 || !strings.Contains(f.notices[0], "answered from the history (run old, 2 days old)") || run.CachedFrom != "old" {
 		t.Errorf("notices %q", f.notices)
 	}
 
@@ -422,5 +422,84 @@ func TestProvenFresh(t *testing.T) {
 		if got := provenFresh(tc.res); got != tc.want {
 			t.Errorf("%s: provenFresh = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestCachedOnlyWhenWhatRunsMatches runs one search after another against
+// the same history: each change of what runs leads to a new search (seeded
+// by the stale run), and each run after an unchanged one is cached.
+func TestCachedOnlyWhenWhatRunsMatches(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "conf.yaml")
+	helper := filepath.Join(dir, "helper.py")
+	writeFile(t, conf, "width: 1\n")
+	writeFile(t, helper, "WIDTH = 1\n")
+	tr := plain
+	tr.sources = []string{helper}
+	f := newFixture(tr)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Dir = dir
+	f.cfg.Command = []string{"train", "conf.yaml", probe.Placeholder}
+	f.git.state = &record.Git{Commit: "c1", Diff: "d1"}
+
+	steps := []struct {
+		name   string
+		edit   func()
+		cached bool
+		notice string // in the notices of a search that found the history stale
+	}{
+		{"first search", func() {}, false, ""},
+		{"nothing changed", func() {}, true, ""},
+		{"config file edited", func() { writeFile(t, conf, "width: 2\n") }, false, ""},
+		{"again", func() {}, true, ""},
+		{"helper edited, size and mtime restored", func() {
+			st, _ := os.Stat(helper)
+			writeFile(t, helper, "WIDTH = 2\n")
+			os.Chtimes(helper, st.ModTime(), st.ModTime())
+		}, false, helper + " changed"},
+		{"again", func() {}, true, ""},
+		{"helper gone", func() { os.Remove(helper) }, false, helper + " is gone"},
+		{"memory env", func() { f.cfg.Env = append(f.cfg.Env, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") }, false, ""},
+		{"unrelated env", func() { f.cfg.Env = append(f.cfg.Env, "EDITOR=vi") }, true, ""},
+		{"own env, not named", func() { f.cfg.Env = append(f.cfg.Env, "MYVAR=1") }, true, ""},
+		{"own env named by --cache-env", func() { f.cfg.CacheEnv = []string{"MYVAR"} }, false, ""},
+		{"own env changed", func() { f.cfg.Env = append(f.cfg.Env, "MYVAR=2") }, false, ""},
+		{"batchfit's own env", func() { f.cfg.Env = append(f.cfg.Env, "BATCHFIT_STEPS=9") }, true, ""},
+		{"uncommitted edit", func() { f.git.state = &record.Git{Commit: "c1", Diff: "d2"} }, false, ""},
+		{"new commit", func() { f.git.state = &record.Git{Commit: "c2", Diff: "d2"} }, false, ""},
+		{"no longer a repository", func() { f.git.state = nil }, false, ""},
+		{"a month later", func() { f.clock.t = f.clock.t.Add(31 * 24 * time.Hour) }, false, "over --cache-max-age"},
+		{"a margin not asked before", func() { f.cfg.Search.MarginPercent = 10 }, false, "no answer for --margin 10"},
+		{"the same margin", func() {}, true, ""},
+		{"--cache-max-age 0", func() { f.cfg.CacheMaxAge = 0 }, false, ""},
+	}
+	for _, st := range steps {
+		st.edit()
+		before := len(f.exec.tried())
+		f.notices = nil
+		run, err := f.run(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		ran := len(f.exec.tried()) > before
+		if run.Cached != st.cached || ran == st.cached {
+			t.Fatalf("%s: cached %v after %d trials, want cached %v (notices %q)", st.name, run.Cached, len(f.exec.tried())-before, st.cached, f.notices)
+		}
+		if run.Cached && (run.CachedFrom == "" || run.Answer != plain.truth(4096)) {
+			t.Fatalf("%s: cached from %q, answer %d", st.name, run.CachedFrom, run.Answer)
+		}
+		if st.notice != "" && !slices.ContainsFunc(f.notices, func(n string) bool { return strings.Contains(n, st.notice) }) {
+			t.Fatalf("%s: notices %q, want one saying %q", st.name, f.notices, st.notice)
+		}
+		if !st.cached && len(f.store.runs) > 1 && !slices.ContainsFunc(f.notices, func(n string) bool { return strings.Contains(n, "starting at") }) {
+			t.Fatalf("%s: the stale run did not seed the start: %q", st.name, f.notices)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -29,6 +30,7 @@ type session struct {
 	keepLogs bool
 	prog     Progress
 	prober   trialProber
+	fresh    *probe.Prober // the fresh-process prober, whose trials report what the program loaded
 }
 
 // prepare checks the config against the GPUs and starts the record; it
@@ -80,6 +82,9 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 	if cfg.Shown != nil {
 		run.Command = cfg.Shown
 	}
+	run.Inputs = inputs.Collect(ctx, inputs.Options{
+		Command: run.Command, Dir: cfg.Dir, Env: cfg.Env, CacheEnv: cfg.CacheEnv, Git: s.deps.Git,
+	})
 	if devices := cfg.Group.Devices; len(devices) > 0 {
 		run.GPU = &record.GPUInfo{Devices: devices, Capacity: devices[0].Total}
 		if s.limit > 0 {
@@ -237,6 +242,10 @@ func (s *session) record(res search.Result) {
 	run.Rounds = res.Rounds
 	run.Answer, run.FirstFailure, run.Margin = res.Max, res.FirstFailure, res.Margin
 	run.Recommended = record.Recommend(run.Trials)
+	if s.fresh != nil && run.Inputs != nil {
+		sources, truncated := s.fresh.Sources()
+		run.Inputs.Loaded, run.Inputs.LoadedTruncated = inputs.Loaded(sources), truncated
+	}
 	for _, c := range res.NonMonotonic {
 		run.NonMonotonic = append(run.NonMonotonic, record.Pair{OK: c.Ok.Size, Fail: c.Fail.Size})
 	}

@@ -11,13 +11,14 @@ import (
 // Fingerprint identifies the question a run answers: two runs with the same
 // fingerprint must find the same batch size, so the newer one can be answered
 // from the older. It is the lowercase hex SHA-256 of the canonical encoding
-// below, which is part of the database format and must never change; a change
-// of meaning needs a new version line (and then misses the old cache).
+// below, which is part of the database format: a line's meaning never
+// changes; a change of meaning is a new version line (and then misses the
+// old cache, while CommandKey still finds old runs to seed a search).
 //
 // The encoding is a sequence of lines, each ending in "\n". A string s is
 // written as len(s) in decimal, ":", then the bytes of s unchanged (so any
 // byte, newlines included, is unambiguous); numbers are decimal; booleans are
-// 0 or 1. The lines, in this order:
+// 0 or 1. Version 1, the lines in this order:
 //
 //	batchfit fingerprint v1
 //	command <number of arguments>
@@ -33,6 +34,20 @@ import (
 //	multiple_of <n>
 //	simulated <0|1>
 //
+// Version 2, written now, is "batchfit fingerprint v2" and the lines of
+// version 1 after its first, followed by what runs (record.Inputs):
+//
+//	files <n>
+//	<path string> <hash string>   one line per file named in the arguments, in argument order
+//	git <0|1>                     1 when the directory is in a git repository
+//	<commit string> <diff string> only when git is 1
+//	env <n>
+//	<string>                      one line per NAME=VALUE, sorted
+//
+// The files the program loaded (Inputs.Loaded) are not in it: they are
+// known only after a trial, and are hashed again when a cached answer is
+// looked up.
+//
 // Values are taken as recorded; the caller records effective values (after
 // defaults), so "--steps 3" and a default of 3 agree. Left out on purpose,
 // because they change how the answer is found but not what it is: timeout,
@@ -40,7 +55,7 @@ import (
 // UUIDs and indices, and everything about the outcome. Simulated is in,
 // beyond the settings, so a demo answer never stands in for a real GPU's.
 func Fingerprint(r *record.Run) string {
-	return digest(fingerprintText(r))
+	return digest(fingerprintText(r, fingerprintVersion))
 }
 
 // CommandKey identifies the workload regardless of where it runs: the command
@@ -60,9 +75,12 @@ func CommandKey(r *record.Run) string {
 	return digest(c.b)
 }
 
-func fingerprintText(r *record.Run) []byte {
+// fingerprintVersion is the version Fingerprint writes.
+const fingerprintVersion = 2
+
+func fingerprintText(r *record.Run, version int) []byte {
 	var c canon
-	c.line("batchfit fingerprint v1")
+	c.line("batchfit fingerprint v" + strconv.Itoa(version))
 	c.command(r)
 	var devices int
 	if r.GPU != nil {
@@ -84,7 +102,30 @@ func fingerprintText(r *record.Run) []byte {
 		sim = 1
 	}
 	c.field("simulated").num(sim).end()
+	if version >= 2 {
+		c.inputs(r.Inputs)
+	}
 	return c.b
+}
+
+func (c *canon) inputs(in *record.Inputs) {
+	if in == nil {
+		in = &record.Inputs{}
+	}
+	c.field("files").num(int64(len(in.Files))).end()
+	for _, f := range in.Files {
+		c.str(f.Path).space().str(f.Hash).end()
+	}
+	if in.Git == nil {
+		c.field("git").num(0).end()
+	} else {
+		c.field("git").num(1).end()
+		c.str(in.Git.Commit).space().str(in.Git.Diff).end()
+	}
+	c.field("env").num(int64(len(in.Env))).end()
+	for _, kv := range in.Env {
+		c.str(kv).end()
+	}
 }
 
 func digest(b []byte) string {

@@ -41,15 +41,61 @@ func TestFingerprintEncoding(t *testing.T) {
 		"max 4096\n" +
 		"multiple_of 8\n" +
 		"simulated 0\n"
-	if got := string(fingerprintText(r)); got != want {
+	if got := string(fingerprintText(r, 1)); got != want {
 		t.Fatalf("encoding changed\n got %q\nwant %q", got, want)
 	}
 	// Computed independently: printf '<the text above>' | sha256sum
-	if got, want := Fingerprint(r), "7799c0e742d542949d65627f41ff9052741dc3e58e35a75f2dfbd97a84f7d207"; got != want {
+	if got, want := digest(fingerprintText(r, 1)), "7799c0e742d542949d65627f41ff9052741dc3e58e35a75f2dfbd97a84f7d207"; got != want {
 		t.Fatalf("Fingerprint = %s, want %s", got, want)
 	}
 	if got, want := CommandKey(r), "1ff79511053ff0b68016e2aa21d39859a947fa6ef8183002a7045cee006e8cdc"; got != want {
 		t.Fatalf("CommandKey = %s, want %s", got, want)
+	}
+}
+
+// TestFingerprintEncodingV2 pins version 2: version 1's lines and what runs.
+func TestFingerprintEncodingV2(t *testing.T) {
+	r := &record.Run{
+		Command:  []string{"python", "train.py"},
+		Dir:      "/w",
+		Settings: record.Settings{Min: 1, Max: 64, MultipleOf: 1, Steps: 3},
+		Inputs: &record.Inputs{
+			Files:  []record.File{{Path: "train.py", Hash: "sha256:ab"}},
+			Git:    &record.Git{Commit: "c0ffee", Diff: "d1ff"},
+			Env:    []string{"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
+			Loaded: []record.File{{Path: "/w/model.py", Hash: "sha256:cd"}},
+		},
+	}
+	const want = "batchfit fingerprint v2\n" +
+		"command 2\n" +
+		"6:python\n" +
+		"8:train.py\n" +
+		"dir 2:/w\n" +
+		"gpus 0\n" +
+		"memory_limit 0\n" +
+		"steps 3\n" +
+		"torch 0:\n" +
+		"min 1\n" +
+		"max 64\n" +
+		"multiple_of 1\n" +
+		"simulated 0\n" +
+		"files 1\n" +
+		"8:train.py 9:sha256:ab\n" +
+		"git 1\n" +
+		"6:c0ffee 4:d1ff\n" +
+		"env 1\n" +
+		"48:PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+	if got := string(fingerprintText(r, 2)); got != want {
+		t.Fatalf("encoding changed\n got %q\nwant %q", got, want)
+	}
+	// Computed independently: printf '<the text above>' | sha256sum
+	if got, want := Fingerprint(r), "002ac81bcf8c22ab828b4e09d1a4129d379bafdb969ec8ddac063433a59c981a"; got != want {
+		t.Fatalf("Fingerprint = %s, want %s (version 2)", got, want)
+	}
+	// No inputs at all (--no-db's runs, the demo) still differ from v1.
+	r.Inputs = nil
+	if Fingerprint(r) == digest(fingerprintText(r, 1)) {
+		t.Fatal("a version 2 fingerprint equals version 1's")
 	}
 }
 
@@ -58,6 +104,12 @@ func TestFingerprintEncoding(t *testing.T) {
 func TestFingerprintFields(t *testing.T) {
 	base := func() *record.Run {
 		r := sampleRun()
+		r.Inputs = &record.Inputs{
+			Files:  []record.File{{Path: "conf.yaml", Hash: "sha256:01"}},
+			Git:    &record.Git{Commit: "abc", Diff: "def"},
+			Env:    []string{"OMP_NUM_THREADS=4", "PYTORCH_CUDA_ALLOC_CONF=x"},
+			Loaded: []record.File{{Path: "/w/model.py", Hash: "sha256:02"}},
+		}
 		r.GPU.Devices = append(r.GPU.Devices, gpu.Device{Index: 1, UUID: "GPU-5678", Name: "NVIDIA H200",
 			Total: 150 << 30, Driver: "580.65", CUDA: "13.0"})
 		return r
@@ -85,6 +137,18 @@ func TestFingerprintFields(t *testing.T) {
 		{"max", func(r *record.Run) { r.Settings.Max = 1024 }, false},
 		{"multiple of", func(r *record.Run) { r.Settings.MultipleOf = 8 }, false},
 		{"simulated", func(r *record.Run) { r.Simulated = true }, false},
+		{"args file edited", func(r *record.Run) { r.Inputs.Files[0].Hash = "sha256:03" }, false},
+		{"args file renamed", func(r *record.Run) { r.Inputs.Files[0].Path = "conf2.yaml" }, false},
+		{"args file added", func(r *record.Run) {
+			r.Inputs.Files = append(r.Inputs.Files, record.File{Path: "b.yaml", Hash: "sha256:04"})
+		}, false},
+		{"no args file", func(r *record.Run) { r.Inputs.Files = nil }, false},
+		{"commit", func(r *record.Run) { r.Inputs.Git.Commit = "abd" }, false},
+		{"diff", func(r *record.Run) { r.Inputs.Git.Diff = "deg" }, false},
+		{"no repository", func(r *record.Run) { r.Inputs.Git = nil }, false},
+		{"env value", func(r *record.Run) { r.Inputs.Env[1] = "PYTORCH_CUDA_ALLOC_CONF=y" }, false},
+		{"env added", func(r *record.Run) { r.Inputs.Env = append(r.Inputs.Env, "XLA_FLAGS=z") }, false},
+		{"env removed", func(r *record.Run) { r.Inputs.Env = r.Inputs.Env[:1] }, false},
 	}
 	same := []struct {
 		name string
@@ -107,6 +171,8 @@ func TestFingerprintFields(t *testing.T) {
 			r.Version, r.Cached, r.Warnings = "9.9", true, []string{"w"}
 			r.NonMonotonic, r.Model = nil, nil
 		}},
+		{"loaded files, checked at lookup", func(r *record.Run) { r.Inputs.Loaded[0].Hash = "sha256:05" }},
+		{"cached from", func(r *record.Run) { r.CachedFrom = "x" }},
 		{"trials", func(r *record.Run) { r.Trials = append(r.Trials, record.Trial{N: 9, Outcome: classify.OOM}) }},
 	}
 	b := base()

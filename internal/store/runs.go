@@ -238,9 +238,22 @@ func (s *Store) List(ctx context.Context, limit int) ([]record.Run, error) {
 // Cached returns the newest found run with this fingerprint, with its trials,
 // or nil and no error if there is none. Runs that were themselves answered
 // from the cache are skipped, so the answer always comes with the trials
-// that proved it, and so are flaky runs, whose answer is not exact.
+// that proved it; so are flaky runs, whose answer is not exact, and runs
+// taken out of use by ClearCache.
 func (s *Store) Cached(ctx context.Context, fingerprint string) (*record.Run, error) {
-	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, `AND json_extract(json, '$.flaky') IS NULL`)
+	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, `AND json_extract(json, '$.flaky') IS NULL AND reusable = 1`)
+}
+
+// ClearCache takes every run's answer out of use as a cached answer and
+// returns how many it took. The runs stay in the history (history, show)
+// and still seed the start of a close search.
+func (s *Store) ClearCache(ctx context.Context) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0 AND json_extract(json, '$.flaky') IS NULL`)
+	if err != nil {
+		return 0, s.fail(ctx, "clear the cache", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }
 
 // Nearest returns the newest found run of the same command in the same

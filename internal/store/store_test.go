@@ -564,6 +564,62 @@ func TestCachedAndNearest(t *testing.T) {
 	if near, err := s.Nearest(ctx, CommandKey(&record.Run{Command: []string{"none"}})); near != nil || err != nil {
 		t.Fatalf("Nearest(unknown) = %v, %v; want nil, nil", near, err)
 	}
+
+	// cache clear takes the found runs out of use, not out of the history.
+	n, err := s.ClearCache(ctx)
+	if err != nil || n != 4 {
+		t.Fatalf("ClearCache = %d, %v; want 4 runs", n, err)
+	}
+	if got, err := s.Cached(ctx, fp); got != nil || err != nil {
+		t.Fatalf("Cached after ClearCache = %v, %v; want nil, nil", got, err)
+	}
+	if near, err := s.Nearest(ctx, CommandKey(miss)); err != nil || near == nil || near.ID != a100.ID {
+		t.Fatalf("Nearest after ClearCache = %v, %v; want %s", near, err, a100.ID)
+	}
+	if _, err := s.Get(ctx, want.ID); err != nil {
+		t.Fatalf("Get after ClearCache: %v", err)
+	}
+	// A run found after the clear is used again.
+	again := add(8, record.Found, 283, nil)
+	if got, err := s.Cached(ctx, fp); err != nil || got == nil || got.ID != again.ID {
+		t.Fatalf("Cached after a new run = %v, %v; want %s", got, err, again.ID)
+	}
+}
+
+// TestMigrateSchema1 opens a database written before the cache could be
+// cleared: its runs stay and are usable as cached answers.
+func TestMigrateSchema1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "batchfit.db")
+	db := rawDB(t, path)
+	if _, err := db.Exec(migrations[0]); err != nil {
+		t.Fatal(err)
+	}
+	r := sampleRun()
+	finish(r, 282)
+	r.ID, r.Fingerprint = "r1", Fingerprint(r)
+	body, err := runJSON(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`INSERT INTO runs (id, fingerprint, command_key, status, started, updated, answer, gpu_name, cached,
+		owner_pid, owner_start, owner_boot, owner_host, json) VALUES (?, ?, ?, 'found', 1, 1, 282, '', 0, 1, 1, '', '', ?)`,
+		r.ID, r.Fingerprint, CommandKey(r), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA application_id=%d; PRAGMA user_version=1", applicationID)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, err := s.Cached(ctx, r.Fingerprint); err != nil || got == nil || got.ID != "r1" {
+		t.Fatalf("Cached after migration = %v, %v; want r1", got, err)
+	}
 }
 
 func TestDefaultPath(t *testing.T) {

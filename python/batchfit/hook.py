@@ -43,6 +43,7 @@ EVENT_VERSION = 1
 _MAX_STEP_TIMES = 10000
 _MAX_EXCEPTION = 1000
 _MAX_CHAIN = 100
+_MAX_SOURCES = 1000
 
 
 class _State(object):
@@ -61,6 +62,7 @@ class _State(object):
         self.reported = False
         self.depth = 0  # nesting of timed step() calls (old torch only)
         self.timing = False  # whether optimizer steps are hooked
+        self.script = None  # the script's absolute path, if one runs
 
 
 _state = _State()
@@ -78,6 +80,7 @@ def install(path=None):
     _state.path = path
     _state.pid = os.getpid()
     _state.stop_at = _steps_from_env()
+    _state.script = _script()
     # Registered before the program runs, so it runs after the program's own
     # atexit handlers (atexit is last-in, first-out).
     atexit.register(_at_exit)
@@ -700,7 +703,69 @@ def exit_event():
         event["step_times"] = list(_state.step_times)
     if _state.step_peaks:
         event["step_peaks"] = list(_state.step_peaks)
+    try:
+        sources, truncated = loaded_sources()
+        if sources:
+            event["sources"] = sources
+        if truncated:
+            event["sources_truncated"] = True
+    except Exception:
+        pass
     return event
+
+
+def _script():
+    """The script Python runs, made absolute while the working directory is
+    still the one it was named from. Python deletes __main__.__file__ once
+    the script has run, before atexit handlers."""
+    try:
+        first = sys.argv[0]
+    except (AttributeError, IndexError):
+        return None
+    if not first or first == "-c" or first == "-m" or first == "-":
+        return None
+    return os.path.abspath(first)
+
+
+def loaded_sources():
+    """The source files this process loaded outside the standard library,
+    site-packages, dist-packages and batchfit's own adapter, as
+    ([{"path", "size", "mtime_ns"}], truncated): the script first, then by
+    path, at most _MAX_SOURCES. They are only stat'ed: batchfit hashes them,
+    so the program's exit stays cheap."""
+    import stat
+
+    stdlib = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+    ours = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    paths = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path:
+            paths.add(os.path.abspath(path))
+    ordered = sorted(paths)
+    main = getattr(sys.modules.get("__main__"), "__file__", None) or _state.script
+    if isinstance(main, str):
+        main = os.path.abspath(main)
+        if main in paths:
+            ordered.remove(main)
+        ordered.insert(0, main)
+    out = []
+    for path in ordered:
+        if path.startswith(stdlib) or path.startswith(ours):
+            continue
+        parts = path.split(os.sep)
+        if "site-packages" in parts or "dist-packages" in parts:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if len(out) >= _MAX_SOURCES:
+            return out, True
+        out.append({"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out, False
 
 
 def _rank():
