@@ -304,6 +304,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Durati
 		Reserved:  peaks.Reserved,
 		Device:    device,
 		StepTimes: sum.StepTimes,
+		Steps:     sum.Steps,
 		StepPeaks: sum.StepPeaks,
 		Rising:    record.Rising(sum.StepPeaks),
 		Stdout:    spec.StdoutPath,

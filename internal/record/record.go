@@ -140,6 +140,7 @@ type Trial struct {
 	Reserved  uint64           `json:"peak_reserved_bytes,omitempty"`
 	Device    uint64           `json:"peak_device_bytes,omitempty"` // NVML, whole process tree
 	StepTimes []float64        `json:"step_seconds,omitempty"`
+	Steps     int              `json:"steps,omitempty"` // training steps the adapter counted
 	// StepPeaks are the framework's peak memory after each step, from the
 	// adapter, so that memory still rising at the last step shows.
 	StepPeaks []uint64 `json:"step_peak_bytes,omitempty"`

@@ -103,9 +103,12 @@ func soakOf(t record.Trial, limit float64) record.Soak {
 	}
 }
 
-// stepsOf is how many steps a trial reported: one peak a step, or one
-// time between two steps.
+// stepsOf is how many steps a trial reported: the adapter's count, else
+// one peak a step, or one time between two steps.
 func stepsOf(t record.Trial) int {
+	if t.Steps > 0 {
+		return t.Steps
+	}
 	if len(t.StepTimes) > 0 {
 		return max(len(t.StepPeaks), len(t.StepTimes)+1)
 	}
