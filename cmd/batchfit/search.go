@@ -26,7 +26,7 @@ import (
 type searchOptions struct {
 	min, max, start, multipleOf int
 	steps                       int
-	timeout                     time.Duration
+	timeout, soak               time.Duration
 	confirm                     int
 	strategy                    string
 	memoryLimit                 string
@@ -54,12 +54,13 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.multipleOf, "multiple-of", 1, "only consider batch sizes that are multiples of this")
 	fs.IntVar(&o.steps, "steps", 3, "training steps per trial (BATCHFIT_STEPS): the adapter stops a PyTorch program after `N` optimizer steps (JAX: optax updates, see README); 0 lets it run to its end")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial; a trial past it is killed and counts as not fitting")
+	fs.DurationVar(&o.soak, "soak", 0, "after the search, run the answer in a fresh process for this long (10m), to the program's end at most, and show its memory per step; an out-of-memory soak moves the answer down")
 	fs.IntVar(&o.confirm, "confirm", 0, "re-run the answer this many more times in fresh processes")
 	fs.StringVar(&o.strategy, "strategy", "model", "search strategy: model (memory-model guided) or bisect")
 	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
 	fs.BoolVar(&o.worker, "worker", false, "run trials in a warm PyTorch worker (python -m batchfit.worker module:Trial) whose reset is verified; the answer is confirmed in fresh processes")
 	fs.BoolVar(&o.keepAfterOOM, "keep-after-oom", false, "with --worker, keep a worker after an out-of-memory trial when its reset verified")
-	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "confirm", "strategy", "fresh", "worker", "keep-after-oom")
+	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "confirm", "strategy", "fresh", "worker", "keep-after-oom")
 
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
 	fs.Float64Var(&o.margin, "margin", 0, "also report the largest size that leaves this percentage of memory free (0-90)")
@@ -255,7 +256,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	}
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
-		Search: sc, Steps: o.steps, Timeout: o.timeout, MemoryLimit: limit,
+		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, MemoryLimit: limit,
 		Fresh: o.fresh, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: version,
 	}
 	if o.worker {
@@ -353,6 +354,8 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, usageError("give --steps a number of training steps, or 0 to let the program run to its end", "--steps must not be negative, got %d", o.steps)
 	case o.timeout <= 0:
 		return cfg, usageError("give --timeout a positive duration such as 10m", "--timeout must be positive, got %s", o.timeout)
+	case o.soak < 0:
+		return cfg, usageError("give --soak a duration such as 10m, or leave it out", "--soak must not be negative, got %s", o.soak)
 	case o.confirm < 0:
 		return cfg, usageError("--confirm counts extra runs of the answer: 0 or more", "--confirm must not be negative, got %d", o.confirm)
 	case !(o.margin >= 0 && o.margin <= 90):

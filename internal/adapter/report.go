@@ -15,6 +15,11 @@ import (
 // appends its events to. It is private: stdout belongs to the user's program.
 const ReportEnv = "BATCHFIT_REPORT"
 
+// SoakEnv, set to 1 in a --soak trial's environment, makes the adapter
+// answer batchfit's SIGTERM at the soak's end by writing its report and
+// leaving, so that the soak's per-step peaks are not lost.
+const SoakEnv = "BATCHFIT_SOAK"
+
 // Event is one JSON line of the report file. Every process that loads the
 // adapter (each torchrun rank, say) appends its own "exit" event, so a
 // trial's report can hold several.

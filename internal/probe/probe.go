@@ -168,7 +168,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 		go func() {
 			defer wg.Done()
 			defer func() { free <- gpus }()
-			obs[i], errs[i] = p.one(ctx, size, gpus)
+			obs[i], errs[i] = p.one(ctx, size, gpus, 0)
 		}()
 	}
 	wg.Wait()
@@ -180,8 +180,37 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 	return obs, nil
 }
 
-// one runs a single trial at size on gpus.
-func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observation, error) {
+// SoakGrace is how long a soaked program has, after batchfit's SIGTERM at
+// the soak's end, to write its report: the adapter writes it at once, but
+// only between Python bytecodes, so after the step on the device ends.
+const SoakGrace = 30 * time.Second
+
+// Soak runs size once in a fresh trial for d: the adapter does not stop it
+// after the configured steps (BATCHFIT_STEPS=0, BATCHFIT_SOAK=1), and a
+// trial still running after d is stopped by batchfit and counts as having
+// survived (ok, "soaked"), not as a timeout. It runs on the first slot.
+func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Trial, error) {
+	var gpus []int
+	if len(p.cfg.Slots) > 0 {
+		gpus = p.cfg.Slots[0]
+	}
+	o, err := p.one(ctx, size, gpus, d)
+	if err != nil {
+		return record.Trial{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.trials) - 1; i >= 0; i-- {
+		if t := p.trials[i]; t.Size == o.Size && t.Phase == record.PhaseSoak {
+			return t, nil
+		}
+	}
+	return record.Trial{}, fmt.Errorf("soak at batch size %d left no record", size)
+}
+
+// one runs a single trial at size on gpus; soak, when above 0, makes it a
+// soak of that length (see Soak).
+func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Duration) (search.Observation, error) {
 	p.mu.Lock()
 	p.n++
 	n := p.n
@@ -189,12 +218,16 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 	p.mu.Unlock()
 
 	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
+	steps, timeout, grace := p.cfg.Steps, p.cfg.Timeout, p.cfg.Grace
+	if soak > 0 {
+		steps, timeout, grace, phase = 0, soak, SoakGrace, record.PhaseSoak
+	}
 	spec := trial.Spec{
 		Argv:       Substitute(p.cfg.Command, size),
-		Env:        p.env(n, size, gpus, base+".report.jsonl"),
+		Env:        p.env(n, size, steps, soak > 0, gpus, base+".report.jsonl"),
 		Dir:        p.cfg.Dir,
-		Timeout:    p.cfg.Timeout,
-		Grace:      p.cfg.Grace,
+		Timeout:    timeout,
+		Grace:      grace,
 		StdoutPath: base + ".out",
 		StderrPath: base + ".err",
 		OnSpawn:    p.cfg.OnSpawn,
@@ -238,6 +271,10 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception, OOMsCaught: sum.OOMsCaught, Stopped: sum.Stopped, Steps: sum.Steps}
 	}
 	c := classify.Classify(in)
+	if soak > 0 && res.TimedOut {
+		// batchfit ended it at the soak's end: it survived.
+		c = classify.Result{Outcome: classify.OK, Reason: fmt.Sprintf("soaked: stopped by batchfit after %s", soak)}
+	}
 
 	// A framework with an allocator cap enforces --memory-limit itself;
 	// other programs are held to it by their measured peak. A framework's
@@ -267,7 +304,9 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 		Reserved:  peaks.Reserved,
 		Device:    device,
 		StepTimes: sum.StepTimes,
+		Steps:     sum.Steps,
 		StepPeaks: sum.StepPeaks,
+		Rising:    record.Rising(sum.StepPeaks),
 		Stdout:    spec.StdoutPath,
 		Stderr:    spec.StderrPath,
 	}
@@ -297,11 +336,15 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int) (search.Observat
 // env builds the trial's environment: the base, then batchfit's variables,
 // which win over inherited ones of the same name; the adapter's PYTHONPATH
 // and report file go through adapter.Env, as for the warm worker.
-func (p *Prober) env(n, size int, gpus []int, reportPath string) []string {
+func (p *Prober) env(n, size, steps int, soak bool, gpus []int, reportPath string) []string {
 	set := map[string]string{
 		"BATCHFIT_BATCH_SIZE": strconv.Itoa(size),
-		"BATCHFIT_STEPS":      strconv.Itoa(p.cfg.Steps),
+		"BATCHFIT_STEPS":      strconv.Itoa(steps),
 		"BATCHFIT_TRIAL":      strconv.Itoa(n),
+	}
+	if soak {
+		// The adapter writes its report when batchfit stops the soak.
+		set[adapter.SoakEnv] = "1"
 	}
 	if gpus != nil {
 		ids := make([]string, len(gpus))

@@ -148,7 +148,7 @@ func TestEnvOverridesAndPythonPath(t *testing.T) {
 		MemoryLimit: 1 << 30,
 		DeviceTotal: 4 << 30,
 	})
-	env := p.env(7, 128, []int{2, 3}, filepath.Join("/logs", "r.jsonl"))
+	env := p.env(7, 128, 4, false, []int{2, 3}, filepath.Join("/logs", "r.jsonl"))
 	want := map[string]string{
 		"PATH":                    "/bin",
 		"BATCHFIT_BATCH_SIZE":     "128",

@@ -39,7 +39,7 @@ func TestStoppedTrial(t *testing.T) {
 // --steps 0 reaches the trial as BATCHFIT_STEPS=0: the program's own end.
 func TestStepsZero(t *testing.T) {
 	p := New(Config{Steps: 0})
-	if v, _ := adapter.Lookup(p.env(1, 8, nil, "/r"), "BATCHFIT_STEPS"); v != "0" {
+	if v, _ := adapter.Lookup(p.env(1, 8, 0, false, nil, "/r"), "BATCHFIT_STEPS"); v != "0" {
 		t.Errorf("BATCHFIT_STEPS=%q, want 0", v)
 	}
 }

@@ -61,6 +61,9 @@ type Run struct {
 	// CachedFrom is the run a cached answer came from.
 	CachedFrom string   `json:"cached_from,omitempty"`
 	Warnings   []string `json:"warnings,omitempty"`
+	// Soaks are the --soak runs of the answer, in order: one that ran out
+	// of memory moved the answer down and the next soaked the new one.
+	Soaks []Soak `json:"soaks,omitempty"`
 	// Inputs are what ran, beyond the command line and the settings: a
 	// cached answer is used only while they are unchanged.
 	Inputs *Inputs `json:"inputs,omitempty"`
@@ -111,7 +114,8 @@ type Settings struct {
 	MemoryLimit uint64  `json:"memory_limit_bytes,omitempty"`
 	Margin      float64 `json:"margin_percent,omitempty"`
 	Parallel    int     `json:"parallel,omitempty"`
-	Framework   string  `json:"framework,omitempty"` // adapter.Framework's name
+	SoakSecs    float64 `json:"soak_seconds,omitempty"` // --soak
+	Framework   string  `json:"framework,omitempty"`    // adapter.Framework's name
 }
 
 // GPUInfo is the device the search ran on.
@@ -136,9 +140,14 @@ type Trial struct {
 	Reserved  uint64           `json:"peak_reserved_bytes,omitempty"`
 	Device    uint64           `json:"peak_device_bytes,omitempty"` // NVML, whole process tree
 	StepTimes []float64        `json:"step_seconds,omitempty"`
+	Steps     int              `json:"steps,omitempty"` // training steps the adapter counted
 	// StepPeaks are the framework's peak memory after each step, from the
 	// adapter, so that memory still rising at the last step shows.
 	StepPeaks []uint64 `json:"step_peak_bytes,omitempty"`
+	// Rising is how much the peak grew at the last step, when it grew by
+	// more than noise (see Rising): memory not yet settled, which a longer
+	// run may take past the card.
+	Rising uint64 `json:"rising_bytes,omitempty"`
 	// Warm-worker trials: the worker's pid, the memory its reset left
 	// above the baseline, whether the reset verified, and why the worker
 	// was replaced after this trial.
@@ -168,6 +177,92 @@ func (t Trial) Throughput() float64 {
 	}
 	return float64(t.Size) / s
 }
+
+// Soak is one long run of an answer in a fresh process (--soak): run to
+// the program's own end or stopped by batchfit after the soak's time.
+type Soak struct {
+	Size      int              `json:"batch_size"`
+	Trial     int              `json:"trial"`         // its number among the run's trials
+	Limit     float64          `json:"limit_seconds"` // how long it was to run
+	Seconds   float64          `json:"seconds"`       // how long it ran
+	Outcome   classify.Outcome `json:"outcome"`       // ok: it survived
+	Reason    string           `json:"reason,omitempty"`
+	Steps     int              `json:"steps"`
+	StepPeaks []uint64         `json:"step_peak_bytes,omitempty"`
+	Rising    uint64           `json:"rising_bytes,omitempty"`
+}
+
+// SoakText says what a soak did: "soaked 10m at 282: out of memory after
+// 312 steps".
+func (s Soak) SoakText() string {
+	head := fmt.Sprintf("soaked %s at %d", shortDuration(s.Limit), s.Size)
+	if s.Outcome.Fits() {
+		return fmt.Sprintf("%s: ran %s (%d steps)", head, shortDuration(s.Seconds), s.Steps)
+	}
+	what := string(s.Outcome)
+	if s.Outcome == classify.OOM {
+		what = "out of memory"
+	}
+	return fmt.Sprintf("%s: %s after %d steps", head, what, s.Steps)
+}
+
+// shortDuration writes seconds as Go writes a duration, without zero
+// units: "10m", "1h30m", "2.5s".
+func shortDuration(secs float64) string {
+	d := time.Duration(secs * float64(time.Second)).Round(100 * time.Millisecond)
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Rising thresholds: growth at the last step counts only above both. The
+// cumulative peak of a settled training loop repeats exactly from the
+// second or third step on; what jitters is the allocator's rounding and
+// the cuBLAS/cuDNN workspaces chosen per step, tens of MiB at most, hence
+// the floor. The share keeps that jitter from flagging a large card's
+// run while one sample's memory still counts: the question's workload
+// needs 0.36 % of its 24 GiB a sample.
+const (
+	RisingFloor = 16 << 20
+	RisingShare = 0.0025
+)
+
+// Rising returns how much the peak grew at the last of the per-step peaks,
+// or 0 when it did not grow by more than noise (or fewer than two steps
+// reported): the memory of a run whose peak still grows at its end
+// (variable sequence lengths, a cache that fills, an eval pass that
+// follows the steps) is not yet known.
+func Rising(peaks []uint64) uint64 {
+	n := len(peaks)
+	if n < 2 || peaks[n-1] <= peaks[n-2] {
+		return 0
+	}
+	growth := peaks[n-1] - peaks[n-2]
+	if growth <= RisingFloor || float64(growth) <= RisingShare*float64(peaks[n-1]) {
+		return 0
+	}
+	return growth
+}
+
+// RisingAtAnswer returns the trials at the answer that ran and whose peak
+// was still rising at their last step, soaks left out.
+func (r *Run) RisingAtAnswer() []Trial {
+	var out []Trial
+	for _, t := range r.Trials {
+		if t.Size == r.Answer && t.Outcome.Fits() && t.Rising > 0 && t.Phase != PhaseSoak {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// PhaseSoak labels the trials of --soak.
+const PhaseSoak = "soak"
 
 // Pair is a contradiction that held after a retry.
 type Pair struct {

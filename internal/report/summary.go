@@ -77,6 +77,12 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 	if run.Model != nil {
 		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample\n", run.Model.Figure, units.Bytes(uint64(max(run.Model.Intercept, 0))), units.Bytes(uint64(max(run.Model.Slope, 0))))
 	}
+	for _, sk := range run.Soaks {
+		fmt.Fprintf(&b, "  soak: %s\n", sk.SoakText())
+		if c := SoakCurve(sk.StepPeaks); c != "" {
+			fmt.Fprintf(&b, "    peak by step: %s\n", c)
+		}
+	}
 	for _, msg := range run.Warnings {
 		fmt.Fprintf(&b, "  warning: %s\n", msg)
 	}
@@ -194,4 +200,25 @@ func WriteModelTable(w io.Writer, runs []*record.Run) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%s\n", name, mem, answer, len(r.Trials), r.Seconds, status)
 	}
 	return tw.Flush()
+}
+
+// SoakCurve writes a soak's per-step peaks at a few steps spread over the
+// run, the first and last included: "1: 20.0 GiB, 100: 20.1 GiB, …".
+func SoakCurve(peaks []uint64) string {
+	n := len(peaks)
+	if n == 0 {
+		return ""
+	}
+	const points = 6
+	var parts []string
+	last := -1
+	for i := 0; i < points; i++ {
+		at := i * (n - 1) / (points - 1)
+		if at == last {
+			continue
+		}
+		last = at
+		parts = append(parts, fmt.Sprintf("%d: %s", at+1, units.Bytes(peaks[at])))
+	}
+	return strings.Join(parts, ", ")
 }

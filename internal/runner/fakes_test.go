@@ -41,6 +41,12 @@ type fakeTrainer struct {
 	block   chan struct{}
 	// sources are the files the program loaded, as the hook reports them.
 	sources []string
+	// rising reports step peaks that still grow at the last step.
+	rising bool
+	// soakFits, when set, is the largest size a soak survives; a larger
+	// one runs out of memory after soakSteps steps. A soak that survives
+	// runs until batchfit stops it.
+	soakFits, soakSteps int
 }
 
 func (t fakeTrainer) fits(size int) bool { return t.fixed+uint64(size)*t.perSample <= t.limit }
@@ -88,6 +94,9 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 	}
 	report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
 	peak := t.fixed + uint64(size)*t.perSample
+	if soak, _ := adapter.Lookup(spec.Env, adapter.SoakEnv); soak == "1" && t.fits(size) {
+		return t.soak(size, peak, report, spec.Timeout), nil
+	}
 	switch {
 	case t.hangFrom > 0 && size >= t.hangFrom:
 		return trial.Result{ExitCode: -1, Signal: syscall.SIGKILL, TimedOut: true, Duration: spec.Timeout}, nil
@@ -99,10 +108,34 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 	}
 	if !t.noFigures {
 		step := 0.1 + float64(size)*t.stepPerSample
+		peaks := []uint64{peak - 1<<30, peak, peak}
+		if t.rising {
+			peaks = []uint64{peak - 2<<30, peak - 1<<30, peak}
+		}
 		adapter.Append(report, adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step},
-			Sources: statSources(t.sources)})
+			StepPeaks: peaks, Sources: statSources(t.sources)})
 	}
 	return trial.Result{ExitCode: 0, Duration: time.Second}, nil
+}
+
+// soak plays a soak at size: out of memory after soakSteps steps above
+// soakFits, else running until batchfit stops it at its timeout, when the
+// adapter reports what it saw (BATCHFIT_SOAK).
+func (t fakeTrainer) soak(size int, peak uint64, report string, limit time.Duration) trial.Result {
+	steps := 400
+	if t.soakFits != 0 && size > t.soakFits {
+		steps = t.soakSteps
+	}
+	peaks := make([]uint64, steps)
+	for i := range peaks {
+		peaks[i] = peak + uint64(i/100)<<20 // a cache that fills slowly
+	}
+	if steps != 400 {
+		adapter.Append(report, adapter.Event{Event: "exit", OOM: true, Exception: "torch.OutOfMemoryError", Steps: steps, StepPeaks: peaks})
+		return trial.Result{ExitCode: 1, Duration: limit / 2, StderrTail: []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")}
+	}
+	adapter.Append(report, adapter.Event{Event: "exit", Stopped: true, MaxAllocated: peak, Steps: steps, StepPeaks: peaks})
+	return trial.Result{ExitCode: 0, Signal: syscall.SIGTERM, TimedOut: true, Duration: limit}
 }
 
 // statSources reports the files as the hook does: path, size and mtime.

@@ -16,7 +16,7 @@ import (
 // done before and what ran then still stands, or seeds the start from a
 // close one (the stale candidate included).
 func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
-	if !s.cfg.Fresh && s.cfg.CacheMaxAge > 0 {
+	if !s.cfg.Fresh && s.cfg.CacheMaxAge > 0 && s.cfg.Soak == 0 { // an answer from the history was not soaked now
 		cached, err := s.deps.Store.Cached(ctx, store.Fingerprint(s.run))
 		if err != nil {
 			return nil, withHint(fmt.Errorf("read the history: %w", err), "pass --no-db to search without the history")

@@ -36,6 +36,10 @@ type Config struct {
 	Search  search.Config
 	Steps   int           // training steps per trial (BATCHFIT_STEPS); 0: to the program's own end
 	Timeout time.Duration // per trial
+	// Soak, when above 0, runs the answer once more in a fresh process for
+	// this long (to the program's end, at most) once the search has found
+	// it; an out-of-memory soak moves the answer down (see soak.go).
+	Soak time.Duration
 	// MemoryLimit emulates a smaller card; the zero Limit is none.
 	MemoryLimit Limit
 	// Group is the GPUs the search runs on and how trials share them.

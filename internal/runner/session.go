@@ -31,6 +31,9 @@ type session struct {
 	prog     Progress
 	prober   trialProber
 	fresh    *probe.Prober // the fresh-process prober, whose trials report what the program loaded
+	soaks    []record.Soak
+	// moved says why the soaks moved the answer, one line a move.
+	moved []string
 }
 
 // prepare checks the config against the GPUs and starts the record; it
@@ -76,6 +79,7 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 		Settings: record.Settings{
 			Min: sc.Min, Max: sc.Max, Start: sc.Start, MultipleOf: sc.MultipleOf, Steps: cfg.Steps,
 			Strategy: string(sc.Strategy), Confirm: sc.Confirm, TimeoutSecs: cfg.Timeout.Seconds(),
+			SoakSecs:    cfg.Soak.Seconds(),
 			MemoryLimit: s.limit, Margin: sc.MarginPercent, Framework: cfg.Framework.Name(),
 		},
 	}
@@ -211,13 +215,23 @@ func (s *session) runSearch(ctx context.Context) (search.Result, error) {
 		}
 		s.prog.Event(ev)
 	}
+	res, err := s.searchOnce(ctx, cfg)
+	if err == nil && s.cfg.Soak > 0 {
+		res, err = s.soakAnswer(ctx, cfg, res)
+	}
+	s.prog.Close()
+	return res, err
+}
+
+// searchOnce runs the search over cfg's range and, for a warm worker,
+// settles its answer in fresh processes.
+func (s *session) searchOnce(ctx context.Context, cfg search.Config) (search.Result, error) {
 	res, err := search.Run(ctx, cfg, s.prober)
 	if err == nil && s.cfg.Worker != nil && !provenFresh(res) {
 		var st search.Settled
 		st, err = search.Settle(ctx, cfg, s.prober, res.Max, res.FirstFailure)
 		res.Max, res.FirstFailure = st.Max, st.FirstFailure
 	}
-	s.prog.Close()
 	return res, err
 }
 
@@ -257,6 +271,12 @@ func (s *session) record(res search.Result) {
 	}
 	if w := s.unusedSizeWarning(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
+	}
+	run.Soaks = s.soaks
+	run.Warnings = append(run.Warnings, s.moved...)
+	if w := s.risingWarning(); w != "" {
+		run.Warnings = append(run.Warnings, w)
+		s.deps.Alert("warning: " + w)
 	}
 }
 

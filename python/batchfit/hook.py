@@ -29,6 +29,7 @@ Rules this module keeps, because it runs inside someone else's program:
 import atexit
 import functools
 import os
+import signal
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ import weakref
 
 REPORT_ENV = "BATCHFIT_REPORT"
 STEPS_ENV = "BATCHFIT_STEPS"
+SOAK_ENV = "BATCHFIT_SOAK"
 EVENT_VERSION = 1
 
 # Bounds that keep one event a reasonable single write even for a long run.
@@ -85,6 +87,8 @@ def install(path=None):
     # atexit handlers (atexit is last-in, first-out).
     atexit.register(_at_exit)
     _wrap_excepthook()
+    if os.environ.get(SOAK_ENV) == "1":
+        _stop_on_sigterm()
     _after_import("torch", _torch_imported)
     _after_import("jax", _jax_imported)
     _after_import("optax", _optax_imported)
@@ -95,6 +99,19 @@ def install(path=None):
     except Exception:
         pass
     return True
+
+
+def _stop_on_sigterm():
+    """In a --soak trial batchfit ends the program with SIGTERM when the
+    soak's time is up. Python's default action would die without a report;
+    instead the report (with the per-step peaks) is written and the program
+    leaves as after its last step (see _stop). The handler runs between
+    bytecodes of the main thread, so after the device work of a call that
+    is under way."""
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: _stop())
+    except (ValueError, OSError):
+        pass  # not the main thread: the soak ends without a report
 
 
 def _steps_from_env():

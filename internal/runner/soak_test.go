@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/record"
+)
+
+func TestRisingMemoryAtTheAnswerIsSaid(t *testing.T) {
+	tr := plain
+	tr.rising = true
+	f := newFixture(tr)
+	f.cfg.LogBase = t.TempDir()
+	var alerts []string
+	deps := f.deps()
+	deps.Alert = func(msg string) { alerts = append(alerts, msg) }
+	run, err := Run(context.Background(), f.cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run.RisingAtAnswer(); len(got) == 0 || got[0].Rising != 1<<30 {
+		t.Fatalf("rising trials at the answer: %+v", got)
+	}
+	want := "memory was still rising at the last step of the answer's trials"
+	if len(alerts) != 1 || !strings.Contains(alerts[0], want) || !strings.Contains(alerts[0], "--steps") || !strings.Contains(alerts[0], "--soak") {
+		t.Errorf("alerts %q", alerts)
+	}
+	if !slices.ContainsFunc(run.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+		t.Errorf("warnings %q", run.Warnings)
+	}
+
+	// Settled memory says nothing.
+	f = newFixture(plain)
+	f.cfg.LogBase = t.TempDir()
+	run, err = f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.RisingAtAnswer()) != 0 || len(run.Warnings) != 0 {
+		t.Errorf("settled memory: rising %v, warnings %q", run.RisingAtAnswer(), run.Warnings)
+	}
+}
+
+func TestSoakThatSurvivesKeepsTheAnswer(t *testing.T) {
+	tr := plain
+	tr.rising = true // the short trials rose; the soak settles it
+	f := newFixture(tr)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Soak = 10 * time.Minute
+	run, err := f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plain.truth(4096)
+	if run.Answer != want || len(run.Soaks) != 1 {
+		t.Fatalf("answer %d, soaks %+v; want %d soaked once", run.Answer, run.Soaks, want)
+	}
+	s := run.Soaks[0]
+	if s.Size != want || s.Outcome != classify.OK || s.Steps != 400 || len(s.StepPeaks) != 400 || s.Limit != 600 || run.Settings.SoakSecs != 600 {
+		t.Errorf("soak %+v (settings %+v)", s, run.Settings)
+	}
+	last := run.Trials[len(run.Trials)-1]
+	if last.Phase != record.PhaseSoak || last.Outcome != classify.OK || !strings.Contains(last.Reason, "soaked") || last.N != s.Trial {
+		t.Errorf("soak trial %+v", last)
+	}
+	if v, _ := adapter.Lookup(f.exec.envs[len(f.exec.envs)-1], "BATCHFIT_STEPS"); v != "0" {
+		t.Errorf("soak ran with BATCHFIT_STEPS=%q, want 0", v)
+	}
+	// The soak's memory settled: no warning, though the short trials rose.
+	if len(run.Warnings) != 0 {
+		t.Errorf("warnings %q", run.Warnings)
+	}
+	if got := s.SoakText(); got != "soaked 10m at "+strconv.Itoa(want)+": ran 10m (400 steps)" {
+		t.Errorf("soak text %q", got)
+	}
+}
+
+func TestSoakOutOfMemoryMovesTheAnswerDown(t *testing.T) {
+	tr := plain
+	truth := plain.truth(4096)
+	tr.soakFits, tr.soakSteps = truth-2, 312
+	f := newFixture(tr)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Soak = 10 * time.Minute
+	run, err := f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != record.Found || run.Answer != truth-2 || run.FirstFailure != truth-1 {
+		t.Fatalf("status %s, answer %d (first failure %d), want %d", run.Status, run.Answer, run.FirstFailure, truth-2)
+	}
+	var sizes []int
+	for _, s := range run.Soaks {
+		sizes = append(sizes, s.Size)
+	}
+	if !slices.Equal(sizes, []int{truth, truth - 1, truth - 2}) || run.Soaks[2].Outcome != classify.OK {
+		t.Fatalf("soaks %+v", run.Soaks)
+	}
+	first := run.Soaks[0]
+	if first.Outcome != classify.OOM || first.Steps != 312 {
+		t.Errorf("first soak %+v", first)
+	}
+	for i, want := range []string{
+		"soaked 10m at " + strconv.Itoa(truth) + ": out of memory after 312 steps; the answer is now " + strconv.Itoa(truth-1),
+		"soaked 10m at " + strconv.Itoa(truth-1) + ": out of memory after 312 steps; the answer is now " + strconv.Itoa(truth-2),
+	} {
+		if i >= len(run.Warnings) || run.Warnings[i] != want {
+			t.Errorf("warnings %q, want %q", run.Warnings, want)
+		}
+	}
+	if !slices.Contains(f.progress.warns, run.Warnings[0]) {
+		t.Errorf("shown %q", f.progress.warns)
+	}
+
+	// A workload that fails every soak stops after maxSoaks with an
+	// answer below them, said not to be soaked.
+	tr.soakFits = truth - 10
+	f = newFixture(tr)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Soak = time.Minute
+	run, err = f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Soaks) != maxSoaks || run.Answer != truth-maxSoaks {
+		t.Fatalf("answer %d after %d soaks", run.Answer, len(run.Soaks))
+	}
+	if w := run.Warnings[len(run.Warnings)-1]; !strings.Contains(w, "not soaked") || !strings.Contains(w, "--steps") {
+		t.Errorf("warnings %q", run.Warnings)
+	}
+}
+
+func TestSoakOutOfMemoryAtTheSmallestSize(t *testing.T) {
+	tr := plain
+	tr.soakFits, tr.soakSteps = -1, 5 // every soak fails
+	f := newFixture(tr)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Search.Max = 1
+	f.cfg.Soak = time.Minute
+	run, err := f.run(context.Background())
+	if err == nil || run.Status != record.NothingFits {
+		t.Fatalf("err %v, status %s: want nothing fits", err, run.Status)
+	}
+}
