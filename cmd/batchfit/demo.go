@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,8 @@ func newDemoCommand(io *streams) *cobra.Command {
 	var o searchOptions
 	o.db.stderr = io.stderr
 	var simGPUs int
+	var simState string
+	var simSlowStart time.Duration
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Run a whole search on a simulated GPU (no GPU needed)",
@@ -30,16 +33,20 @@ search; only the GPU is simulated. Takes a few seconds.
 			if err != nil {
 				return fmt.Errorf("find the batchfit executable: %w", err)
 			}
-			state, err := os.MkdirTemp("", "batchfit-simgpu-")
-			if err != nil {
-				return fmt.Errorf("create the simulated GPU's state folder: %w", err)
+			state := simState
+			if state == "" {
+				if state, err = os.MkdirTemp("", "batchfit-simgpu-"); err != nil {
+					return fmt.Errorf("create the simulated GPU's state folder: %w", err)
+				}
+				defer os.RemoveAll(state)
 			}
-			defer os.RemoveAll(state)
 			card := sim.H100()
 			card.Dir = state
 			card.Count = simGPUs
+			w := sim.ResNet50()
+			w.SlowStart = simSlowStart
 			t := &target{
-				command:   sim.Command(exe, card, sim.ResNet50()),
+				command:   sim.Command(exe, card, w),
 				shown:     []string{"batchfit", "demo"},
 				backend:   sim.NewBackend(card),
 				simulated: true,
@@ -50,6 +57,12 @@ search; only the GPU is simulated. Takes a few seconds.
 	}
 	o.register(cmd.Flags())
 	cmd.Flags().IntVar(&simGPUs, "sim-gpus", 1, "number of simulated GPUs (try with --gpus all)")
+	// For tests: a card whose state others can share (batchfit __sim-hold
+	// puts a stranger's memory there), and trials slow to start.
+	cmd.Flags().StringVar(&simState, "sim-state", "", "the simulated card's state folder")
+	cmd.Flags().DurationVar(&simSlowStart, "sim-slow-start", 0, "each simulated trial sleeps this long first")
+	cmd.Flags().MarkHidden("sim-state")
+	cmd.Flags().MarkHidden("sim-slow-start")
 	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus")
 	useFlagGroups(cmd)
 	return cmd
@@ -63,6 +76,22 @@ func newSimTrialCommand(io *streams) *cobra.Command {
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if code := sim.Main(args, io.stdout, io.stderr); code != 0 {
+				return &exitErr{code: code, err: errSilent}
+			}
+			return nil
+		},
+	}
+}
+
+// newSimHoldCommand is the hidden mode that plays a stranger holding memory
+// on a simulated card (sim.HoldMain).
+func newSimHoldCommand(io *streams) *cobra.Command {
+	return &cobra.Command{
+		Use:                sim.HoldCommand,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := sim.HoldMain(args, io.stderr); code != 0 {
 				return &exitErr{code: code, err: errSilent}
 			}
 			return nil

@@ -163,7 +163,7 @@ that the exact answer takes a handful of trials.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Sprintf("run '%s --help' for usage", c.CommandPath()), "%s", err)
 	})
-	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io))
+	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
 	root.AddCommand(newDoctorCommand(io), newCacheCommand(io))
 	return root
 }

@@ -36,6 +36,7 @@ type searchOptions struct {
 	framework                   string
 	torch                       bool
 	fresh                       bool
+	allowBusyGPU                bool
 	cacheEnv                    []string
 	cacheMaxAge                 maxAge
 	gpus                        string
@@ -79,7 +80,8 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
 	fs.IntVar(&o.gpusPerTrial, "gpus-per-trial", 1, "GPUs one trial spans (torchrun --nproc_per_node=N); the batch size is per GPU")
 	fs.BoolVar(&o.perGPUModel, "per-gpu-model", false, "with several GPU models in --gpus (or types in --constraint), run one search per model and report a table")
-	flagGroup(fs, groupGPUs, "gpus", "gpus-per-trial", "per-gpu-model")
+	fs.BoolVar(&o.allowBusyGPU, "allow-busy-gpu", false, "search even when other processes hold memory on the GPU, or another search uses it (the answer may be low; the run records them)")
+	flagGroup(fs, groupGPUs, "gpus", "gpus-per-trial", "per-gpu-model", "allow-busy-gpu")
 
 	o.exec.register(fs)
 }
@@ -222,6 +224,9 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 			}
 		}
 	}
+	if len(runs) == 0 {
+		return exit // nothing ran (refused before the first trial): nothing for stdout
+	}
 	if err := o.printRuns(io, runs); err != nil {
 		return err
 	}
@@ -257,7 +262,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
 		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, MemoryLimit: limit,
-		Fresh: o.fresh, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: version,
+		Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: version,
 	}
 	if o.worker {
 		cfg.Worker = &runner.WorkerOptions{KeepAfterOOM: o.keepAfterOOM}

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -42,6 +43,14 @@ type Peak struct {
 	// Method is MethodProcess, MethodDeviceDelta, or "" when nothing could
 	// be measured (no backend, or every query failed).
 	Method string `json:"method,omitempty"`
+	// Foreign is the most memory that processes outside the trial held on
+	// one of its devices at one sample, beyond what they held before the
+	// search (Sampler.SetBaseline): another job that started, or grew,
+	// while the trial ran. It is known only with MethodProcess: without
+	// per-process figures the trial's memory and a stranger's look alike.
+	Foreign uint64 `json:"foreign_bytes,omitempty"`
+	// ForeignPIDs are the processes that held it, sorted.
+	ForeignPIDs []int `json:"foreign_pids,omitempty"`
 }
 
 // Sampler measures the peak GPU memory of process trees. One Sampler serves
@@ -50,9 +59,11 @@ type Sampler struct {
 	backend  Backend
 	interval time.Duration
 	stat     statFunc
+	self     int // batchfit's own pid: its descendants are never foreign
 
 	mu      sync.Mutex
-	devices []int // device indexes, listed once
+	devices []int                  // device indexes, listed once
+	before  map[int]map[int]uint64 // per device, what other processes held before the search
 }
 
 // NewSampler samples b every interval (DefaultInterval when zero or
@@ -64,7 +75,23 @@ func NewSampler(b Backend, interval time.Duration) *Sampler {
 		interval = DefaultInterval
 	}
 	interval = min(interval, MaxInterval)
-	return &Sampler{backend: b, interval: interval, stat: procfs.ReadStat}
+	return &Sampler{backend: b, interval: interval, stat: procfs.ReadStat, self: os.Getpid()}
+}
+
+// SetBaseline tells the sampler what other processes held on each device
+// before the search began (device index to pid to bytes), as checked and
+// accepted then: a watch counts as foreign only memory beyond it. Call it
+// before the first Start.
+func (s *Sampler) SetBaseline(before map[int]map[int]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.before = before
+}
+
+func (s *Sampler) baselineOf(device int) map[int]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.before[device]
 }
 
 // deviceList lists the backend's devices, remembering a successful answer:
@@ -101,6 +128,7 @@ type Watch struct {
 	// Start before it runs).
 	rootStart uint64             // the root's start time; 0 if unknown
 	known     map[int]membership // answers by PID, valid while the start time matches
+	kin       map[int]membership // for PIDs outside the tree: whether batchfit started them
 
 	quit     chan struct{}
 	done     chan struct{}
@@ -121,6 +149,10 @@ type sampleState struct {
 	deltaSeen bool // some tick read device used memory against a baseline
 	deltaMax  uint64
 	deltaPer  map[int]uint64
+	// foreignMax is the most foreign memory on one device at one tick,
+	// and foreignPIDs the processes that held it.
+	foreignMax  uint64
+	foreignPIDs []int
 }
 
 // Start begins watching the process tree rooted at pid on the given device
@@ -135,6 +167,7 @@ func (s *Sampler) Start(pid int, devices []int) *Watch {
 		root:     pid,
 		baseline: make(map[int]uint64),
 		known:    make(map[int]membership),
+		kin:      make(map[int]membership),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 		st:       sampleState{procPer: make(map[int]uint64), deltaPer: make(map[int]uint64)},
@@ -191,7 +224,8 @@ func (w *Watch) Peak() Peak {
 	st := &w.st
 	switch {
 	case st.procSeen:
-		return Peak{Bytes: st.procMax, PerDevice: maps.Clone(st.procPer), Samples: st.samples, Method: MethodProcess}
+		return Peak{Bytes: st.procMax, PerDevice: maps.Clone(st.procPer), Samples: st.samples, Method: MethodProcess,
+			Foreign: st.foreignMax, ForeignPIDs: slices.Clone(st.foreignPIDs)}
 	case st.deltaSeen:
 		return Peak{Bytes: st.deltaMax, PerDevice: maps.Clone(st.deltaPer), Samples: st.samples, Method: MethodDeviceDelta}
 	default:
@@ -215,20 +249,31 @@ func (w *Watch) sample() {
 
 	matched := false
 	procPer := make(map[int]uint64, len(w.devices))
-	var procSum uint64
+	var procSum, foreign uint64
+	var foreignPIDs []int
 	inTree := make(map[int]bool)
 	for d, m := range lists {
+		before := w.s.baselineOf(d)
+		var devForeign uint64
+		var devPIDs []int
 		for pid, n := range m {
 			in, ok := inTree[pid]
 			if !ok {
 				in = w.member(pid)
 				inTree[pid] = in
 			}
-			if in {
+			switch {
+			case in:
 				matched = true
 				procPer[d] += n
 				procSum += n
+			case n > before[pid] && !w.ours(pid):
+				devForeign += n - before[pid]
+				devPIDs = append(devPIDs, pid)
 			}
+		}
+		if devForeign > foreign {
+			foreign, foreignPIDs = devForeign, devPIDs
 		}
 	}
 
@@ -262,6 +307,10 @@ func (w *Watch) sample() {
 		st.procSeen = true
 		st.procMax = max(st.procMax, procSum)
 		mergeMax(st.procPer, procPer)
+	}
+	if foreign > st.foreignMax {
+		slices.Sort(foreignPIDs)
+		st.foreignMax, st.foreignPIDs = foreign, foreignPIDs
 	}
 	if deltaOK {
 		st.deltaSeen = true
@@ -340,4 +389,33 @@ func (w *Watch) member(pid int) bool {
 		}
 	}
 	return member
+}
+
+// ours says whether pid, outside the watched tree, descends from batchfit
+// itself (a neighbouring trial of the same search, a warm worker): such
+// memory is the search's own, not a stranger's. It walks the parent chain
+// and remembers the answer for the PID's lifetime.
+func (w *Watch) ours(pid int) bool {
+	p, err := w.s.stat(pid)
+	if err != nil {
+		return false // not visible here: another PID namespace, or gone
+	}
+	if k, ok := w.kin[pid]; ok && k.start == p.Start {
+		return k.member
+	}
+	mine := false
+	for cur, depth := p, 0; depth < maxDepth; depth++ {
+		if cur.PPID == w.s.self {
+			mine = true
+			break
+		}
+		if cur.PPID <= 1 {
+			break
+		}
+		if cur, err = w.s.stat(cur.PPID); err != nil {
+			break
+		}
+	}
+	w.kin[pid] = membership{start: p.Start, member: mine}
+	return mine
 }

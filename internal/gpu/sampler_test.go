@@ -3,7 +3,9 @@ package gpu
 import (
 	"errors"
 	"maps"
+	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -123,7 +125,7 @@ func runTicks(t *testing.T, b *scripted, tree map[int]procfs.Stat, root int) Pea
 func newTestWatch(s *Sampler, root int) *Watch {
 	w := &Watch{
 		s: s, root: root, devices: s.deviceList(),
-		baseline: map[int]uint64{}, known: map[int]membership{},
+		baseline: map[int]uint64{}, known: map[int]membership{}, kin: map[int]membership{},
 		st: sampleState{procPer: map[int]uint64{}, deltaPer: map[int]uint64{}},
 	}
 	for _, d := range w.devices {
@@ -487,5 +489,84 @@ func TestWatchOnlyItsDevices(t *testing.T) {
 	want := Peak{Bytes: 4 * G, PerDevice: map[int]uint64{1: 4 * G}, Samples: got.Samples, Method: MethodDeviceDelta}
 	if !peakEqual(got, want) || got.Samples < 2 {
 		t.Errorf("peak = %+v, want %+v", got, want)
+	}
+}
+
+func TestSamplerForeign(t *testing.T) {
+	const G = 1 << 30
+	tree := maps.Clone(simpleTree)
+	tree[300] = procfs.Stat{PPID: 1, PGRP: 300}           // a job that was there before the search
+	tree[400] = procfs.Stat{PPID: os.Getpid(), PGRP: 400} // batchfit's own (a neighbouring trial)
+	tests := []struct {
+		name    string
+		before  map[int]map[int]uint64
+		ticks   []tick
+		foreign uint64
+		pids    []int
+	}{
+		{
+			name: "a stranger appears mid-trial",
+			ticks: []tick{
+				{used: map[int]uint64{0: 0}},
+				{procs: map[int]map[int]uint64{0: {100: 2 * G}}, used: map[int]uint64{0: 2 * G}},
+				{procs: map[int]map[int]uint64{0: {100: 3 * G, 200: 5 * G}}, used: map[int]uint64{0: 8 * G}},
+				{procs: map[int]map[int]uint64{0: {100: 3 * G}}, used: map[int]uint64{0: 3 * G}},
+			},
+			foreign: 5 * G, pids: []int{200},
+		},
+		{
+			name:   "a process there before counts only for what it gained",
+			before: map[int]map[int]uint64{0: {300: 1 * G}},
+			ticks: []tick{
+				{used: map[int]uint64{0: 1 * G}},
+				{procs: map[int]map[int]uint64{0: {100: 2 * G, 300: 1 * G}}, used: map[int]uint64{0: 3 * G}},
+				{procs: map[int]map[int]uint64{0: {100: 2 * G, 300: 3 * G}}, used: map[int]uint64{0: 5 * G}},
+			},
+			foreign: 2 * G, pids: []int{300},
+		},
+		{
+			name:   "nothing new",
+			before: map[int]map[int]uint64{0: {300: 1 * G}},
+			ticks: []tick{
+				{used: map[int]uint64{0: 1 * G}},
+				{procs: map[int]map[int]uint64{0: {100: 2 * G, 300: 1 * G, 400: 4 * G}}, used: map[int]uint64{0: 7 * G}},
+			},
+		},
+		{
+			name: "the most on one device at one tick",
+			ticks: []tick{
+				{used: map[int]uint64{0: 0, 1: 0}},
+				{procs: map[int]map[int]uint64{0: {100: 1 * G, 200: 1 * G}, 1: {300: 2 * G}}, used: map[int]uint64{0: 2 * G, 1: 2 * G}},
+				{procs: map[int]map[int]uint64{0: {100: 1 * G}, 1: {}}, used: map[int]uint64{0: 1 * G, 1: 0}},
+			},
+			foreign: 2 * G, pids: []int{300},
+		},
+		{
+			name: "unknown without the trial's own figures",
+			ticks: []tick{
+				{used: map[int]uint64{0: 0}},
+				{procs: map[int]map[int]uint64{0: {200: 5 * G}}, used: map[int]uint64{0: 5 * G}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ndev := 1
+			if len(tt.ticks[0].used) > 1 {
+				ndev = len(tt.ticks[0].used)
+			}
+			b := newScripted(ndev, tt.ticks...)
+			s := NewSampler(b, 0)
+			s.stat = fakeStat(tree)
+			s.SetBaseline(tt.before)
+			w := newTestWatch(s, 100)
+			for b.i < len(b.ticks)-1 {
+				w.sample()
+			}
+			got := w.Peak()
+			if got.Foreign != tt.foreign || !slices.Equal(got.ForeignPIDs, tt.pids) {
+				t.Errorf("foreign %d by %v, want %d by %v", got.Foreign, got.ForeignPIDs, tt.foreign, tt.pids)
+			}
+		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/trial"
@@ -53,6 +54,11 @@ type Config struct {
 
 	// Sampler measures GPU memory of the trial's process tree; nil = none.
 	Sampler *gpu.Sampler
+	// ForeignLimit is how much memory other processes may gain on a
+	// trial's GPU while it runs (gpu.Peak.Foreign) before the trial is
+	// disturbed: it then runs again, at most MaxBusyReruns times, and the
+	// search stops with a *GPUBusyError. 0 checks nothing.
+	ForeignLimit uint64
 	// Slots are the GPU sets trials may run on, one trial per slot at a
 	// time; each is passed as CUDA_VISIBLE_DEVICES. Empty: one trial at a
 	// time, no pinning.
@@ -208,9 +214,53 @@ func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Tr
 	return record.Trial{}, fmt.Errorf("soak at batch size %d left no record", size)
 }
 
-// one runs a single trial at size on gpus; soak, when above 0, makes it a
-// soak of that length (see Soak).
+// MaxBusyReruns is how often a trial disturbed by another process is run
+// again before the search gives up: a job that came and went is waited out,
+// one that stays is named.
+const MaxBusyReruns = 2
+
+// GPUBusyError is a search stopped because other processes kept taking
+// memory on the GPU while its trials ran: any answer would be low.
+type GPUBusyError struct {
+	Size    int    // the batch size whose trials were disturbed
+	Trials  int    // how many in a row
+	Foreign uint64 // the most the others took, in the last one
+	PIDs    []int  // who took it
+}
+
+func (e *GPUBusyError) Error() string {
+	procs := make([]string, len(e.PIDs))
+	for i, pid := range e.PIDs {
+		procs[i] = fmt.Sprintf("%d (%s)", pid, procfs.Name(pid))
+	}
+	return fmt.Sprintf("the GPU is busy: other processes took %s on it during each of %d trials at batch size %d (pid %s)",
+		units.Bytes(e.Foreign), e.Trials, e.Size, strings.Join(procs, ", "))
+}
+
+// Hint says what to do about it.
+func (e *GPUBusyError) Hint() string {
+	return "wait for the other processes to finish, or run on another GPU (--gpus)"
+}
+
+// one runs a single trial at size on gpus, again in a fresh process when
+// another process took memory on its GPU while it ran; soak, when above 0,
+// makes it a soak of that length (see Soak).
 func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Duration) (search.Observation, error) {
+	for runs := 1; ; runs++ {
+		o, t, err := p.attempt(ctx, size, gpus, soak)
+		if err != nil || !t.Busy || ctx.Err() != nil {
+			return o, err
+		}
+		if runs > MaxBusyReruns {
+			return o, &GPUBusyError{Size: size, Trials: runs, Foreign: t.Foreign, PIDs: t.ForeignPIDs}
+		}
+		p.warn(fmt.Sprintf("trial %d at batch size %d: other processes took %s on its GPU while it ran; running it again",
+			t.N, size, units.Bytes(t.Foreign)))
+	}
+}
+
+// attempt runs one trial and records it.
+func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Duration) (search.Observation, record.Trial, error) {
 	p.mu.Lock()
 	p.n++
 	n := p.n
@@ -245,7 +295,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Durati
 	}
 	res, err := p.cfg.Executor.Run(ctx, spec, watcher)
 	if err != nil {
-		return search.Observation{}, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
+		return search.Observation{}, record.Trial{}, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
 	}
 	var peak gpu.Peak
 	if watch != nil {
@@ -291,24 +341,27 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Durati
 	}
 
 	t := record.Trial{
-		N:         n,
-		Size:      size,
-		Outcome:   c.Outcome,
-		Reason:    c.Reason,
-		Seconds:   res.Duration.Seconds(),
-		ExitCode:  res.ExitCode,
-		Phase:     phase,
-		Retry:     phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
-		GPUs:      gpus,
-		Allocated: peaks.Allocated,
-		Reserved:  peaks.Reserved,
-		Device:    device,
-		StepTimes: sum.StepTimes,
-		Steps:     sum.Steps,
-		StepPeaks: sum.StepPeaks,
-		Rising:    record.Rising(sum.StepPeaks),
-		Stdout:    spec.StdoutPath,
-		Stderr:    spec.StderrPath,
+		N:           n,
+		Size:        size,
+		Outcome:     c.Outcome,
+		Reason:      c.Reason,
+		Seconds:     res.Duration.Seconds(),
+		ExitCode:    res.ExitCode,
+		Phase:       phase,
+		Retry:       phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
+		GPUs:        gpus,
+		Allocated:   peaks.Allocated,
+		Reserved:    peaks.Reserved,
+		Device:      device,
+		Foreign:     peak.Foreign,
+		ForeignPIDs: peak.ForeignPIDs,
+		Busy:        p.cfg.ForeignLimit > 0 && peak.Foreign > p.cfg.ForeignLimit,
+		StepTimes:   sum.StepTimes,
+		Steps:       sum.Steps,
+		StepPeaks:   sum.StepPeaks,
+		Rising:      record.Rising(sum.StepPeaks),
+		Stdout:      spec.StdoutPath,
+		Stderr:      spec.StderrPath,
 	}
 	if res.Signal != 0 {
 		t.Signal = res.Signal.String()
@@ -330,7 +383,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Durati
 		Size:    size,
 		Outcome: c.Outcome,
 		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: peaks.Limit},
-	}, nil
+	}, t, nil
 }
 
 // env builds the trial's environment: the base, then batchfit's variables,

@@ -115,6 +115,16 @@ func ReadStat(pid int) (Stat, error) {
 	return st, nil
 }
 
+// Name is pid's command name (/proc/PID/comm, as stat holds it), or "?"
+// when it cannot be read: gone, or in another PID namespace.
+func Name(pid int) string {
+	st, err := ReadStat(pid)
+	if err != nil || st.Comm == "" {
+		return "?"
+	}
+	return st.Comm
+}
+
 // readSmall reads up to len(buf) bytes of the file at path.
 func readSmall(path string, buf []byte) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)

@@ -139,8 +139,14 @@ type Trial struct {
 	Allocated uint64           `json:"peak_allocated_bytes,omitempty"`
 	Reserved  uint64           `json:"peak_reserved_bytes,omitempty"`
 	Device    uint64           `json:"peak_device_bytes,omitempty"` // NVML, whole process tree
-	StepTimes []float64        `json:"step_seconds,omitempty"`
-	Steps     int              `json:"steps,omitempty"` // training steps the adapter counted
+	// Foreign is the memory other processes gained on the trial's GPU
+	// while it ran (gpu.Peak.Foreign). Busy marks a trial they disturbed
+	// past the threshold: it is not believed, and runs again.
+	Foreign     uint64    `json:"foreign_bytes,omitempty"`
+	ForeignPIDs []int     `json:"foreign_pids,omitempty"`
+	Busy        bool      `json:"gpu_busy,omitempty"`
+	StepTimes   []float64 `json:"step_seconds,omitempty"`
+	Steps       int       `json:"steps,omitempty"` // training steps the adapter counted
 	// StepPeaks are the framework's peak memory after each step, from the
 	// adapter, so that memory still rising at the last step shows.
 	StepPeaks []uint64 `json:"step_peak_bytes,omitempty"`
@@ -172,7 +178,7 @@ func (t Trial) StepSeconds() float64 {
 // Throughput is samples per second from the median step time, or 0.
 func (t Trial) Throughput() float64 {
 	s := t.StepSeconds()
-	if s <= 0 || !t.Outcome.Fits() {
+	if s <= 0 || !t.Outcome.Fits() || t.Busy {
 		return 0
 	}
 	return float64(t.Size) / s
@@ -338,7 +344,7 @@ func Recommend(trials []Trial) int {
 // trial that proves a failure (or shows a crash) at that size.
 func (r *Run) LastFailure(size int) *Trial {
 	for i := len(r.Trials) - 1; i >= 0; i-- {
-		if t := &r.Trials[i]; t.Size == size && !t.Outcome.Fits() {
+		if t := &r.Trials[i]; t.Size == size && !t.Outcome.Fits() && !t.Busy {
 			return t
 		}
 	}

@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -167,6 +169,11 @@ type fakeStore struct {
 	begun    []*record.Run
 	trials   []record.Trial
 	finished []record.Status
+	live     []store.LiveRun
+}
+
+func (s *fakeStore) LiveOn(context.Context, []gpu.Device) ([]store.LiveRun, error) {
+	return s.live, nil
 }
 
 var _ Store = (*fakeStore)(nil)
@@ -295,11 +302,16 @@ func (c *fakeClock) Now() time.Time {
 	return c.t
 }
 
-// fakeGPU is one card that counts the questions it was asked.
+// fakeGPU is one card that counts the questions it was asked. procs are
+// the processes it lists (none by default); with noProcs it lists none and
+// answers used instead, as a driver without per-process figures.
 type fakeGPU struct {
 	device  gpu.Device
 	mu      sync.Mutex
 	queries int
+	procs   map[int]uint64
+	noProcs bool
+	used    uint64
 }
 
 var _ gpu.Backend = (*fakeGPU)(nil)
@@ -310,14 +322,17 @@ func (g *fakeGPU) ProcessMemory(int) (map[int]uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.queries++
-	return map[int]uint64{}, nil
+	if g.noProcs {
+		return nil, errors.New("per-process figures not available")
+	}
+	return maps.Clone(g.procs), nil
 }
 
 func (g *fakeGPU) UsedMemory(int) (uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.queries++
-	return 0, nil
+	return g.used, nil
 }
 
 func (g *fakeGPU) Close() error { return nil }

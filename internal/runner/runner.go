@@ -49,6 +49,9 @@ type Config struct {
 	Worker *WorkerOptions
 	// Fresh searches even when the history has the answer.
 	Fresh bool
+	// AllowBusyGPU searches even when other processes hold memory on the
+	// GPUs or another search uses them; they are recorded as warnings.
+	AllowBusyGPU bool
 	// CacheMaxAge is how old a cached answer may be; 0 never uses one.
 	CacheMaxAge time.Duration
 	// CacheEnv names environment variables that count as inputs beyond
@@ -107,6 +110,8 @@ type Store interface {
 	// a later batchfit can stop them if this one dies.
 	TrialStarted(ctx context.Context, runID string, p store.TrialProcess) (int64, error)
 	ClearTrial(ctx context.Context, id int64) error
+	// LiveOn lists the other searches under way here on these GPUs.
+	LiveOn(ctx context.Context, devices []gpu.Device) ([]store.LiveRun, error)
 }
 
 var (

@@ -24,8 +24,11 @@ type session struct {
 	deps  Deps
 	scfg  search.Config
 	limit uint64 // --memory-limit in bytes; 0 for none
-	total uint64 // the first GPU's memory; 0 when unknown
-	run   *record.Run
+	// foreignLimit is how much memory others may take on a trial's GPU
+	// while it runs (probe.Config.ForeignLimit).
+	foreignLimit uint64
+	total        uint64 // the first GPU's memory; 0 when unknown
+	run          *record.Run
 
 	keepLogs bool
 	prog     Progress
@@ -109,6 +112,14 @@ func (s *session) begin(ctx context.Context) error {
 	pcfg, err := s.probeConfig()
 	if err != nil {
 		return err
+	}
+	// Trials that run here, watched through NVML: who else uses the GPU
+	// is known before the first one, and checked during each.
+	if pcfg.Sampler != nil {
+		if err := s.checkGPUs(ctx, pcfg.Sampler); err != nil {
+			return err
+		}
+		pcfg.ForeignLimit = s.foreignLimit
 	}
 	if err := s.deps.Store.BeginRun(ctx, s.run); err != nil {
 		return withHint(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")

@@ -1,9 +1,13 @@
 package sim
 
 import (
+	"io"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -301,5 +305,38 @@ func TestFormatSize(t *testing.T) {
 		if got := formatSize(n); got != want {
 			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestHoldMain(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	done := make(chan int)
+	go func() {
+		done <- HoldMain([]string{"--state-dir", dir, "--bytes", "3GiB", "--ready", ready}, io.Discard)
+	}()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if i > 5000 {
+			t.Fatal("never ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b := NewBackend(Card{Name: "sim", Total: 80 * GiB, Dir: dir})
+	procs, err := b.ProcessMemory(0)
+	if err != nil || procs[os.Getpid()] != 3*GiB {
+		t.Fatalf("listed %v, %v; want this process holding 3 GiB", procs, err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	if procs, _ := b.ProcessMemory(0); len(procs) != 0 {
+		t.Errorf("still listed after exit: %v", procs)
+	}
+	if code := HoldMain([]string{"--state-dir", dir}, io.Discard); code != 2 {
+		t.Errorf("without --bytes: exit %d, want 2", code)
 	}
 }
