@@ -14,6 +14,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/termtext"
 )
 
 // Exit codes, documented in --help.
@@ -116,11 +117,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = &exitErr{code: exitInterrupted, err: err}
 		}
 	}
+	// Errors and hints can quote a trial's output: they reach the terminal
+	// cleaned (termtext), whatever made them.
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintf(stderr, "batchfit: error: %s\n", msg)
+		fmt.Fprintf(stderr, "batchfit: error: %s\n", termtext.Line(msg, 0))
 	}
 	if hint := hintOf(err); hint != "" {
-		for _, line := range strings.Split(hint, "\n") {
+		for _, line := range strings.Split(termtext.Clean(hint), "\n") {
 			fmt.Fprintf(stderr, "batchfit: hint: %s\n", line)
 		}
 	}
