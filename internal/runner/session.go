@@ -34,6 +34,9 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (*session, error) {
 	if err := checkWorker(cfg); err != nil {
 		return &session{}, err
 	}
+	if err := checkLogDir(cfg.LogDir); err != nil {
+		return &session{}, err
+	}
 	s := &session{cfg: cfg, deps: deps, scfg: cfg.Search}
 	var err error
 	if s.limit, err = cfg.MemoryLimit.Resolve(cfg.Group.Devices); err != nil {
