@@ -23,9 +23,11 @@ func newDemoCommand(io *streams) *cobra.Command {
 training workload. Each trial is a real child process, exactly as in a real
 search; only the GPU is simulated. Takes a few seconds.
 
+` + outputHelp + `
+
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
+		RunE: runJSON(&o.json, io, func(cmd *cobra.Command, args []string) error {
 			if simGPUs < 1 {
 				return usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", simGPUs)
 			}

@@ -47,13 +47,10 @@ Exit codes:
 		Example: `  batchfit doctor -- python -m batchfit.worker mymodel:Trial
   batchfit doctor --size 64 --memory-limit 24GiB -- python -m batchfit.worker train.py:Trial
   batchfit doctor --json -- python -m batchfit.worker mymodel`,
-		Args: func(cmd *cobra.Command, args []string) error {
+		RunE: runJSON(&o.json, io, func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
 				return usageError("put the worker command after --: batchfit doctor -- python -m batchfit.worker mymodule:Trial", "no worker command")
 			}
-			return nil
-		},
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd, io, args)
 		}),
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/store"
+	"github.com/batchfit/batchfit/internal/termtext"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -86,7 +87,10 @@ func newHistoryCommand(io *streams) *cobra.Command {
 		Use:   "history",
 		Short: "List past searches",
 		Args:  cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
+		RunE: runJSON(&asJSON, io, func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return usageError("give --limit a number of runs, or 0 for all", "--limit must not be negative, got %d", limit)
+			}
 			s, err := db.openFile(cmd.Context())
 			if err != nil {
 				return err
@@ -134,7 +138,7 @@ func writeHistory(w io.Writer, runs []record.Run) error {
 		if r.Cached {
 			status += " (cached)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04"), status, answer, len(r.Trials), gpuName, report.Clip(strings.Join(r.Command, " "), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04"), status, answer, len(r.Trials), gpuName, termtext.Line(strings.Join(r.Command, " "), 60))
 	}
 	return tw.Flush()
 }
@@ -145,13 +149,13 @@ func newShowCommand(io *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show RUN",
 		Short: "Show one past search, and write its report again",
-		Args: func(cmd *cobra.Command, args []string) error {
+		RunE: runJSON(&out.json, io, func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError("give a run id from 'batchfit history' (a unique prefix is enough)", "show needs one run id")
 			}
-			return nil
-		},
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			s, err := db.openFile(cmd.Context())
 			if err != nil {
 				return err
@@ -193,16 +197,19 @@ func (o *outputOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.plotPath, "plot", "", "write the memory chart to this .png or .svg file")
 }
 
-// check catches bad output paths before any trial runs.
+// check catches bad output paths before any trial runs: each must name a
+// file (new, or a regular file batchfit may replace) in a folder batchfit
+// can write to, which the file is renamed into at the end.
 func (o *outputOptions) check() error {
+	if o.reportPath != "" && o.reportPath == o.plotPath {
+		return usageError("give --report and --plot different files", "--report and --plot name the same file %s", o.reportPath)
+	}
 	for _, p := range []struct{ flag, path string }{{"--report", o.reportPath}, {"--plot", o.plotPath}} {
 		if p.path == "" {
 			continue
 		}
-		if dir := filepath.Dir(p.path); dir != "" {
-			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-				return usageError("create the folder first, or choose another path", "%s %s: no such folder %s", p.flag, p.path, dir)
-			}
+		if err := checkOutputFile(p.flag, p.path); err != nil {
+			return err
 		}
 	}
 	if o.plotPath != "" {
@@ -212,6 +219,38 @@ func (o *outputOptions) check() error {
 			return usageError("name the file .png or .svg", "--plot %s: unknown image format", o.plotPath)
 		}
 	}
+	return nil
+}
+
+// checkOutputFile refuses a path that writeFileAtomic could not write at the
+// end of a search: a folder (or a device, which a rename would replace), a
+// file its owner made read-only, or a folder batchfit cannot create a file
+// in. It leaves nothing behind.
+func checkOutputFile(flag, path string) error {
+	hint := "choose a file path in a folder you can write to"
+	if st, err := os.Stat(path); err == nil {
+		switch {
+		case st.IsDir():
+			return usageError("name a file, such as "+filepath.Join(path, "batchfit.html"), "%s %s is a folder", flag, path)
+		case !st.Mode().IsRegular():
+			return usageError(hint, "%s %s is not a regular file", flag, path)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return usageError(hint, "%s %s is not writable: %v", flag, path, errors.Unwrap(err))
+		}
+		f.Close()
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return usageError("create the folder first, or choose another path", "%s %s: no such folder %s", flag, path, dir)
+	}
+	f, err := os.CreateTemp(dir, ".batchfit-check-*")
+	if err != nil {
+		return usageError(hint, "%s %s: cannot write in the folder %s: %v", flag, path, dir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
 	return nil
 }
 

@@ -12,8 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/termtext"
 )
 
 // Exit codes, documented in --help.
@@ -33,6 +36,16 @@ const exitCodesHelp = `Exit codes:
   3    nothing fits: even --min does not run
   130  interrupted (Ctrl-C, SIGTERM, or SIGHUP when the terminal closes);
        every trial process was stopped`
+
+const outputHelp = `Output:
+  stdout carries the result only; progress and errors go to stderr.
+  --json  exactly one JSON document: the run record, also on failure (its
+          status and error), or {"status", "error", "hint", "exit_code"}
+          when the search failed before it had a record
+  -q      the answer alone; nothing when there is none
+  default the summary, when the search reached an outcome (an answer,
+          nothing fits, a crash or Ctrl-C after trials); nothing on an
+          error before the first trial`
 
 // exitErr is an error with the exit code it ends batchfit with.
 type exitErr struct {
@@ -119,11 +132,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = &exitErr{code: exitInterrupted, err: err}
 		}
 	}
+	// Errors and hints can quote a trial's output: they reach the terminal
+	// cleaned (termtext), whatever made them.
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintf(stderr, "batchfit: error: %s\n", msg)
+		fmt.Fprintf(stderr, "batchfit: error: %s\n", termtext.Line(msg, 0))
 	}
 	if hint := hintOf(err); hint != "" {
-		for _, line := range strings.Split(hint, "\n") {
+		for _, line := range strings.Split(termtext.Clean(hint), "\n") {
 			fmt.Fprintf(stderr, "batchfit: hint: %s\n", line)
 		}
 	}
@@ -143,6 +158,51 @@ func commandErr(err error) error {
 // runE wraps a command's body so its errors are marked (commandErr).
 func runE(f func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
 	return func(cmd *cobra.Command, args []string) error { return commandErr(f(cmd, args)) }
+}
+
+// runJSON is runE for a command with --json, which promises exactly one
+// JSON document on stdout: when the command fails before it wrote one (a
+// usage error, a history that cannot be opened, a search that stopped
+// before its record began), the error is the document.
+func runJSON(asJSON *bool, io *streams, f func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		out := &countingWriter{w: io.stdout}
+		io.stdout = out
+		defer func() { io.stdout = out.w }()
+		err := commandErr(f(cmd, args))
+		if err != nil && *asJSON && out.n == 0 {
+			writeErrorJSON(out.w, err)
+		}
+		return err
+	}
+}
+
+// errorDocument is what --json prints for a command that failed before it
+// had a record to print.
+type errorDocument struct {
+	Status   record.Status `json:"status"`
+	Error    string        `json:"error"`
+	Hint     string        `json:"hint,omitempty"`
+	ExitCode int           `json:"exit_code"`
+}
+
+func writeErrorJSON(w io.Writer, err error) {
+	doc := errorDocument{Status: record.Failed, Error: err.Error(), Hint: hintOf(err), ExitCode: exitCode(err)}
+	if doc.ExitCode == exitInterrupted {
+		doc.Status = record.Interrupted
+	}
+	report.WriteJSONValue(w, doc)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func newRootCommand(io *streams) *cobra.Command {

@@ -102,6 +102,8 @@ to its own end.
 
 The answer is exact: it was seen to run, and the next size up was seen to fail.
 
+` + outputHelp + `
+
 ` + exitCodesHelp,
 		Example: `  batchfit search -- python train.py --batch-size {} --max-steps 3
   batchfit search --memory-limit 24GiB -- python train.py --batch-size {}
@@ -109,13 +111,10 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
   batchfit search --worker -- python -m batchfit.worker mymodule:Trial
   batchfit search --gpus 0,1 --gpus-per-trial 2 -- torchrun --nproc_per_node=2 train.py --batch-size {}
   batchfit search --executor slurm --jobs 4 --partition gpu -- python train.py --batch-size {}`,
-		Args: func(cmd *cobra.Command, args []string) error {
+		RunE: runJSON(&o.json, io, func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
 				return usageError("put the training command after --: batchfit search -- python train.py --batch-size {}", "no command to search")
 			}
-			return nil
-		},
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			t, err := o.commandTarget(args)
 			if err != nil {
 				return err
@@ -306,39 +305,72 @@ func joinInts(xs []int) string {
 	return s
 }
 
+// printRuns prints the result on stdout (outputHelp): with --json one
+// document whatever happened (runJSON covers a search that has no record),
+// with -q the answer or nothing, and otherwise the summary of each run
+// that reached an outcome.
 func (o *searchOptions) printRuns(io *streams, runs []*record.Run) error {
-	if len(runs) == 1 {
-		return o.print(io, runs[0])
-	}
 	if o.json {
+		switch len(runs) {
+		case 0:
+			return nil
+		case 1:
+			return report.WriteJSON(io.stdout, runs[0])
+		}
 		return report.WriteJSONValue(io.stdout, runs)
 	}
 	if o.quiet {
+		if len(runs) == 1 {
+			if runs[0].Status == record.Found {
+				_, err := fmt.Fprintln(io.stdout, runs[0].Answer)
+				return err
+			}
+			return nil
+		}
 		for _, r := range runs {
-			answer := "-"
+			if !reached(r) {
+				continue
+			}
+			name, answer := "-", "-"
+			if r.GPU != nil && len(r.GPU.Devices) > 0 {
+				name = r.GPU.Devices[0].Name
+			}
 			if r.Status == record.Found {
 				answer = strconv.Itoa(r.Answer)
 			}
-			fmt.Fprintf(io.stdout, "%s\t%s\n", r.GPU.Devices[0].Name, answer)
+			fmt.Fprintf(io.stdout, "%s\t%s\n", name, answer)
 		}
 		return nil
 	}
-	return report.WriteModelTable(io.stdout, runs)
+	var shown []*record.Run
+	for _, r := range runs {
+		if reached(r) {
+			shown = append(shown, r)
+		}
+	}
+	switch len(shown) {
+	case 0:
+		return nil
+	case 1:
+		if len(runs) == 1 {
+			return report.WriteSummary(io.stdout, shown[0])
+		}
+	}
+	return report.WriteModelTable(io.stdout, shown)
 }
 
-func (o *searchOptions) print(io *streams, run *record.Run) error {
-	switch {
-	case o.json:
-		return report.WriteJSON(io.stdout, run)
-	case o.quiet:
-		if run.Status == record.Found {
-			_, err := fmt.Fprintln(io.stdout, run.Answer)
-			return err
-		}
-		return nil
-	default:
-		return report.WriteSummary(io.stdout, run)
+// reached says whether a run has a result to show: an answer, nothing
+// fits, or a search stopped (a crash, Ctrl-C) after trials that say
+// something. A search that failed before its first trial has only its
+// error, which goes to stderr.
+func reached(r *record.Run) bool {
+	switch r.Status {
+	case record.Found, record.NothingFits:
+		return true
+	case record.Failed, record.Interrupted:
+		return len(r.Trials) > 0
 	}
+	return false
 }
 
 // searchConfig validates the flags that shape the search.
@@ -349,6 +381,8 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		MarginPercent: o.margin,
 	}
 	switch {
+	case o.json && o.quiet:
+		return cfg, usageError("choose one: --json prints the whole record, -q only the answer", "--json and -q cannot be combined")
 	case o.strategy != "model" && o.strategy != "bisect":
 		return cfg, usageError("use --strategy model or --strategy bisect", "unknown strategy %q", o.strategy)
 	case o.multipleOf < 1:

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/termtext"
 )
 
 // Input is everything known about a finished trial.
@@ -188,8 +189,11 @@ func firstLine(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// shorten cuts s to maxReason bytes on a rune boundary.
+// shorten makes s one clean line (termtext.Line: no control sequences,
+// which a reason shown on a terminal must not carry) and cuts it to
+// maxReason bytes on a rune boundary.
 func shorten(s string) string {
+	s = termtext.Line(s, 0)
 	if len(s) <= maxReason {
 		return s
 	}

@@ -132,6 +132,29 @@ func TestReasonIsShort(t *testing.T) {
 	}
 }
 
+// TestReasonHasNoControls: a reason is shown on a terminal, so escape
+// sequences, control bytes and invalid UTF-8 in the output it quotes do not
+// survive into it, whether it comes from a signature, an exception or the
+// exit status.
+func TestReasonHasNoControls(t *testing.T) {
+	for _, in := range []Input{
+		{ExitCode: 1, Output: []byte("\x1b[31mRuntimeError: CUDA error: device-side assert triggered\x1b[0m\x07\xff\n")},
+		{ExitCode: 0, Output: []byte("\x1b]0;title\x07torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\x1b[K\n")},
+		{ExitCode: 1, Event: &adapter.Event{Exception: "ValueError: \x1b[1mbad\x1b[0m\x00\u009b31m value"}},
+		{ExitCode: 1, Event: &adapter.Event{OOM: true, Exception: "torch.OutOfMemoryError: \x1b[31mCUDA out of memory\x1b[0m"}},
+	} {
+		got := Classify(in)
+		for _, r := range got.Reason {
+			if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+				t.Errorf("reason %q keeps control %U", got.Reason, r)
+			}
+		}
+		if strings.Contains(got.Reason, "[31m") || strings.Contains(got.Reason, "title") {
+			t.Errorf("reason %q keeps an escape sequence's text", got.Reason)
+		}
+	}
+}
+
 // TestSignaturesHaveSamples keeps the table honest: every entry must be
 // exercised by some corpus file or test input above, or it is dead weight.
 func TestSignaturesHaveSamples(t *testing.T) {

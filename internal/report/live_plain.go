@@ -7,6 +7,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/termtext"
 )
 
 // plainProgress writes progress as plain lines, for logs and pipes: one per
@@ -36,7 +37,7 @@ func (p *plainProgress) TrialStarted(n, size int, gpus []int) {}
 
 func (p *plainProgress) TrialDone(t record.Trial) { p.line(TrialLine(t, p.capacity)) }
 
-func (p *plainProgress) Warn(msg string) { p.line("warning: " + msg) }
+func (p *plainProgress) Warn(msg string) { p.line("warning: " + termtext.Line(msg, termtext.Width)) }
 
 func (p *plainProgress) Close() {
 	p.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/termtext"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -91,7 +92,9 @@ func (t *ttyProgress) TrialDone(tr record.Trial) {
 	t.send(doneMsg{t: tr, at: t.now()}, tea.Println(t.look.row(tr))())
 }
 
-func (t *ttyProgress) Warn(msg string) { t.print(t.look.warning(msg)) }
+func (t *ttyProgress) Warn(msg string) {
+	t.print(t.look.warning(termtext.Line(msg, termtext.Width)))
+}
 
 func (t *ttyProgress) Close() {
 	t.mu.Lock()
@@ -348,7 +351,7 @@ func (l *look) header() string {
 	sep := l.dim.Render(" · ")
 	var b strings.Builder
 	// A long command would push the GPU off the line.
-	b.WriteString(l.title.Render(Clip(title, 48)))
+	b.WriteString(l.title.Render(termtext.Clip(title, 48)))
 	switch {
 	case o.Simulated && !strings.Contains(o.GPU, "simulated"):
 		b.WriteString(sep + l.dim.Render(strings.TrimSpace("simulated "+o.GPU)))

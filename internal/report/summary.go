@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/termtext"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -48,7 +49,7 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 	default:
 		fmt.Fprintf(&b, "search %s", run.Status)
 		if run.Error != "" {
-			fmt.Fprintf(&b, ": %s", run.Error)
+			fmt.Fprintf(&b, ": %s", termtext.Line(run.Error, termtext.Width))
 		}
 		b.WriteString("\n")
 	}
@@ -84,7 +85,7 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 		}
 	}
 	for _, msg := range run.Warnings {
-		fmt.Fprintf(&b, "  warning: %s\n", msg)
+		fmt.Fprintf(&b, "  warning: %s\n", termtext.Line(msg, termtext.Width))
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
@@ -145,7 +146,7 @@ func TrialLine(t record.Trial, capacity uint64) string {
 		}
 	}
 	if t.Reason != "" && !t.Outcome.Fits() {
-		fmt.Fprintf(&b, " (%s)", Clip(t.Reason, 100))
+		fmt.Fprintf(&b, " (%s)", termtext.Line(t.Reason, 100))
 	}
 	return b.String()
 }
@@ -169,15 +170,6 @@ func throughput(t record.Trial) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return "-"
-}
-
-// Clip shortens s to at most n runes, marking the cut.
-func Clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // WriteModelTable writes one row per GPU model: the answer on each card.

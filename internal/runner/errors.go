@@ -9,6 +9,7 @@ import (
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/termtext"
 )
 
 // ConfigError is a search that cannot run as configured (bad bounds, a
@@ -133,15 +134,12 @@ func (e *CrashError) Unwrap() error { return e.crash }
 // Hint shows the trial's stderr tail and log.
 func (e *CrashError) Hint() string { return e.hint }
 
-// IndentTail returns the last lines of s, indented, or "(no output)".
+// IndentTail returns the last lines of a trial's output, made safe for the
+// terminal and bounded in width (termtext.Tail), indented; or "(no output)".
 func IndentTail(s string, lines int) string {
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
+	all := termtext.Tail(s, lines, termtext.Width)
+	if len(all) == 0 {
 		return "  (no output)"
-	}
-	all := strings.Split(s, "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
 	}
 	return "  " + strings.Join(all, "\n  ")
 }

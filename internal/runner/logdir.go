@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // openLogDir returns the folder for trial logs and whether to keep it: the
@@ -40,4 +41,42 @@ func tempLogDir(base string) (string, bool, error) {
 		return "", false, withHint(fmt.Errorf("create a folder for trial logs: %w", err), hint)
 	}
 	return dir, false, nil
+}
+
+// checkLogDir refuses a --log-dir that openLogDir could not use, before
+// anything runs (the framework's version probe included), without creating
+// it: the folder, or the nearest folder above it that exists, must be a
+// folder batchfit can create files in.
+func checkLogDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	hint := "pass a --log-dir you can write to"
+	at := dir
+	for {
+		st, err := os.Stat(at)
+		if err == nil {
+			if !st.IsDir() {
+				return configError(hint, "--log-dir %s: %s is not a folder", dir, at)
+			}
+			break
+		}
+		// Under a file, stat says "not a directory": the file is found
+		// one level up.
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return configError(hint, "--log-dir %s: %v", dir, err)
+		}
+		up := filepath.Dir(at)
+		if up == at {
+			return configError(hint, "--log-dir %s: %v", dir, err)
+		}
+		at = up
+	}
+	f, err := os.CreateTemp(at, ".batchfit-check-")
+	if err != nil {
+		return configError(hint, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }

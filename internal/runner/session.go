@@ -45,6 +45,9 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (s *session, cached *re
 	if err := checkWorker(cfg); err != nil {
 		return nil, nil, err
 	}
+	if err := checkLogDir(cfg.LogDir); err != nil {
+		return nil, nil, err
+	}
 	s = &session{cfg: cfg, deps: deps, scfg: cfg.Search}
 	if s.limit, err = cfg.MemoryLimit.Resolve(cfg.Group.Devices); err != nil {
 		return nil, nil, err

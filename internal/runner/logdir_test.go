@@ -1,0 +1,41 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCheckLogDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, dir string
+		ok        bool
+	}{
+		{"unset", "", true},
+		{"existing folder", dir, true},
+		{"new nested folder", filepath.Join(dir, "a", "b"), true},
+		{"a file", file, false},
+		{"under a file", filepath.Join(file, "logs"), false},
+		{"unwritable", "/proc/batchfit-logs", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkLogDir(tc.dir)
+			var ce *ConfigError
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !tc.ok && !errors.As(err, &ce):
+				t.Fatalf("got %v, want a *ConfigError", err)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+		t.Error("the check created the folder")
+	}
+}
