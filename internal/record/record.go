@@ -4,6 +4,7 @@
 package record
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -365,4 +366,15 @@ func (r *Run) Smallest() int {
 		return r.Settings.Min
 	}
 	return n
+}
+
+// MarshalJSON writes a run whose search never started a trial with an
+// empty list of trials, not null: scripts can always range over "trials".
+func (r Run) MarshalJSON() ([]byte, error) {
+	type plain Run // no methods: no recursion
+	p := plain(r)
+	if p.Trials == nil {
+		p.Trials = []Trial{}
+	}
+	return json.Marshal(p)
 }

@@ -1,7 +1,9 @@
 package record
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/classify"
@@ -122,5 +124,15 @@ func TestSmallest(t *testing.T) {
 		if got := tc.run.Smallest(); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestRunWithoutTrialsHasAnEmptyList(t *testing.T) {
+	b, err := json.Marshal(&Run{Status: Failed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"trials":[]`) {
+		t.Errorf("JSON %s: want an empty trials list", b)
 	}
 }
