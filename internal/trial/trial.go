@@ -187,19 +187,9 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-
-	if spec.Dir != "" {
-		fi, err := os.Stat(spec.Dir)
-		if err == nil && !fi.IsDir() {
-			err = fmt.Errorf("%s: %w", spec.Dir, syscall.ENOTDIR)
-		}
-		if err != nil {
-			return Result{}, &StartError{Op: "check working directory", Argv0: argv0, Err: err}
-		}
-	}
-	path, err := lookPath(argv0, spec.Dir, env)
+	path, err := findCommand(spec, env)
 	if err != nil {
-		return Result{}, &StartError{Op: "find command", Argv0: argv0, Err: err}
+		return Result{}, err
 	}
 	logs, err := openLogs(spec.StdoutPath, spec.StderrPath)
 	if err != nil {
@@ -228,8 +218,6 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 			SysProcAttr: attr,
 		}
 	}
-	cg := newCgroup(cookie)
-	cmd := newCmd(cg)
 	counter := spec.OOMKills
 	if counter == nil {
 		counter = hostOOMCounter{root: "/"}
@@ -237,16 +225,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	oomBefore, oomOK := counter.OOMKills()
 
 	start := time.Now()
-	err = cmd.Start()
-	if err != nil && cg != nil {
-		// clone3 into a cgroup can fail where a plain fork works (a
-		// seccomp filter, a cgroup the kernel refuses): the process group
-		// and the tracker still stop the trial.
-		cg.close()
-		cg = nil
-		cmd = newCmd(nil)
-		err = cmd.Start()
-	}
+	cmd, cg, err := startIn(newCmd, newCgroup(cookie))
 	if err != nil {
 		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
 	}
@@ -273,44 +252,10 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	tr := newTracker(pid, cookie)
 	tr.cgroup = proc.Cgroup
 	exited := procgroup.WaitExit(pid)
-	pollStop := make(chan struct{})
-	pollDone := make(chan struct{})
-	go func() {
-		defer close(pollDone)
-		for {
-			began := time.Now()
-			tr.poll()
-			// Without children files a walk reads every process's stat,
-			// which takes milliseconds on a busy node: walk less often
-			// rather than spend more than a tenth of a core on it. The
-			// cookie scan at the end catches what the walks miss.
-			wait := max(pollInterval, 10*time.Since(began))
-			select {
-			case <-pollStop:
-				return
-			case <-time.After(wait):
-			}
-		}
-	}()
-
-	var timeout <-chan time.Time
-	if spec.Timeout > 0 {
-		timer := time.NewTimer(spec.Timeout)
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	select {
-	case <-exited:
-	case <-ctx.Done():
-		res.Canceled = true
-		stop(ctx, tr, cmd.Process, exited, grace, &res)
-	case <-timeout:
-		res.TimedOut = true
-		stop(ctx, tr, cmd.Process, exited, grace, &res)
-	}
+	stopPolling := tr.pollUntilStopped()
+	awaitEnd(ctx, spec.Timeout, tr, cmd.Process, exited, grace, &res)
 	res.Duration = time.Since(start)
-	close(pollStop)
-	<-pollDone
+	stopPolling()
 
 	// The leader is an unreaped zombie until cmd.Wait below, so its pid,
 	// which is also the group id, cannot be reused by another process while
@@ -320,15 +265,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	if cg != nil {
 		cg.close()
 	}
-	res.ExitCode = -1
-	if cmd.ProcessState != nil {
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			res.Signal = ws.Signal()
-		} else {
-			res.ExitCode = ws.ExitStatus()
-		}
-	}
+	res.ExitCode, res.Signal = exitStatus(cmd)
 	stopWatch()
 
 	if oomOK {
@@ -340,6 +277,103 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	res.StderrTail = ReadTail(logs.stderr.Name(), 0, tailBytes)
 	res.Matches = scan.finish()
 	return res, nil
+}
+
+// findCommand checks the working directory and finds the program to run.
+func findCommand(spec Spec, env []string) (string, error) {
+	argv0 := spec.Argv[0]
+	if spec.Dir != "" {
+		fi, err := os.Stat(spec.Dir)
+		if err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%s: %w", spec.Dir, syscall.ENOTDIR)
+		}
+		if err != nil {
+			return "", &StartError{Op: "check working directory", Argv0: argv0, Err: err}
+		}
+	}
+	path, err := lookPath(argv0, spec.Dir, env)
+	if err != nil {
+		return "", &StartError{Op: "find command", Argv0: argv0, Err: err}
+	}
+	return path, nil
+}
+
+// startIn starts the command in cg, or without a cgroup when cg is nil or
+// the start into it fails: clone3 into a cgroup can fail where a plain
+// fork works (a seccomp filter, a cgroup the kernel refuses), and the
+// process group and the tracker still stop the trial. It returns the
+// cgroup the trial runs in, if any.
+func startIn(newCmd func(*cgroup) *exec.Cmd, cg *cgroup) (*exec.Cmd, *cgroup, error) {
+	cmd := newCmd(cg)
+	err := cmd.Start()
+	if err != nil && cg != nil {
+		cg.close()
+		cg = nil
+		cmd = newCmd(nil)
+		err = cmd.Start()
+	}
+	return cmd, cg, err
+}
+
+// pollUntilStopped walks the trial's process tree in the background until
+// the returned function is called, which waits for the last walk.
+func (t *tracker) pollUntilStopped() (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			began := time.Now()
+			t.poll()
+			// Without children files a walk reads every process's stat,
+			// which takes milliseconds on a busy node: walk less often
+			// rather than spend more than a tenth of a core on it. The
+			// cookie scan at the end catches what the walks miss.
+			wait := max(pollInterval, 10*time.Since(began))
+			select {
+			case <-quit:
+				return
+			case <-time.After(wait):
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// awaitEnd waits for the leader to exit, or stops the whole trial when the
+// context ends (Canceled) or the time limit passes (TimedOut).
+func awaitEnd(ctx context.Context, limit time.Duration, tr *tracker, leader *os.Process, exited <-chan struct{}, grace time.Duration, res *Result) {
+	var timeout <-chan time.Time
+	if limit > 0 {
+		timer := time.NewTimer(limit)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		res.Canceled = true
+		stop(ctx, tr, leader, exited, grace, res)
+	case <-timeout:
+		res.TimedOut = true
+		stop(ctx, tr, leader, exited, grace, res)
+	}
+}
+
+// exitStatus is the leader's exit code (-1 when a signal killed it) and
+// the signal that did.
+func exitStatus(cmd *exec.Cmd) (int, syscall.Signal) {
+	if cmd.ProcessState == nil {
+		return -1, 0
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return -1, ws.Signal()
+	}
+	return ws.ExitStatus(), 0
 }
 
 // stop asks the trial to end (SIGTERM to the group and to every known
