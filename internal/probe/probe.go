@@ -308,37 +308,9 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 		p.warn(fmt.Sprintf("trial %d: the adapter's report was unreadable (%d bad lines); classified from exit status and output", n, bad))
 	}
 	sum := adapter.Summarize(events)
-	in := classify.Input{
-		ExitCode:        res.ExitCode,
-		Signal:          res.Signal,
-		TimedOut:        res.TimedOut,
-		Canceled:        res.Canceled,
-		HostOOMEvidence: res.HostOOMEvidence,
-		Output:          res.Output(),
-		Matches:         res.Matches,
-	}
-	if len(events) > 0 {
-		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception, OOMsCaught: sum.OOMsCaught, Stopped: sum.Stopped, Steps: sum.Steps}
-	}
-	c := classify.Classify(in)
-	if soak > 0 && res.TimedOut {
-		// batchfit ended it at the soak's end: it survived.
-		c = classify.Result{Outcome: classify.OK, Reason: fmt.Sprintf("soaked: stopped by batchfit after %s", soak)}
-	}
-
-	// A framework with an allocator cap enforces --memory-limit itself;
-	// other programs are held to it by their measured peak. A framework's
-	// own peak above the limit means the program got round the cap (a JAX
-	// program that sets its own memory fraction, say).
+	c := classifyTrial(res, events, sum, soak)
 	peaks := p.cfg.Framework.Peaks(sum)
-	if limit := p.cfg.MemoryLimit; c.Outcome == classify.OK && limit > 0 {
-		switch {
-		case peaks.Allocated > limit:
-			c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (framework peak %s > %s)", units.Bytes(peaks.Allocated), units.Bytes(limit))}
-		case !p.cfg.Framework.EnforcesLimit(sum) && device > limit:
-			c = classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(limit))}
-		}
-	}
+	c = p.holdToLimit(c, peaks, sum, device)
 
 	t := record.Trial{
 		N:           n,
@@ -369,6 +341,57 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 	if c.Outcome == classify.Crash {
 		t.Tail = string(res.StderrTail)
 	}
+	p.keep(t, sum)
+	return search.Observation{
+		Size:    size,
+		Outcome: c.Outcome,
+		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: peaks.Limit},
+	}, t, nil
+}
+
+// classifyTrial says how a trial ended, from its exit, its output and the
+// adapter's report. A soak that batchfit ended at its time survived.
+func classifyTrial(res trial.Result, events []adapter.Event, sum adapter.Summary, soak time.Duration) classify.Result {
+	in := classify.Input{
+		ExitCode:        res.ExitCode,
+		Signal:          res.Signal,
+		TimedOut:        res.TimedOut,
+		Canceled:        res.Canceled,
+		HostOOMEvidence: res.HostOOMEvidence,
+		Output:          res.Output(),
+		Matches:         res.Matches,
+	}
+	if len(events) > 0 {
+		in.Event = &adapter.Event{Event: "exit", OOM: sum.OOM, Exception: sum.Exception, OOMsCaught: sum.OOMsCaught, Stopped: sum.Stopped, Steps: sum.Steps}
+	}
+	if soak > 0 && res.TimedOut {
+		return classify.Result{Outcome: classify.OK, Reason: fmt.Sprintf("soaked: stopped by batchfit after %s", soak)}
+	}
+	return classify.Classify(in)
+}
+
+// holdToLimit fails a trial that ran past --memory-limit. A framework with
+// an allocator cap enforces the limit itself; other programs are held to it
+// by their measured peak. A framework's own peak above the limit means the
+// program got round the cap (a JAX program that sets its own memory
+// fraction, say).
+func (p *Prober) holdToLimit(c classify.Result, peaks adapter.Peaks, sum adapter.Summary, device uint64) classify.Result {
+	limit := p.cfg.MemoryLimit
+	if c.Outcome != classify.OK || limit == 0 {
+		return c
+	}
+	switch {
+	case peaks.Allocated > limit:
+		return classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (framework peak %s > %s)", units.Bytes(peaks.Allocated), units.Bytes(limit))}
+	case !p.cfg.Framework.EnforcesLimit(sum) && device > limit:
+		return classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(limit))}
+	}
+	return c
+}
+
+// keep records a finished trial, with what its report says of the
+// program, and tells OnDone.
+func (p *Prober) keep(t record.Trial, sum adapter.Summary) {
 	p.mu.Lock()
 	p.trials = append(p.trials, t)
 	if sum.Torch != "" {
@@ -379,11 +402,6 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 	if p.cfg.OnDone != nil {
 		p.cfg.OnDone(t)
 	}
-	return search.Observation{
-		Size:    size,
-		Outcome: c.Outcome,
-		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: peaks.Limit},
-	}, t, nil
 }
 
 // env builds the trial's environment: the base, then batchfit's variables,
