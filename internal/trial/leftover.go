@@ -92,24 +92,7 @@ func (t *tracker) recorded(p Process) []procfs.Stat {
 			ours[pid] = true
 		}
 	}
-	byParent := map[int][]int{}
-	for pid, st := range all {
-		byParent[st.PPID] = append(byParent[st.PPID], pid)
-	}
-	queue := make([]int, 0, len(ours))
-	for pid := range ours {
-		queue = append(queue, pid)
-	}
-	for len(queue) > 0 {
-		pid := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
-		for _, c := range byParent[pid] {
-			if !ours[c] && c != t.self && !all[c].Dead() {
-				ours[c] = true
-				queue = append(queue, c)
-			}
-		}
-	}
+	addDescendants(ours, all, func(pid int) bool { return pid != t.self && !all[pid].Dead() })
 	out := make([]procfs.Stat, 0, len(ours))
 	for pid := range ours {
 		out = append(out, all[pid])

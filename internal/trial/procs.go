@@ -213,24 +213,7 @@ func (t *tracker) leftovers() []procfs.Stat {
 	}
 	// Descendants of anything ours are ours: a child forked after the last
 	// walk by a process that changed its environment.
-	byParent := map[int][]int{}
-	for pid, st := range all {
-		byParent[st.PPID] = append(byParent[st.PPID], pid)
-	}
-	queue := make([]int, 0, len(ours))
-	for pid := range ours {
-		queue = append(queue, pid)
-	}
-	for len(queue) > 0 {
-		pid := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
-		for _, c := range byParent[pid] {
-			if !ours[c] && c != t.self {
-				ours[c] = true
-				queue = append(queue, c)
-			}
-		}
-	}
+	addDescendants(ours, all, func(pid int) bool { return pid != t.self })
 	delete(ours, t.leader)
 	out := make([]procfs.Stat, 0, len(ours))
 	for pid := range ours {
@@ -385,4 +368,27 @@ func signalProc(k procKey, sig syscall.Signal) error {
 		}
 	}
 	return unix.Kill(k.pid, sig)
+}
+
+// addDescendants adds to ours every descendant of a process in it, as all
+// (a /proc scan) links them, that keep accepts.
+func addDescendants(ours map[int]bool, all map[int]procfs.Stat, keep func(pid int) bool) {
+	byParent := map[int][]int{}
+	for pid, st := range all {
+		byParent[st.PPID] = append(byParent[st.PPID], pid)
+	}
+	queue := make([]int, 0, len(ours))
+	for pid := range ours {
+		queue = append(queue, pid)
+	}
+	for len(queue) > 0 {
+		pid := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, c := range byParent[pid] {
+			if !ours[c] && keep(c) {
+				ours[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
 }
