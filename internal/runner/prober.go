@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -45,11 +44,10 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 	pcfg.OnDone = s.prog.TrialDone
 	fresh := probe.New(pcfg)
 	s.fresh = fresh
-	env := adapter.Env(s.cfg.Env, pcfg.PythonPath, "")
 	return worker.NewProber(worker.ProberConfig{
 		Standby:      roomy,
 		Command:      s.cfg.Command,
-		Env:          s.cfg.Framework.LimitEnv(env, s.limit, s.total),
+		Env:          worker.Environ(s.cfg.Env, pcfg.PythonPath, s.cfg.Framework, s.limit, s.total),
 		Dir:          pcfg.Dir,
 		Steps:        pcfg.Steps,
 		Timeout:      pcfg.Timeout,
