@@ -191,8 +191,13 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 // only between Python bytecodes, so after the step on the device ends.
 const SoakGrace = 30 * time.Second
 
+// SoakSteps is BATCHFIT_STEPS in a soak: more steps than any soak runs, so
+// that the soak's time ends it. Not 0: programs read BATCHFIT_STEPS as their
+// own step count (the examples do), and 0 steps is an error to them.
+const SoakSteps = 1_000_000
+
 // Soak runs size once in a fresh trial for d: the adapter does not stop it
-// after the configured steps (BATCHFIT_STEPS=0, BATCHFIT_SOAK=1), and a
+// after the configured steps (BATCHFIT_STEPS=SoakSteps, BATCHFIT_SOAK=1), and a
 // trial still running after d is stopped by batchfit and counts as having
 // survived (ok, "soaked"), not as a timeout. It runs on the first slot.
 func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Trial, error) {
@@ -270,7 +275,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
 	steps, timeout, grace := p.cfg.Steps, p.cfg.Timeout, p.cfg.Grace
 	if soak > 0 {
-		steps, timeout, grace, phase = 0, soak, SoakGrace, record.PhaseSoak
+		steps, timeout, grace, phase = SoakSteps, soak, SoakGrace, record.PhaseSoak
 	}
 	spec := trial.Spec{
 		Argv:       Substitute(p.cfg.Command, size),
@@ -413,6 +418,11 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, reportPath strin
 		"BATCHFIT_STEPS":      strconv.Itoa(steps),
 		"BATCHFIT_TRIAL":      strconv.Itoa(n),
 	}
+	if steps == 0 {
+		// --steps 0: the program's own end. Unset rather than 0, which a
+		// program that takes its step count from BATCHFIT_STEPS rejects.
+		set["BATCHFIT_STEPS"] = ""
+	}
 	if soak {
 		// The adapter writes its report when batchfit stops the soak.
 		set[adapter.SoakEnv] = "1"
@@ -434,7 +444,9 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, reportPath strin
 		}
 	}
 	for k, v := range set {
-		env = append(env, k+"="+v)
+		if v != "" {
+			env = append(env, k+"="+v)
+		}
 	}
 	env = p.cfg.Framework.LimitEnv(env, p.cfg.MemoryLimit, p.cfg.DeviceTotal)
 	return adapter.Env(env, p.cfg.PythonPath, reportPath)

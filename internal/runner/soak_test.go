@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 )
 
@@ -70,8 +71,8 @@ func TestSoakThatSurvivesKeepsTheAnswer(t *testing.T) {
 	if last.Phase != record.PhaseSoak || last.Outcome != classify.OK || !strings.Contains(last.Reason, "soaked") || last.N != s.Trial {
 		t.Errorf("soak trial %+v", last)
 	}
-	if v, _ := adapter.Lookup(f.exec.envs[len(f.exec.envs)-1], "BATCHFIT_STEPS"); v != "0" {
-		t.Errorf("soak ran with BATCHFIT_STEPS=%q, want 0", v)
+	if v, _ := adapter.Lookup(f.exec.envs[len(f.exec.envs)-1], "BATCHFIT_STEPS"); v != strconv.Itoa(probe.SoakSteps) {
+		t.Errorf("soak ran with BATCHFIT_STEPS=%q, want %d: endless, but a count a program can use", v, probe.SoakSteps)
 	}
 	// The soak's memory settled: no warning, though the short trials rose.
 	if len(run.Warnings) != 0 {
