@@ -136,3 +136,28 @@ func TestRunWithoutTrialsHasAnEmptyList(t *testing.T) {
 		t.Errorf("JSON %s: want an empty trials list", b)
 	}
 }
+
+func TestRising(t *testing.T) {
+	const gib = 1 << 30
+	tests := []struct {
+		name  string
+		peaks []uint64
+		want  uint64
+	}{
+		{"no peaks", nil, 0},
+		// The optimizer's state appears in step 1: step 2 is higher in
+		// every ordinary run, and two steps cannot tell more.
+		{"two steps, the second higher", []uint64{10 * gib, 10*gib + 359<<20}, 0},
+		{"settled after the first step", []uint64{10 * gib, 11 * gib, 11 * gib}, 0},
+		{"still rising at the third", []uint64{10 * gib, 11 * gib, 12 * gib}, 1 * gib},
+		{"falling", []uint64{10 * gib, 12 * gib, 11 * gib}, 0},
+		{"growth within the floor", []uint64{10 * gib, 10 * gib, 10*gib + RisingFloor}, 0},
+		{"growth within the share", []uint64{10 * gib, 10 * gib, 10*gib + 20<<20}, 0},
+		{"growth above both", []uint64{1 * gib, 1 * gib, 1*gib + 20<<20}, 20 << 20},
+	}
+	for _, tt := range tests {
+		if got := Rising(tt.peaks); got != tt.want {
+			t.Errorf("%s: Rising(%v) = %d, want %d", tt.name, tt.peaks, got, tt.want)
+		}
+	}
+}
