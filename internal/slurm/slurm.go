@@ -312,8 +312,53 @@ func (e *Executor) runJob(ctx context.Context, j *job) (trial.Result, jobEnd, st
 	}
 	// From here on the job exists: every way out of this function leaves it
 	// ended.
-	var res trial.Result
-	var runningSince time.Time
+	f, err := e.follow(ctx, j, id)
+	res := f.res
+	if err != nil {
+		return res, jobEnd{}, id, err
+	}
+	end, err := e.end(ctx, id)
+	if err != nil {
+		if !res.Canceled && !res.TimedOut {
+			return res, end, id, err
+		}
+		// batchfit ended the job and knows why; Slurm's exit status and
+		// times would only add detail.
+		end = jobEnd{ExitCode: -1}
+	}
+	res.Start, res.Duration = f.span(end, submitted)
+	if err := applyEnd(&res, end, id); err != nil {
+		return res, end, id, err
+	}
+	readLogs(j, &res)
+	return res, end, id, nil
+}
+
+// followed is what following a job to its end saw: the result so far
+// (canceled, timed out), when the job started running (zero if it never
+// did) and when batchfit saw it gone.
+type followed struct {
+	res          trial.Result
+	runningSince time.Time
+	gone         time.Time
+}
+
+// span is the trial's start and duration: Slurm's, or what batchfit saw
+// when Slurm's times are missing.
+func (f followed) span(end jobEnd, submitted time.Time) (time.Time, time.Duration) {
+	if !end.Start.IsZero() && !end.End.Before(end.Start) {
+		return end.Start, end.End.Sub(end.Start)
+	}
+	if !f.runningSince.IsZero() {
+		return f.runningSince, f.gone.Sub(f.runningSince)
+	}
+	return submitted, f.gone.Sub(submitted)
+}
+
+// follow polls job id until it ends, stopping it when ctx is done or it has
+// run for j's timeout (which starts when it runs, again after a requeue).
+func (e *Executor) follow(ctx context.Context, j *job, id string) (followed, error) {
+	var f followed
 	var timeout <-chan time.Time
 	var timer *time.Timer
 	defer func() {
@@ -324,25 +369,19 @@ func (e *Executor) runJob(ctx context.Context, j *job) (trial.Result, jobEnd, st
 	tick := time.NewTicker(e.opts.Poll)
 	defer tick.Stop()
 	var failingSince time.Time
-follow:
 	for {
 		select {
 		case <-ctx.Done():
-			res.Canceled = true
-			if err := e.stop(ctx, id, !runningSince.IsZero(), j.grace, nil); err != nil {
-				return res, jobEnd{}, id, err
-			}
-			break follow
+			f.res.Canceled = true
+			err := e.stop(ctx, id, !f.runningSince.IsZero(), j.grace, nil)
+			f.gone = time.Now()
+			return f, err
 		case <-timeout:
-			res.TimedOut = true
-			canceled := e.stop(ctx, id, true, j.grace, ctx.Done())
-			if ctx.Err() != nil {
-				res.Canceled = true
-			}
-			if canceled != nil {
-				return res, jobEnd{}, id, canceled
-			}
-			break follow
+			f.res.TimedOut = true
+			err := e.stop(ctx, id, true, j.grace, ctx.Done())
+			f.res.Canceled = ctx.Err() != nil
+			f.gone = time.Now()
+			return f, err
 		case <-tick.C:
 		}
 		st, err := e.queueState(ctx, id)
@@ -354,16 +393,17 @@ follow:
 				continue
 			}
 			serr := e.stop(ctx, id, true, 0, nil)
-			return res, jobEnd{}, id, &Error{Op: "follow job " + id, JobID: id, Err: errors.Join(err, serr),
+			return f, &Error{Op: "follow job " + id, JobID: id, Err: errors.Join(err, serr),
 				hint: fmt.Sprintf("Slurm did not say how job %s is doing for %s; batchfit cancelled it", id, e.queryGrace)}
 		}
 		failingSince = time.Time{}
 		switch phaseOf(st) {
 		case finished:
-			break follow
+			f.gone = time.Now()
+			return f, nil
 		case running:
-			if runningSince.IsZero() {
-				runningSince = time.Now()
+			if f.runningSince.IsZero() {
+				f.runningSince = time.Now()
 				if j.spec.Timeout > 0 {
 					timer = time.NewTimer(j.spec.Timeout)
 					timeout = timer.C
@@ -371,68 +411,61 @@ follow:
 			}
 		case waiting:
 			// Requeued (or not started yet): its time starts when it runs.
-			if !runningSince.IsZero() && timer != nil {
+			if !f.runningSince.IsZero() && timer != nil {
 				timer.Stop()
 			}
-			runningSince, timeout = time.Time{}, nil
+			f.runningSince, timeout = time.Time{}, nil
 		}
 	}
-	gone := time.Now()
+}
 
-	end, err := e.end(ctx, id)
-	if err != nil {
-		if !res.Canceled && !res.TimedOut {
-			return res, end, id, err
-		}
-		// batchfit ended the job and knows why; Slurm's exit status and
-		// times would only add detail.
-		end = jobEnd{ExitCode: -1}
-	}
-	res.Start, res.Duration = end.Start, end.End.Sub(end.Start)
-	if end.Start.IsZero() || end.End.Before(end.Start) {
-		res.Start, res.Duration = submitted, gone.Sub(submitted)
-		if !runningSince.IsZero() {
-			res.Start, res.Duration = runningSince, gone.Sub(runningSince)
-		}
-	}
+// applyEnd sets res's exit status from Slurm's end of the job, and returns
+// an error for the ends that say the trial did not run to its end for a
+// reason of its own (cancelled by someone else, a deadline).
+func applyEnd(res *trial.Result, end jobEnd, id string) error {
 	res.ExitCode = end.ExitCode
 	if end.Signal != 0 {
 		res.ExitCode = -1
 		res.Signal = syscall.Signal(end.Signal)
 	}
-	if !res.Canceled && !res.TimedOut {
-		switch end.State {
-		case "TIMEOUT":
-			res.TimedOut = true
-		case "OUT_OF_MEMORY":
-			// The job's cgroup recorded an OOM kill. Slurm reports the
-			// kill as a made-up signal number; the process got SIGKILL.
-			res.HostOOMEvidence = true
-			if end.Signal > 64 || (end.Signal == 0 && end.ExitCode == 0) {
-				res.ExitCode, res.Signal = -1, syscall.SIGKILL
-			}
-		case "CANCELLED":
-			return res, end, id, &Error{Op: "job " + id, JobID: id, State: end.State,
-				Err:  errors.New("cancelled, but not by batchfit"),
-				hint: fmt.Sprintf("someone or something else (scancel, an administrator, a dependency) cancelled job %s; see `scontrol show job %s`", id, id)}
-		case "DEADLINE", "REVOKED", "SPECIAL_EXIT":
-			return res, end, id, &Error{Op: "job " + id, JobID: id, State: end.State,
-				Err:  fmt.Errorf("ended %s, so the trial did not run to its end", end.State),
-				hint: fmt.Sprintf("see `scontrol show job %s` for why", id)}
-		}
+	if res.Canceled || res.TimedOut {
+		return nil
 	}
+	switch end.State {
+	case "TIMEOUT":
+		res.TimedOut = true
+	case "OUT_OF_MEMORY":
+		// The job's cgroup recorded an OOM kill. Slurm reports the kill as
+		// a made-up signal number; the process got SIGKILL.
+		res.HostOOMEvidence = true
+		if end.Signal > 64 || (end.Signal == 0 && end.ExitCode == 0) {
+			res.ExitCode, res.Signal = -1, syscall.SIGKILL
+		}
+	case "CANCELLED":
+		return &Error{Op: "job " + id, JobID: id, State: end.State,
+			Err:  errors.New("cancelled, but not by batchfit"),
+			hint: fmt.Sprintf("someone or something else (scancel, an administrator, a dependency) cancelled job %s; see `scontrol show job %s`", id, id)}
+	case "DEADLINE", "REVOKED", "SPECIAL_EXIT":
+		return &Error{Op: "job " + id, JobID: id, State: end.State,
+			Err:  fmt.Errorf("ended %s, so the trial did not run to its end", end.State),
+			hint: fmt.Sprintf("see `scontrol show job %s` for why", id)}
+	}
+	return nil
+}
+
+// readLogs fills in the tails of the job's output and what the whole logs
+// say (every error text, not only the tails').
+func readLogs(j *job, res *trial.Result) {
 	tail := j.spec.TailBytes
 	if tail <= 0 {
 		tail = trial.DefaultTailBytes
 	}
 	res.StdoutTail = trial.ReadTail(j.stdout, 0, tail)
 	res.StderrTail = trial.ReadTail(j.stderr, 0, tail)
-	// The whole logs, not only their tails, are searched for error texts.
 	res.Matches = trial.ScanLog(j.stderr, 0)
 	if j.stdout != j.stderr {
 		res.Matches = classify.Merge(res.Matches, trial.ScanLog(j.stdout, 0))
 	}
-	return res, end, id, nil
 }
 
 // submit runs sbatch. It is not canceled with ctx: a killed sbatch may
