@@ -57,42 +57,70 @@ func Classify(in Input) Result {
 	if in.TimedOut {
 		return Result{Outcome: Timeout, Reason: "timed out; its process group was killed"}
 	}
-	exception := ""
-	if in.Event != nil {
-		exception = firstLine(in.Event.Exception)
-		if in.Event.OOM {
-			if exception == "" {
-				exception = "torch.OutOfMemoryError"
-			}
-			return Result{Outcome: OOM, Reason: shorten(exception) + " (adapter)", Signature: "adapter"}
-		}
-		// A program that caught its OOM (to skip the batch, or to exit with
-		// its own status) did not fit either.
-		if n := in.Event.OOMsCaught; n > 0 {
-			what := "OOM caught by the program"
-			if n > 1 {
-				what = fmt.Sprintf("%d OOMs caught by the program", n)
-			}
-			return Result{Outcome: OOM, Reason: what + ", " + describeStatus(in.ExitCode, in.Signal), Signature: "adapter"}
-		}
+	if r, ok := adapterOOM(in); ok {
+		return r
 	}
 	found := in.Matches
 	if found == nil {
 		found = Scan(in.Output)
 	}
 	if in.ExitCode == 0 && in.Signal == 0 {
-		if r, ok := caughtOOM(found); ok {
-			return r
-		}
-		// The adapter ended the program after its --steps steps: the trial
-		// ran them all. A process tree that still failed (a launcher's
-		// status, another rank's crash) is judged as usual below.
-		if in.Event != nil && in.Event.Stopped {
-			return Result{Outcome: OK, Reason: stoppedReason(in.Event.Steps)}
-		}
-		return Result{Outcome: OK, Reason: "exit status 0"}
+		return exitedZero(in, found)
 	}
+	return failed(in, found)
+}
 
+// exception is the first line of the exception the adapter saw end the
+// program, or "".
+func exception(in Input) string {
+	if in.Event == nil {
+		return ""
+	}
+	return firstLine(in.Event.Exception)
+}
+
+// adapterOOM reads the adapter's event: an OOM that ended the program, or
+// OOMs the program caught (to skip the batch, or to exit with its own
+// status), which mean it did not fit either.
+func adapterOOM(in Input) (Result, bool) {
+	if in.Event == nil {
+		return Result{}, false
+	}
+	if in.Event.OOM {
+		e := exception(in)
+		if e == "" {
+			e = "torch.OutOfMemoryError"
+		}
+		return Result{Outcome: OOM, Reason: shorten(e) + " (adapter)", Signature: "adapter"}, true
+	}
+	if n := in.Event.OOMsCaught; n > 0 {
+		what := "OOM caught by the program"
+		if n > 1 {
+			what = fmt.Sprintf("%d OOMs caught by the program", n)
+		}
+		return Result{Outcome: OOM, Reason: what + ", " + describeStatus(in.ExitCode, in.Signal), Signature: "adapter"}, true
+	}
+	return Result{}, false
+}
+
+// exitedZero judges a trial that exited 0: it fits, unless its output
+// shows a GPU OOM that the program survived.
+func exitedZero(in Input, found *Matches) Result {
+	if r, ok := caughtOOM(found); ok {
+		return r
+	}
+	// The adapter ended the program after its --steps steps: the trial ran
+	// them all. A process tree that still failed (a launcher's status,
+	// another rank's crash) is judged as any failure.
+	if in.Event != nil && in.Event.Stopped {
+		return Result{Outcome: OK, Reason: stoppedReason(in.Event.Steps)}
+	}
+	return Result{Outcome: OK, Reason: "exit status 0"}
+}
+
+// failed judges a trial that exited with a failure status or a signal:
+// a kernel OOM kill, else the error texts, else a crash.
+func failed(in Input, found *Matches) Result {
 	status := describeStatus(in.ExitCode, in.Signal)
 	// A shell that runs the trainer as a child reports the child's SIGKILL
 	// as exit status 137; treat it like a SIGKILL of the leader.
@@ -100,11 +128,10 @@ func Classify(in Input) Result {
 	if sigkilled && in.HostOOMEvidence {
 		return Result{Outcome: HostOOM, Reason: status + " (kernel OOM kill)", Signature: "oom_kill"}
 	}
-
 	// The adapter's exception is the one that ended the program, so it is
 	// read before the output, where earlier (caught) errors may also show.
 	var fallback *Result
-	for _, m := range []*Matches{Scan([]byte(exception)), found} {
+	for _, m := range []*Matches{Scan([]byte(exception(in))), found} {
 		r, weak, ok := decide(m, in.HostOOMEvidence)
 		if !ok {
 			continue
@@ -119,7 +146,6 @@ func Classify(in Input) Result {
 	if fallback != nil {
 		return *fallback
 	}
-
 	reason := status
 	switch {
 	case sigkilled:
@@ -127,8 +153,8 @@ func Classify(in Input) Result {
 	case in.HostOOMEvidence:
 		reason += " (an OOM kill was recorded during the trial)"
 	}
-	if exception != "" {
-		reason += ": " + exception
+	if e := exception(in); e != "" {
+		reason += ": " + e
 	}
 	return Result{Outcome: Crash, Reason: shorten(reason)}
 }
