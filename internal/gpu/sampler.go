@@ -233,26 +233,60 @@ func (w *Watch) Peak() Peak {
 	}
 }
 
+// reading is one sample of every device: the memory of the watched tree's
+// processes, the most any single device's strangers gained since the
+// baseline, and the devices' used memory above it.
+type reading struct {
+	matched     bool // a process of the tree was on a device
+	procPer     map[int]uint64
+	procSum     uint64
+	foreign     uint64
+	foreignPIDs []int
+	deltaOK     bool // a device answered its used memory
+	deltaPer    map[int]uint64
+	deltaSum    uint64
+}
+
 // sample takes one reading of every device.
 func (w *Watch) sample() {
-	b := w.s.backend
+	r := reading{procPer: map[int]uint64{}, deltaPer: map[int]uint64{}}
+	answered := w.readProcesses(&r)
+	answered = w.readUsed(&r) || answered
+	if !answered {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := &w.st
+	st.samples++
+	if r.matched {
+		st.procSeen = true
+		st.procMax = max(st.procMax, r.procSum)
+		mergeMax(st.procPer, r.procPer)
+	}
+	if r.foreign > st.foreignMax {
+		slices.Sort(r.foreignPIDs)
+		st.foreignMax, st.foreignPIDs = r.foreign, r.foreignPIDs
+	}
+	if r.deltaOK {
+		st.deltaSeen = true
+		st.deltaMax = max(st.deltaMax, r.deltaSum)
+		mergeMax(st.deltaPer, r.deltaPer)
+	}
+}
+
+// readProcesses reads each device's process list into r: the tree's
+// memory, and what processes outside it (not batchfit's) gained. It
+// returns whether any device answered.
+func (w *Watch) readProcesses(r *reading) bool {
 	answered := false
-	lists := make(map[int]map[int]uint64, len(w.devices))
+	inTree := make(map[int]bool)
 	for _, d := range w.devices {
-		m, err := b.ProcessMemory(d)
+		m, err := w.s.backend.ProcessMemory(d)
 		if err != nil {
 			continue
 		}
 		answered = true
-		lists[d] = m
-	}
-
-	matched := false
-	procPer := make(map[int]uint64, len(w.devices))
-	var procSum, foreign uint64
-	var foreignPIDs []int
-	inTree := make(map[int]bool)
-	for d, m := range lists {
 		before := w.s.baselineOf(d)
 		var devForeign uint64
 		var devPIDs []int
@@ -264,59 +298,40 @@ func (w *Watch) sample() {
 			}
 			switch {
 			case in:
-				matched = true
-				procPer[d] += n
-				procSum += n
+				r.matched = true
+				r.procPer[d] += n
+				r.procSum += n
 			case n > before[pid] && !w.ours(pid):
 				devForeign += n - before[pid]
 				devPIDs = append(devPIDs, pid)
 			}
 		}
-		if devForeign > foreign {
-			foreign, foreignPIDs = devForeign, devPIDs
+		if devForeign > r.foreign {
+			r.foreign, r.foreignPIDs = devForeign, devPIDs
 		}
 	}
+	return answered
+}
 
-	deltaOK := false
-	deltaPer := make(map[int]uint64, len(w.devices))
-	var deltaSum uint64
+// readUsed reads each device's used memory above its baseline into r. It
+// returns whether any device answered.
+func (w *Watch) readUsed(r *reading) bool {
 	for _, d := range w.devices {
 		base, ok := w.baseline[d]
 		if !ok {
 			continue
 		}
-		used, err := b.UsedMemory(d)
+		used, err := w.s.backend.UsedMemory(d)
 		if err != nil {
 			continue
 		}
-		answered, deltaOK = true, true
+		r.deltaOK = true
 		if used > base {
-			deltaPer[d] = used - base
-			deltaSum += used - base
+			r.deltaPer[d] = used - base
+			r.deltaSum += used - base
 		}
 	}
-
-	if !answered {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := &w.st
-	st.samples++
-	if matched {
-		st.procSeen = true
-		st.procMax = max(st.procMax, procSum)
-		mergeMax(st.procPer, procPer)
-	}
-	if foreign > st.foreignMax {
-		slices.Sort(foreignPIDs)
-		st.foreignMax, st.foreignPIDs = foreign, foreignPIDs
-	}
-	if deltaOK {
-		st.deltaSeen = true
-		st.deltaMax = max(st.deltaMax, deltaSum)
-		mergeMax(st.deltaPer, deltaPer)
-	}
+	return r.deltaOK
 }
 
 func mergeMax(dst, src map[int]uint64) {
