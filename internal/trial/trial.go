@@ -174,14 +174,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	if ctx.Err() != nil {
 		return Result{Canceled: true, ExitCode: -1}, nil
 	}
-	grace := spec.Grace
-	if grace <= 0 {
-		grace = DefaultGrace
-	}
-	tailBytes := spec.TailBytes
-	if tailBytes <= 0 {
-		tailBytes = DefaultTailBytes
-	}
+	grace, tailBytes := spec.limits()
 	argv0 := spec.Argv[0]
 	env := spec.Env
 	if env == nil {
@@ -200,24 +193,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	becomeSubreaper()
 
 	cookie := newCookie()
-	newCmd := func(cg *cgroup) *exec.Cmd {
-		// One group for the trial and its children, killable as a whole,
-		// whose leader dies with batchfit; and where there can be one, a
-		// cgroup that nothing of the trial can leave.
-		attr := procgroup.Attr()
-		if cg != nil {
-			cg.attach(attr)
-		}
-		return &exec.Cmd{
-			Path:        path,
-			Args:        spec.Argv,
-			Env:         withCookie(env, cookie),
-			Dir:         spec.Dir,
-			Stdout:      logs.stdout,
-			Stderr:      logs.stderr,
-			SysProcAttr: attr,
-		}
-	}
+	newCmd := commandMaker(path, spec, withCookie(env, cookie), logs)
 	counter := spec.OOMKills
 	if counter == nil {
 		counter = hostOOMCounter{root: "/"}
@@ -231,13 +207,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 	pid := cmd.Process.Pid
 	res := Result{PID: pid, Start: start}
-	proc := Process{PID: pid, Cookie: cookie}
-	if st, err := procfs.ReadStat(pid); err == nil {
-		proc.Start = st.Start
-	}
-	if cg != nil {
-		proc.Cgroup = cg.path
-	}
+	proc := processOf(pid, cookie, cg)
 	if spec.OnSpawn != nil {
 		if done := spec.OnSpawn(proc); done != nil {
 			defer done()
@@ -269,14 +239,60 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	stopWatch()
 
 	if oomOK {
-		if after, ok := counter.OOMKills(); ok && after > oomBefore {
-			res.HostOOMEvidence = true
-		}
+		after, ok := counter.OOMKills()
+		res.HostOOMEvidence = ok && after > oomBefore
 	}
 	res.StdoutTail = ReadTail(logs.stdout.Name(), 0, tailBytes)
 	res.StderrTail = ReadTail(logs.stderr.Name(), 0, tailBytes)
 	res.Matches = scan.finish()
 	return res, nil
+}
+
+// limits returns the spec's grace and tail size, or their defaults.
+func (spec Spec) limits() (grace time.Duration, tailBytes int) {
+	grace, tailBytes = spec.Grace, spec.TailBytes
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	if tailBytes <= 0 {
+		tailBytes = DefaultTailBytes
+	}
+	return grace, tailBytes
+}
+
+// commandMaker returns how to make the trial's command, in cgroup cg when
+// there is one: one process group for the trial and its children, killable
+// as a whole, whose leader dies with batchfit; and where there can be one,
+// a cgroup that nothing of the trial can leave.
+func commandMaker(path string, spec Spec, env []string, l *logs) func(cg *cgroup) *exec.Cmd {
+	return func(cg *cgroup) *exec.Cmd {
+		attr := procgroup.Attr()
+		if cg != nil {
+			cg.attach(attr)
+		}
+		return &exec.Cmd{
+			Path:        path,
+			Args:        spec.Argv,
+			Env:         env,
+			Dir:         spec.Dir,
+			Stdout:      l.stdout,
+			Stderr:      l.stderr,
+			SysProcAttr: attr,
+		}
+	}
+}
+
+// processOf names the started trial as the history records it: its pid,
+// start time, cookie and cgroup.
+func processOf(pid int, cookie string, cg *cgroup) Process {
+	proc := Process{PID: pid, Cookie: cookie}
+	if st, err := procfs.ReadStat(pid); err == nil {
+		proc.Start = st.Start
+	}
+	if cg != nil {
+		proc.Cgroup = cg.path
+	}
+	return proc
 }
 
 // findCommand checks the working directory and finds the program to run.
