@@ -223,82 +223,111 @@ func (w *watcher) event(method string, params json.RawMessage) {
 			close(w.loaded)
 		}
 	case "Runtime.consoleAPICalled":
-		var p struct {
-			Type string `json:"type"`
-			Args []struct {
-				Type        string          `json:"type"`
-				Value       json.RawMessage `json:"value"`
-				Description string          `json:"description"`
-			} `json:"args"`
+		if msg, ok := consoleError(params); ok {
+			w.addError(msg)
 		}
-		if json.Unmarshal(params, &p) != nil || (p.Type != "error" && p.Type != "assert") {
-			return
-		}
-		var parts []string
-		for _, a := range p.Args {
-			var s string
-			switch {
-			case a.Type == "string" && json.Unmarshal(a.Value, &s) == nil:
-				parts = append(parts, s)
-			case a.Description != "":
-				parts = append(parts, a.Description)
-			case len(a.Value) > 0:
-				parts = append(parts, string(a.Value))
-			}
-		}
-		w.addError("console." + p.Type + ": " + strings.Join(parts, " "))
 	case "Runtime.exceptionThrown":
-		var p struct {
-			Details struct {
-				Text      string `json:"text"`
-				URL       string `json:"url"`
-				Line      int    `json:"lineNumber"`
-				Exception struct {
-					Description string `json:"description"`
-				} `json:"exception"`
-			} `json:"exceptionDetails"`
+		if msg, ok := exceptionText(params); ok {
+			w.addError(msg)
 		}
-		if json.Unmarshal(params, &p) != nil {
-			return
-		}
-		d := p.Details
-		msg := d.Text
-		// text is "Uncaught" and the description "Error: x\n    at …".
-		if first, _, _ := strings.Cut(d.Exception.Description, "\n"); first != "" {
-			msg = strings.TrimSuffix(msg, ":") + " " + first
-		}
-		w.addError(fmt.Sprintf("%s (%s:%d)", msg, d.URL, d.Line+1))
 	case "Log.entryAdded":
-		var p struct {
-			Entry struct {
-				Level string `json:"level"`
-				Text  string `json:"text"`
-				URL   string `json:"url"`
-			} `json:"entry"`
+		if msg, ok := logError(params); ok {
+			w.addError(msg)
 		}
-		if json.Unmarshal(params, &p) != nil || p.Entry.Level != "error" {
-			return
-		}
-		msg := p.Entry.Text
-		if p.Entry.URL != "" {
-			msg += " (" + p.Entry.URL + ")"
-		}
-		w.addError(msg)
 	case "Network.requestWillBeSent":
-		var p struct {
-			Request struct {
-				URL string `json:"url"`
-			} `json:"request"`
+		if u, ok := externalRequest(params); ok {
+			w.res.Requests = append(w.res.Requests, u)
 		}
-		if json.Unmarshal(params, &p) != nil {
-			return
-		}
-		u, err := url.Parse(p.Request.URL)
-		if err == nil && (u.Scheme == "file" || u.Scheme == "data" || u.Scheme == "about" || u.Scheme == "blob") {
-			return
-		}
-		w.res.Requests = append(w.res.Requests, p.Request.URL)
 	}
+}
+
+// consoleError reads a console.error or console.assert call.
+func consoleError(params json.RawMessage) (string, bool) {
+	var p struct {
+		Type string `json:"type"`
+		Args []struct {
+			Type        string          `json:"type"`
+			Value       json.RawMessage `json:"value"`
+			Description string          `json:"description"`
+		} `json:"args"`
+	}
+	if json.Unmarshal(params, &p) != nil || (p.Type != "error" && p.Type != "assert") {
+		return "", false
+	}
+	var parts []string
+	for _, a := range p.Args {
+		var s string
+		switch {
+		case a.Type == "string" && json.Unmarshal(a.Value, &s) == nil:
+			parts = append(parts, s)
+		case a.Description != "":
+			parts = append(parts, a.Description)
+		case len(a.Value) > 0:
+			parts = append(parts, string(a.Value))
+		}
+	}
+	return "console." + p.Type + ": " + strings.Join(parts, " "), true
+}
+
+// exceptionText reads an uncaught exception, with where it was thrown.
+func exceptionText(params json.RawMessage) (string, bool) {
+	var p struct {
+		Details struct {
+			Text      string `json:"text"`
+			URL       string `json:"url"`
+			Line      int    `json:"lineNumber"`
+			Exception struct {
+				Description string `json:"description"`
+			} `json:"exception"`
+		} `json:"exceptionDetails"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return "", false
+	}
+	d := p.Details
+	msg := d.Text
+	// text is "Uncaught" and the description "Error: x\n    at …".
+	if first, _, _ := strings.Cut(d.Exception.Description, "\n"); first != "" {
+		msg = strings.TrimSuffix(msg, ":") + " " + first
+	}
+	return fmt.Sprintf("%s (%s:%d)", msg, d.URL, d.Line+1), true
+}
+
+// logError reads a log entry of level error (a failed load, a CSP report).
+func logError(params json.RawMessage) (string, bool) {
+	var p struct {
+		Entry struct {
+			Level string `json:"level"`
+			Text  string `json:"text"`
+			URL   string `json:"url"`
+		} `json:"entry"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Entry.Level != "error" {
+		return "", false
+	}
+	msg := p.Entry.Text
+	if p.Entry.URL != "" {
+		msg += " (" + p.Entry.URL + ")"
+	}
+	return msg, true
+}
+
+// externalRequest returns the URL of a request that leaves the page's own
+// file (file:, data:, about: and blob: URLs stay inside it).
+func externalRequest(params json.RawMessage) (string, bool) {
+	var p struct {
+		Request struct {
+			URL string `json:"url"`
+		} `json:"request"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return "", false
+	}
+	u, err := url.Parse(p.Request.URL)
+	if err == nil && (u.Scheme == "file" || u.Scheme == "data" || u.Scheme == "about" || u.Scheme == "blob") {
+		return "", false
+	}
+	return p.Request.URL, true
 }
 
 func (w *watcher) addError(msg string) {
