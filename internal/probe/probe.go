@@ -273,19 +273,9 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 	p.mu.Unlock()
 
 	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
-	steps, timeout, grace := p.cfg.Steps, p.cfg.Timeout, p.cfg.Grace
+	spec := p.spec(n, size, gpus, soak, base)
 	if soak > 0 {
-		steps, timeout, grace, phase = SoakSteps, soak, SoakGrace, record.PhaseSoak
-	}
-	spec := trial.Spec{
-		Argv:       Substitute(p.cfg.Command, size),
-		Env:        p.env(n, size, steps, soak > 0, gpus, base+".report.jsonl"),
-		Dir:        p.cfg.Dir,
-		Timeout:    timeout,
-		Grace:      grace,
-		StdoutPath: base + ".out",
-		StderrPath: base + ".err",
-		OnSpawn:    p.cfg.OnSpawn,
+		phase = record.PhaseSoak
 	}
 	if p.cfg.OnStart != nil {
 		p.cfg.OnStart(n, size, gpus)
@@ -340,18 +330,44 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 		Stdout:      spec.StdoutPath,
 		Stderr:      spec.StderrPath,
 	}
-	if res.Signal != 0 {
-		t.Signal = res.Signal.String()
-	}
-	if c.Outcome == classify.Crash {
-		t.Tail = string(res.StderrTail)
-	}
+	t.Signal, t.Tail = exitDetails(res, c.Outcome)
 	p.keep(t, sum)
 	return search.Observation{
 		Size:    size,
 		Outcome: c.Outcome,
 		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: peaks.Limit},
 	}, t, nil
+}
+
+// spec is trial n's at size: its command, environment, limits and logs
+// (named from base). A soak runs for its time with SoakSteps steps.
+func (p *Prober) spec(n, size int, gpus []int, soak time.Duration, base string) trial.Spec {
+	steps, timeout, grace := p.cfg.Steps, p.cfg.Timeout, p.cfg.Grace
+	if soak > 0 {
+		steps, timeout, grace = SoakSteps, soak, SoakGrace
+	}
+	return trial.Spec{
+		Argv:       Substitute(p.cfg.Command, size),
+		Env:        p.env(n, size, steps, soak > 0, gpus, base+".report.jsonl"),
+		Dir:        p.cfg.Dir,
+		Timeout:    timeout,
+		Grace:      grace,
+		StdoutPath: base + ".out",
+		StderrPath: base + ".err",
+		OnSpawn:    p.cfg.OnSpawn,
+	}
+}
+
+// exitDetails returns the signal that ended a trial ("" when none) and, for
+// a crash, its stderr tail for the hint.
+func exitDetails(res trial.Result, outcome classify.Outcome) (signal, tail string) {
+	if res.Signal != 0 {
+		signal = res.Signal.String()
+	}
+	if outcome == classify.Crash {
+		tail = string(res.StderrTail)
+	}
+	return signal, tail
 }
 
 // classifyTrial says how a trial ended, from its exit, its output and the
