@@ -206,13 +206,13 @@ func TestSearchWithConfirmation(t *testing.T) {
 	if res.Max != 20 || res.FirstFailure != 21 {
 		t.Fatalf("max %d, first failure %d", res.Max, res.FirstFailure)
 	}
-	// The proof pair's re-check (20, then 21: one trial at a time) and the
-	// confirmation of 20 run fresh.
-	if !slices.EqualFunc(fresh.calls, [][]int{{20}, {21}, {20}}, slices.Equal) || fresh.phase != "confirm" {
+	// The proof pair's re-check (20, then 21 until it failed four times:
+	// one trial at a time) and the confirmation of 20 run fresh.
+	if !slices.EqualFunc(fresh.calls, [][]int{{20}, {21}, {21}, {21}, {20}}, slices.Equal) || fresh.phase != "confirm" {
 		t.Errorf("fresh calls %v (phase %q), want the re-check of 20 and 21, then the confirmation of 20", fresh.calls, fresh.phase)
 	}
 	warm := len(workerRuns(t, log))
-	if warm+3 != len(p.Records()) || len(done) != warm {
+	if warm+5 != len(p.Records()) || len(done) != warm {
 		t.Errorf("%d warm trials, %d records, %d OnDone", warm, len(p.Records()), len(done))
 	}
 	last := p.Records()[len(p.Records())-1]
@@ -224,7 +224,7 @@ func TestSearchWithConfirmation(t *testing.T) {
 	if err != nil || !st.Agreed || st.Max != 20 || st.FirstFailure != 21 || len(st.Trials) != 2 {
 		t.Errorf("settled = %+v, %v", st, err)
 	}
-	if len(fresh.calls) != 4 || !slices.Equal(fresh.calls[3], []int{20, 21}) || len(workerRuns(t, log)) != warm {
+	if len(fresh.calls) != 6 || !slices.Equal(fresh.calls[5], []int{20, 21}) || len(workerRuns(t, log)) != warm {
 		t.Errorf("fresh calls %v and %d warm trials, want the settling of 20 and 21 fresh", fresh.calls, len(workerRuns(t, log)))
 	}
 }
