@@ -23,14 +23,7 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, fmt.Errorf("invalid search: %w", err)
 	}
-	d := &driver{
-		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
-		cfg:       cfg,
-		k:         max(cfg.Parallel, 1),
-		belief:    map[int]Observation{},
-		confirmed: map[int]int{},
-		flaky:     map[int]bool{},
-	}
+	d := newDriver(cfg, p)
 	if cfg.Strategy == Bisect || cfg.Capacity == 0 {
 		d.plan = &bisectPlanner{start: d.startOr(d.g.min)}
 	} else {
@@ -66,6 +59,17 @@ type driver struct {
 	// re-run: the model is wrong about this workload, so its surprise is no
 	// reason to re-run later failures.
 	modelDoubted bool
+}
+
+func newDriver(cfg Config, p Prober) *driver {
+	return &driver{
+		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
+		cfg:       cfg,
+		k:         max(cfg.Parallel, 1),
+		belief:    map[int]Observation{},
+		confirmed: map[int]int{},
+		flaky:     map[int]bool{},
+	}
 }
 
 // startOr returns the configured start, on the grid, or def.
@@ -320,19 +324,26 @@ func (d *driver) modelRulesOut(s int) bool {
 }
 
 // recheckProof runs the proof pair again in fresh trials, in as few
-// rounds as Parallel allows. A disagreement makes the size flaky.
+// rounds as Parallel allows. A disagreement makes the size flaky and ends
+// the re-check: a flaky size is not run again, and the proof is
+// reconsidered.
 func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
 	for chunk := range slices.Chunk(sizes, d.k) {
 		obs, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
 		if err != nil {
 			return err
 		}
+		disagreed := false
 		for _, o := range obs {
 			if !agree(o, d.belief[o.Size]) {
 				d.markFlaky(o.Size)
+				disagreed = true
 				continue
 			}
 			d.believe(o)
+		}
+		if disagreed {
+			return nil
 		}
 	}
 	return nil
