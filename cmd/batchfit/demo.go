@@ -16,6 +16,8 @@ func newDemoCommand(io *streams) *cobra.Command {
 	var simGPUs int
 	var simState string
 	var simSlowStart time.Duration
+	var simFlaky float64
+	var simFlakyBand int
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Run a whole search on a simulated GPU (no GPU needed)",
@@ -30,6 +32,12 @@ search; only the GPU is simulated. Takes a few seconds.
 		RunE: runJSON(&o.json, io, func(cmd *cobra.Command, args []string) error {
 			if simGPUs < 1 {
 				return usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", simGPUs)
+			}
+			if !(simFlaky >= 0 && simFlaky <= 1) {
+				return usageError("give --sim-flaky a probability, such as 0.2", "--sim-flaky %g: must be from 0 to 1", simFlaky)
+			}
+			if simFlakyBand < 1 {
+				return usageError("give --sim-flaky-band a number of samples, 1 or more", "--sim-flaky-band must be at least 1, got %d", simFlakyBand)
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -47,6 +55,7 @@ search; only the GPU is simulated. Takes a few seconds.
 			card.Count = simGPUs
 			w := sim.ResNet50()
 			w.SlowStart = simSlowStart
+			w.FlakyP, w.FlakyBand = simFlaky, simFlakyBand
 			t := &target{
 				command:   sim.Command(exe, card, w),
 				shown:     []string{"batchfit", "demo"},
@@ -59,13 +68,15 @@ search; only the GPU is simulated. Takes a few seconds.
 	}
 	o.register(cmd.Flags())
 	cmd.Flags().IntVar(&simGPUs, "sim-gpus", 1, "number of simulated GPUs (try with --gpus all)")
+	cmd.Flags().Float64Var(&simFlaky, "sim-flaky", 0, "simulate a flaky trainer: each trial within --sim-flaky-band samples of the limit runs out of memory with this probability, e.g. 0.2")
+	cmd.Flags().IntVar(&simFlakyBand, "sim-flaky-band", 3, "how near the limit, in samples, --sim-flaky's trials fail")
 	// For tests: a card whose state others can share (batchfit __sim-hold
 	// puts a stranger's memory there), and trials slow to start.
 	cmd.Flags().StringVar(&simState, "sim-state", "", "the simulated card's state folder")
 	cmd.Flags().DurationVar(&simSlowStart, "sim-slow-start", 0, "each simulated trial sleeps this long first")
 	cmd.Flags().MarkHidden("sim-state")
 	cmd.Flags().MarkHidden("sim-slow-start")
-	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus")
+	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus", "sim-flaky", "sim-flaky-band")
 	useFlagGroups(cmd)
 	return cmd
 }

@@ -42,7 +42,11 @@ func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
 	if seed := seedStart(near, s.run, s.scfg); seed > 0 {
 		s.scfg.Start = seed
 		s.run.Settings.Start = seed
-		s.deps.Notice(fmt.Sprintf("starting at %d, from run %s (answer %d on other settings)", seed, near.ID, near.Answer))
+		why := " on other settings"
+		if len(near.Flaky) > 0 {
+			why = ", not reused: its boundary was flaky"
+		}
+		s.deps.Notice(fmt.Sprintf("starting at %d, from run %s (answer %d%s)", seed, near.ID, near.Answer, why))
 	}
 	return nil, nil
 }

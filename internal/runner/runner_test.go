@@ -425,6 +425,29 @@ func TestProvenFresh(t *testing.T) {
 	}
 }
 
+// A settled answer replaces the warm one, with the flaky sizes of both
+// above it and the conflicts of both.
+func TestSettled(t *testing.T) {
+	conflict := func(ok, fail int) search.Conflict {
+		return search.Conflict{Ok: search.Observation{Size: ok}, Fail: search.Observation{Size: fail}}
+	}
+	res := search.Result{Found: true, Max: 40, FirstFailure: 41,
+		Flaky:        []search.FlakySize{{Size: 41, OK: 1, Failed: 2}, {Size: 45, OK: 1, Failed: 1}},
+		NonMonotonic: []search.Conflict{conflict(50, 45)}}
+	st := search.Settled{Max: 40, FirstFailure: 41,
+		Flaky: []search.FlakySize{{Size: 41, OK: 1, Failed: 1}}, NonMonotonic: []search.Conflict{conflict(44, 42)}}
+	got := settled(res, st)
+	want := []search.FlakySize{{Size: 41, OK: 2, Failed: 3}, {Size: 45, OK: 1, Failed: 1}}
+	if got.Max != 40 || got.FirstFailure != 41 || !slices.Equal(got.Flaky, want) || len(got.NonMonotonic) != 2 {
+		t.Errorf("settled %+v, want flaky %+v and both conflicts", got, want)
+	}
+	// Fresh trials fit more: the warm flaky size below the answer is gone.
+	got = settled(res, search.Settled{Max: 44, FirstFailure: 45, Agreed: false})
+	if want := []search.FlakySize{{Size: 45, OK: 1, Failed: 1}}; got.Max != 44 || !slices.Equal(got.Flaky, want) {
+		t.Errorf("settled %d, flaky %+v; want 44, %+v", got.Max, got.Flaky, want)
+	}
+}
+
 // TestCachedOnlyWhenWhatRunsMatches runs one search after another against
 // the same history: each change of what runs leads to a new search (seeded
 // by the stale run), and each run after an unchanged one is cached.

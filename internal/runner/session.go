@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -244,9 +245,30 @@ func (s *session) searchOnce(ctx context.Context, cfg search.Config) (search.Res
 	if err == nil && s.cfg.Worker != nil && !provenFresh(res) {
 		var st search.Settled
 		st, err = search.Settle(ctx, cfg, s.prober, res.Max, res.FirstFailure)
-		res.Max, res.FirstFailure = st.Max, st.FirstFailure
+		res = settled(res, st)
 	}
 	return res, err
+}
+
+// settled is res with the answer that fresh trials settled. Where they
+// disagreed, the answer is their safe side. The flaky sizes of both above
+// it are kept, a size flaky in both with both counts; those at or below it
+// are dropped, as warm trials do not speak for fresh ones.
+func settled(res search.Result, st search.Settled) search.Result {
+	res.Max, res.FirstFailure = st.Max, st.FirstFailure
+	bySize := map[int]search.FlakySize{}
+	for _, f := range slices.Concat(res.Flaky, st.Flaky) {
+		if f.Size > st.Max {
+			sum := bySize[f.Size]
+			bySize[f.Size] = search.FlakySize{Size: f.Size, OK: sum.OK + f.OK, Failed: sum.Failed + f.Failed}
+		}
+	}
+	res.Flaky = nil
+	for _, size := range slices.Sorted(maps.Keys(bySize)) {
+		res.Flaky = append(res.Flaky, bySize[size])
+	}
+	res.NonMonotonic = append(slices.Clip(res.NonMonotonic), st.NonMonotonic...)
+	return res
 }
 
 // provenFresh reports whether fresh trials (the search's re-checks, which

@@ -23,48 +23,83 @@ func flakyProber(w workload, cfg Config, p float64, band int, seed uint64) *fake
 	}}
 }
 
+// flakyRun searches a workload of answer 100 whose sizes within band of
+// it fail 20 % of the time, and says whether the result was exact and, if
+// so, wrong. A flaky result must be the safe side.
+func flakyRun(t *testing.T, strategy Strategy, k, band int, seed uint64) (exact, wrong bool) {
+	t.Helper()
+	w := smallWorkload(100)
+	w.noise, w.seed = w.perSample/4, seed
+	cfg := Config{Min: 1, Max: 1000, Parallel: k, Strategy: strategy, Capacity: w.capacity}
+	truth := w.truth(cfg)
+	res, err := Run(context.Background(), cfg, flakyProber(w, cfg, 0.2, band, seed))
+	if err != nil {
+		t.Fatalf("seed %d: %v (trials %v)", seed, err, sizesOf(res.Trials))
+	}
+	if !res.Exact() {
+		checkSafeSide(t, res)
+		return false, false
+	}
+	if res.Max != truth {
+		t.Logf("%s k=%d band %d seed %d: exact %d, truth %d; trials %v", strategy, k, band, seed, res.Max, truth, trialsOf(res.Trials))
+	}
+	return true, res.Max != truth
+}
+
 // TestFlakyBoundary: a workload that OOMs 20 % of the time near its limit.
 // A run whose boundary did not reproduce reports the safe side: a size below
 // every flaky one, seen to fit twice and never to fail. A run that reports
 // an exact answer other than the true limit is one whose spurious failure
-// repeated in its re-check (p² = 4 % for the proof pair, more where several
-// sizes in the band failed): seeing each side twice cannot rule that out, so
-// the test bounds the rate (measured 2.5–10 % of runs) rather than
-// forbidding it.
+// at a size that fits repeated in every re-check: such a failure, which the
+// model cannot rule out here, must be seen four times, which a first
+// spurious failure passes with p³ = 0.8 %. Over 2000 seeds 0.05–0.25 % of
+// runs were exact but wrong with one size a round, 0.15–0.5 % with three
+// (more sizes near the limit are tried, each a chance); the test bounds
+// the rate at 1 %.
 func TestFlakyBoundary(t *testing.T) {
-	const runs = 200
+	const runs = 1000
 	for _, strategy := range []Strategy{Model, Bisect} {
 		for _, k := range []int{1, 3} {
 			for _, band := range []int{3, 20} {
-				exact, flaky, wrong := 0, 0, 0
+				exact, wrong := 0, 0
 				for seed := range uint64(runs) {
-					w := smallWorkload(100)
-					w.noise, w.seed = w.perSample/4, seed
-					cfg := Config{Min: 1, Max: 1000, Parallel: k, Strategy: strategy, Capacity: w.capacity}
-					truth := w.truth(cfg)
-					p := flakyProber(w, cfg, 0.2, band, seed)
-					res, err := Run(context.Background(), cfg, p)
-					if err != nil {
-						t.Fatalf("seed %d: %v (trials %v)", seed, err, sizesOf(res.Trials))
-					}
-					if res.Exact() {
-						exact++
-						if res.Max != truth {
-							wrong++
-							t.Logf("%s k=%d band %d seed %d: exact %d, truth %d; trials %v", strategy, k, band, seed, res.Max, truth, trialsOf(res.Trials))
-						}
-						continue
-					}
-					flaky++
-					checkSafeSide(t, res)
+					e, w := flakyRun(t, strategy, k, band, seed)
+					exact, wrong = exact+b2i(e), wrong+b2i(w)
 				}
-				t.Logf("%s k=%d band %d: %d exact (%d wrong), %d flaky of %d", strategy, k, band, exact, wrong, flaky, runs)
-				if wrong > runs/8 {
+				t.Logf("%s k=%d band %d: %d exact (%d wrong), %d flaky of %d", strategy, k, band, exact, wrong, runs-exact, runs)
+				if wrong > runs/100 {
 					t.Errorf("%s k=%d band %d: %d of %d runs exact but wrong", strategy, k, band, wrong, runs)
 				}
 			}
 		}
 	}
+}
+
+// TestFlakyTarget is issue 11's target: over 20 searches of the flaky
+// trainer, no answer is reported as exact unless it is the true limit, and
+// the rest are flaky with the safe side. One size a round, as the CLI
+// searches on one GPU.
+func TestFlakyTarget(t *testing.T) {
+	for _, strategy := range []Strategy{Model, Bisect} {
+		for _, band := range []int{3, 20} {
+			exact := 0
+			for seed := range uint64(20) {
+				e, wrong := flakyRun(t, strategy, 1, band, seed)
+				if wrong {
+					t.Errorf("%s band %d seed %d: exact but wrong", strategy, band, seed)
+				}
+				exact += b2i(e)
+			}
+			t.Logf("%s band %d: %d of 20 exact, the rest flaky", strategy, band, exact)
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // checkSafeSide checks a flaky result: its answer lies below every flaky

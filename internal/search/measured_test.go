@@ -51,8 +51,9 @@ func (c curve) prober() Prober {
 // TestMeasuredCurves replays workloads measured on an H200 (bench/results/
 // 2026-11-30-issue10-session9-h200.txt) whose memory the affine model gets
 // wrong, and checks that the answer is still exact. The trial counts are
-// today's, as a guard against getting slower; the first two re-check the
-// proof pair.
+// today's, as a guard against getting slower. The proof pair's re-checks
+// come last: the answer once more, and its first failure until it failed
+// four times, because the model, wrong here, cannot vouch for it.
 //
 //   - jax_optax under --memory-limit 24GiB (an XLA pool of 23.90 GiB): near
 //     its pool XLA rematerialises to fit, so its peak flattens (23.58 GiB at
@@ -75,12 +76,12 @@ func TestMeasuredCurves(t *testing.T) {
 				{663, 23.58, 23.9, 24.5}, {690, 23.69, 23.9, 24.5}, {693, 23.62, 23.9, 24.5}, {715, 23.9, 23.9, 24.5}},
 			limit:  2390 * gib / 100,
 			answer: 693,
-		}, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 16},
+		}, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 18},
 		{"hf_trainer 24GiB", curve{
 			points: []curvePoint{{1, 0.90, 1.10, 1.84}, {8, 3.20, 3.55, 4.29}, {59, 18.30, 23.39, 24.13}, {67, 20.65, 22.42, 23.16},
 				{69, 21.20, 23.11, 23.85}, {70, 21.52, 23.38, 24.12}, {71, 21.83, 23.71, 24.45}, {78, 23.9, 23.95, 24.7}},
 			answer: 71,
-		}, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 12},
+		}, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 14},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

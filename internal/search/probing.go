@@ -16,6 +16,9 @@ type probing struct {
 	p       Prober
 	g       grid
 	onEvent func(Event)
+	// settling makes every round fresh and reports it in PhaseConfirm:
+	// Settle searches in fresh trials only, as a confirmation.
+	settling bool
 
 	trials []Observation // every observation, in order
 	rounds int           // Probe calls
@@ -27,6 +30,9 @@ type probing struct {
 // probe runs one Probe call and records its observations. It turns crashes,
 // cancellations and Prober misbehaviour into errors.
 func (pr *probing) probe(ctx context.Context, phase Phase, sizes []int, predicted float64, fresh bool) ([]Observation, error) {
+	if pr.settling {
+		phase, fresh = PhaseConfirm, true
+	}
 	pr.notePhase(phase)
 	pr.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted})
 	pctx := ctx

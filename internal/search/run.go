@@ -23,14 +23,7 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, fmt.Errorf("invalid search: %w", err)
 	}
-	d := &driver{
-		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
-		cfg:       cfg,
-		k:         max(cfg.Parallel, 1),
-		belief:    map[int]Observation{},
-		confirmed: map[int]int{},
-		flaky:     map[int]bool{},
-	}
+	d := newDriver(cfg, p)
 	if cfg.Strategy == Bisect || cfg.Capacity == 0 {
 		d.plan = &bisectPlanner{start: d.startOr(d.g.min)}
 	} else {
@@ -66,6 +59,17 @@ type driver struct {
 	// re-run: the model is wrong about this workload, so its surprise is no
 	// reason to re-run later failures.
 	modelDoubted bool
+}
+
+func newDriver(cfg Config, p Prober) *driver {
+	return &driver{
+		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
+		cfg:       cfg,
+		k:         max(cfg.Parallel, 1),
+		belief:    map[int]Observation{},
+		confirmed: map[int]int{},
+		flaky:     map[int]bool{},
+	}
 }
 
 // startOr returns the configured start, on the grid, or def.
@@ -253,45 +257,93 @@ func (d *driver) clearRoom() int {
 
 // proofRecheck says whether the proof pair (lo ran, hi did not; hi above
 // the grid when lo is the top) is proven, and otherwise returns the sizes
-// that must run again in fresh trials before the answer is reported: each
-// side until it was seen twice, every time the same way. A side that was
-// seen both ways is flaky: it is marked, believed not to fit, and not
-// re-run; when that is lo, the bracket has moved and no size is returned.
+// that must run again in fresh trials before the answer is reported: lo
+// until it was seen to fit twice, hi until it was seen to fail as often as
+// failuresToProve asks, every time the same way. A side that was seen both
+// ways is flaky: it is marked, believed not to fit, and not re-run; when
+// that is lo, the bracket has moved and no size is returned.
 func (d *driver) proofRecheck(lo, hi int) (sizes []int, proven bool) {
 	okLo, failLo := d.tally(lo)
 	if failLo > 0 {
 		d.markFlaky(lo)
 		return nil, false
 	}
+	if okLo < 2 {
+		sizes = append(sizes, lo)
+	}
 	if hi <= d.g.max && !d.flaky[hi] {
 		okHi, failHi := d.tally(hi)
-		switch {
-		case okHi > 0:
+		if okHi > 0 {
 			d.markFlaky(hi)
-		case failHi < 2:
-			sizes = append(sizes, hi)
+		} else if n := d.failuresToProve(hi) - failHi; n > 0 {
+			sizes = append(sizes, slices.Repeat([]int{hi}, n)...)
 		}
-	}
-	if okLo < 2 {
-		sizes = append([]int{lo}, sizes...)
 	}
 	return sizes, len(sizes) == 0
 }
 
+// failuresToProve is how many times the proof's failing side hi must be
+// seen failing before it is believed. A trainer can run out of memory at
+// random near its limit (p = 20 % of the time, say): a size that fits but
+// failed twice (p², 4 % of the sizes near the limit that are tried) would
+// be reported as exact and wrong. So twice is enough only when the memory
+// model rules out that hi fits; otherwise it takes uncorroboratedFailures
+// (p⁴, 0.16 %).
+func (d *driver) failuresToProve(hi int) int {
+	if d.modelRulesOut(hi) {
+		return 2
+	}
+	return uncorroboratedFailures
+}
+
+// uncorroboratedFailures is how often a failure the model cannot vouch
+// for must be seen.
+const uncorroboratedFailures = 4
+
+// modelRulesOut reports whether the memory model says size s cannot fit:
+// it lies above the largest size the model allows (its prediction at the
+// high end of the expected window, plus its error bound), the model has
+// not been wrong about this workload, and nothing at s or above was seen
+// to fit.
+func (d *driver) modelRulesOut(s int) bool {
+	if d.modelDoubted || d.cfg.Capacity == 0 {
+		return false
+	}
+	for _, o := range d.trials {
+		if o.Size >= s && fits(o) {
+			return false
+		}
+	}
+	v := d.view(d.bracket())
+	if v.fit == nil || v.cHi <= 0 {
+		return false
+	}
+	hi := uint64(v.cHi)
+	most := v.fit.MaxSize(hi) + v.fit.Bound(hi)
+	return !math.IsNaN(most) && float64(s) > most
+}
+
 // recheckProof runs the proof pair again in fresh trials, in as few
-// rounds as Parallel allows. A disagreement makes the size flaky.
+// rounds as Parallel allows. A disagreement makes the size flaky and ends
+// the re-check: a flaky size is not run again, and the proof is
+// reconsidered.
 func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
 	for chunk := range slices.Chunk(sizes, d.k) {
 		obs, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
 		if err != nil {
 			return err
 		}
+		disagreed := false
 		for _, o := range obs {
 			if !agree(o, d.belief[o.Size]) {
 				d.markFlaky(o.Size)
+				disagreed = true
 				continue
 			}
 			d.believe(o)
+		}
+		if disagreed {
+			return nil
 		}
 	}
 	return nil

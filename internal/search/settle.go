@@ -7,14 +7,19 @@ import (
 
 // Settled is a search's answer as fresh trials see it.
 type Settled struct {
-	// Max is the largest size seen to fit in a fresh trial whose next grid
-	// size was seen not to in one (FirstFailure; 0 when Max is the top of
-	// the grid).
+	// Max is the largest size seen to fit in fresh trials whose next grid
+	// size was seen not to (FirstFailure; 0 when Max is the top of the
+	// grid), each as often as Run's proof asks.
 	Max, FirstFailure int
 	// Agreed is set when fresh trials confirmed the answer and its first
-	// failure as they were; otherwise the boundary moved.
+	// failure as they were, and the boundary reproduced; otherwise it
+	// moved, or it is flaky.
 	Agreed bool
-	Trials []Observation // every fresh observation, in order
+	// Flaky and NonMonotonic are as in Result: where fresh trials
+	// disagreed, Max is the safe side and not exact.
+	Flaky        []FlakySize
+	NonMonotonic []Conflict
+	Trials       []Observation // every fresh observation, in order
 }
 
 // Settle makes an answer found in warm processes exact for fresh ones. A
@@ -22,13 +27,15 @@ type Settled struct {
 // optimizer state is made amid the first step's cached blocks), or less,
 // so its answer is reported only through this.
 //
-// It runs answer and firstFailure (0 when answer is the top of cfg's
-// grid), as Run returned them, in one round of fresh trials
-// (Fresh(ctx) is true for every Probe call). Where a fresh trial
-// disagrees, it moves the boundary with fresh trials alone: it gallops
+// It searches as Run does, with Run's rules for results that disagree and
+// for the proof (Confirm included), but in fresh trials only (Fresh(ctx)
+// is true for every Probe call), and starting from the warm answer: it runs
+// answer and firstFailure (0 when answer is the top of cfg's grid), as Run
+// returned them, in one round. Where a fresh trial disagrees, it gallops
 // away from the warm answer on cfg's grid (one step, then 2, 4 ...), then
 // bisects, until a fresh success sits next to a fresh failure. The rounds
-// are reported through cfg.OnEvent in PhaseConfirm.
+// are reported through cfg.OnEvent in PhaseConfirm. A margin is not
+// settled.
 //
 // With every error it returns the fresh trials so far and no answer: a
 // *NothingFitsError when even the grid's smallest size does not fit
@@ -42,99 +49,77 @@ func Settle(ctx context.Context, cfg Config, p Prober, answer, firstFailure int)
 	if err := g.checkAnswer(answer, firstFailure); err != nil {
 		return Settled{}, fmt.Errorf("settle: %w", err)
 	}
-	pr := &probing{p: p, g: g, onEvent: cfg.OnEvent}
-	st, err := settle(ctx, pr, answer, firstFailure)
-	st.Trials = pr.trials
-	return st, err
-}
-
-// settle is Settle on a checked answer. lo and hi are the bracket as in
-// Run: the largest size seen to fit fresh (g.min-step: none yet) and the
-// smallest seen not to (g.max+step: none yet).
-func settle(ctx context.Context, pr *probing, answer, firstFailure int) (Settled, error) {
-	g := pr.g
-	lo, hi := answer, g.max+g.step
-	sizes := []int{answer}
-	if firstFailure > 0 {
-		hi = firstFailure
-		sizes = append(sizes, firstFailure)
-	}
-	pr.noteBracket(lo, hi)
-	obs, err := pr.fresh(ctx, sizes...)
+	cfg.MarginPercent = 0
+	d := newDriver(cfg, p)
+	d.settling = true
+	d.plan = &settlePlanner{answer: answer, first: firstFailure}
+	err := d.run(ctx)
+	d.finish()
 	if err != nil {
-		return Settled{}, err
+		return Settled{Trials: d.trials}, err
 	}
-	switch {
-	case !fits(obs[0]):
-		// Down: the warm answer does not fit fresh. What its first failure
-		// did fresh cannot matter: it is above a failure.
-		lo, hi = g.min-g.step, answer
-		failed := obs[0]
-		for d := g.step; ; d *= 2 {
-			pr.noteBracket(lo, hi)
-			if hi == g.min {
-				return Settled{}, &NothingFitsError{Observation: failed}
-			}
-			s := max(answer-d, g.min)
-			o, err := pr.fresh(ctx, s)
-			if err != nil {
-				return Settled{}, err
-			}
-			if fits(o[0]) {
-				lo = s
-				break
-			}
-			hi, failed = s, o[0]
-		}
-	case firstFailure > 0 && fits(obs[1]):
-		// Up: the warm first failure fits fresh.
-		lo, hi = firstFailure, g.max+g.step
-		for d := g.step; lo < g.max; d *= 2 {
-			pr.noteBracket(lo, hi)
-			s := min(firstFailure+d, g.max)
-			o, err := pr.fresh(ctx, s)
-			if err != nil {
-				return Settled{}, err
-			}
-			if !fits(o[0]) {
-				hi = s
-				break
-			}
-			lo = s
-		}
-	default:
-		return Settled{Max: answer, FirstFailure: firstFailure, Agreed: true}, nil
-	}
-	// lo and hi are on the grid, so the middle of two steps or more lies
-	// strictly between them.
-	for hi <= g.max && hi-lo > g.step {
-		pr.noteBracket(lo, hi)
-		mid := g.floor((lo + hi) / 2)
-		o, err := pr.fresh(ctx, mid)
-		if err != nil {
-			return Settled{}, err
-		}
-		if fits(o[0]) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	pr.noteBracket(lo, hi)
-	st := Settled{Max: lo}
-	if hi <= g.max {
-		st.FirstFailure = hi
-	}
-	return st, nil
+	res := d.res
+	return Settled{
+		Max: res.Max, FirstFailure: res.FirstFailure,
+		Agreed: res.Max == answer && res.FirstFailure == firstFailure && res.Exact(),
+		Flaky:  res.Flaky, NonMonotonic: res.NonMonotonic, Trials: res.Trials,
+	}, nil
 }
 
-// fresh runs one round of settling: sizes in fresh trials, in
-// PhaseConfirm.
-func (pr *probing) fresh(ctx context.Context, sizes ...int) ([]Observation, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("settle stopped: %w", err)
+// settlePlanner plans Settle's rounds: the warm answer and its first
+// failure, then a gallop away from them in the direction fresh trials
+// showed, then bisection.
+type settlePlanner struct{ answer, first int }
+
+func (s *settlePlanner) next(v view) ([]int, float64) {
+	switch {
+	case !v.seenOK() && v.growing():
+		sizes := []int{s.answer}
+		if s.first > 0 {
+			sizes = append(sizes, s.first)
+		}
+		return sizes, 0
+	case !v.seenOK():
+		return gallopDown(v, s.answer), 0
+	case v.growing():
+		return gallopUp(v, s.first), 0
 	}
-	return pr.probe(ctx, PhaseConfirm, sizes, 0, true)
+	return spread(v.g, v.lo, v.hi, v.k), 0
+}
+
+// gallopDown returns up to k sizes below the smallest failure, each twice
+// as far below from as the last: the next after one step, 2, 4 ... down to
+// the grid's smallest.
+func gallopDown(v view, from int) []int {
+	g := v.g
+	var sizes []int
+	for d := max(g.step, 2*(from-v.hi)); len(sizes) < v.k; d *= 2 {
+		s := max(from-d, g.min)
+		if s < v.hi && s > v.lo {
+			sizes = append(sizes, s)
+		}
+		if s == g.min {
+			break
+		}
+	}
+	return sizes
+}
+
+// gallopUp is gallopDown upwards, above the largest success, up to the
+// grid's top.
+func gallopUp(v view, from int) []int {
+	g := v.g
+	var sizes []int
+	for d := max(g.step, 2*(v.lo-from)); len(sizes) < v.k; d *= 2 {
+		s := min(from+d, g.max)
+		if s > v.lo && s < v.hi {
+			sizes = append(sizes, s)
+		}
+		if s == g.max {
+			break
+		}
+	}
+	return sizes
 }
 
 // checkAnswer reports what keeps answer and firstFailure from being a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -156,6 +157,7 @@ type child struct {
 	dev        int     // physical device
 	fraction   float64 // 0 = none
 	leak       uint64
+	lost       uint64 // memory this trial lost to fragmentation (Workload.FlakyP)
 	registered bool
 	allocated  uint64 // this process's allocator, now (= peak: it only grows)
 	reserved   uint64
@@ -177,6 +179,7 @@ func (c *child) run() int {
 		return c.fail(phaseSetup, "RuntimeError: "+err.Error(), "", false, false)
 	}
 	c.leak = satMul(uint64(c.trial-1), w.LeakPerTrial)
+	c.lost = w.fragmentation(rand.Float64())
 	if c.state != "" {
 		if err := os.MkdirAll(string(c.state), 0o700); err != nil {
 			fmt.Fprintf(c.stderr, "sim-trial: error: %v\n", err)
@@ -318,7 +321,8 @@ func (c *child) tryAlloc(allocated, reserved uint64) (*oomInfo, error) {
 			return nil, err
 		}
 	}
-	if reserved > c.w.capFor(c.card.Total, c.fraction, c.leak, sum(others)) {
+	capBytes := c.w.capFor(c.card.Total, c.fraction, c.leak, sum(others))
+	if reserved > capBytes-min(capBytes, c.lost) {
 		info := &oomInfo{
 			tried:     roundUp(max(reserved-c.reserved, allocated-c.allocated), 512),
 			total:     c.card.Total,

@@ -402,6 +402,39 @@ func TestChildFaults(t *testing.T) {
 	}
 }
 
+// A flaky trainer runs out of memory at random within FlakyBand samples of
+// its limit, with torch's own error, and never below the band. Without
+// noise and rounding the band is exact.
+func TestChildFlaky(t *testing.T) {
+	card, w := testCard(t), testWorkload()
+	w.Noise, w.Round, w.FlakyBand = 0, 0, 3
+	limit := w.TrueMax(card, 1, 1, 1000, 1)
+	w.FlakyP = 1
+	for size := limit - 3; size <= limit; size++ {
+		r := runTrial(t, card, w, size)
+		want := classify.OOM
+		if size == limit-3 {
+			want = classify.OK
+		}
+		if got := r.classify(); got != want {
+			t.Errorf("always flaky, %d below the limit: %s, want %s; stderr %q", limit-size, got, want, r.stderr)
+		}
+		if want == classify.OOM && !strings.Contains(r.stderr, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate") {
+			t.Errorf("stderr %q, want torch's out-of-memory error", r.stderr)
+		}
+	}
+	// Half the time: 24 trials at the limit are not all alike (a chance
+	// of 2⁻²³ that they are).
+	w.FlakyP = 0.5
+	seen := map[classify.Outcome]int{}
+	for range 24 {
+		seen[runTrial(t, card, w, limit).classify()]++
+	}
+	if seen[classify.OK] == 0 || seen[classify.OOM] == 0 || len(seen) != 2 {
+		t.Errorf("24 trials at the limit, half flaky: %v", seen)
+	}
+}
+
 // waitUsage polls the backend until pid holds want bytes on dev.
 func waitUsage(t *testing.T, b *Backend, dev, pid int, want uint64) {
 	t.Helper()

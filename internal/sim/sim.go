@@ -60,6 +60,15 @@ type Workload struct {
 	KillAt       int           // batch >= KillAt: SIGKILL itself, with no evidence of host OOM
 	SizeLimitAt  int           // batch >= SizeLimitAt: "CUDA error: invalid configuration argument", exit 1
 	SlowStart    time.Duration // real sleep before "initializing"
+	// FlakyP and FlakyBand make a flaky trainer, one that runs out of
+	// memory at random near its limit: with probability FlakyP (drawn
+	// afresh by every trial) a trial loses FlakyBand samples' worth of
+	// memory (PerSample each) to fragmentation, so a size within FlakyBand
+	// samples of the limit (exactly, without Noise and Round) fails with
+	// torch's out-of-memory error. TrueMax is unchanged: the limit is where
+	// a trial that loses nothing stops fitting.
+	FlakyP    float64
+	FlakyBand int
 }
 
 // Card is a simulated GPU model. Dir is the state directory shared by the
@@ -126,10 +135,16 @@ func (w Workload) Validate() error {
 	if w.SaturateAt < 0 {
 		errs = append(errs, errors.New("saturate-at must not be negative"))
 	}
+	if !(w.FlakyP >= 0 && w.FlakyP <= 1) {
+		errs = append(errs, fmt.Errorf("flaky-p %g must be a probability, in [0, 1]", w.FlakyP))
+	}
+	if w.FlakyP > 0 && w.FlakyBand < 1 {
+		errs = append(errs, errors.New("flaky-band must be at least 1 when flaky-p is set"))
+	}
 	for _, t := range []struct {
 		name string
 		v    int
-	}{{"crash-at", w.CrashAt}, {"hang-at", w.HangAt}, {"host-oom-at", w.HostOOMAt}, {"kill-at", w.KillAt}, {"size-limit-at", w.SizeLimitAt}} {
+	}{{"crash-at", w.CrashAt}, {"hang-at", w.HangAt}, {"host-oom-at", w.HostOOMAt}, {"kill-at", w.KillAt}, {"size-limit-at", w.SizeLimitAt}, {"flaky-band", w.FlakyBand}} {
 		if t.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", t.name))
 		}
@@ -161,6 +176,16 @@ func (w Workload) part(batch int) uint64 {
 		return 0
 	}
 	return satAdd(satMul(w.PerSample, uint64(batch)), w.noise(batch))
+}
+
+// fragmentation is the memory a trial loses to fragmentation, given a
+// uniform draw r in [0, 1): FlakyBand samples' worth with probability
+// FlakyP, else none.
+func (w Workload) fragmentation(r float64) uint64 {
+	if r >= w.FlakyP {
+		return 0
+	}
+	return satMul(uint64(w.FlakyBand), w.PerSample)
 }
 
 // Peak is the ground truth of what one trial at batch uses: PyTorch's peak

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"io"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -195,6 +196,22 @@ func TestStepSeconds(t *testing.T) {
 
 func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
 
+// A flaky trial loses FlakyBand samples of memory with probability FlakyP.
+func TestFragmentation(t *testing.T) {
+	w := Workload{PerSample: 100 * MiB, FlakyP: 0.2, FlakyBand: 3}
+	for _, tt := range []struct {
+		r    float64
+		want uint64
+	}{{0, 300 * MiB}, {0.199, 300 * MiB}, {0.2, 0}, {0.9, 0}} {
+		if got := w.fragmentation(tt.r); got != tt.want {
+			t.Errorf("fragmentation(%g) = %d, want %d", tt.r, got, tt.want)
+		}
+	}
+	if got := (Workload{PerSample: MiB}).fragmentation(0); got != 0 {
+		t.Errorf("not flaky: fragmentation(0) = %d", got)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name string
@@ -205,6 +222,11 @@ func TestValidate(t *testing.T) {
 		{"noise too big", Workload{PerSample: MiB, Noise: MiB}, "noise"},
 		{"negative threshold", Workload{CrashAt: -1}, "crash-at"},
 		{"negative duration", Workload{StepSleep: -time.Second}, "durations"},
+		{"flaky", Workload{FlakyP: 0.2, FlakyBand: 3}, ""},
+		{"flaky-p not a probability", Workload{FlakyP: 1.5, FlakyBand: 3}, "flaky-p"},
+		{"flaky-p NaN", Workload{FlakyP: math.NaN(), FlakyBand: 3}, "flaky-p"},
+		{"flaky without a band", Workload{FlakyP: 0.2}, "flaky-band"},
+		{"negative flaky band", Workload{FlakyBand: -1}, "flaky-band"},
 	}
 	for _, tt := range tests {
 		err := tt.w.Validate()
@@ -221,6 +243,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	faulty := ResNet50()
 	faulty.LeakPerTrial, faulty.CrashAt, faulty.HangAt, faulty.HostOOMAt = GiB, 1, 2, 3
 	faulty.KillAt, faulty.SizeLimitAt, faulty.SlowStart = 4, 5, time.Second
+	faulty.FlakyP, faulty.FlakyBand = 0.2, 3
 	faulty.Name = "with spaces and -dashes"
 	workloads := []Workload{ResNet50(), faulty, {}}
 	for range 50 {

@@ -206,13 +206,13 @@ func TestSearchWithConfirmation(t *testing.T) {
 	if res.Max != 20 || res.FirstFailure != 21 {
 		t.Fatalf("max %d, first failure %d", res.Max, res.FirstFailure)
 	}
-	// The proof pair's re-check (20, then 21: one trial at a time) and the
-	// confirmation of 20 run fresh.
-	if !slices.EqualFunc(fresh.calls, [][]int{{20}, {21}, {20}}, slices.Equal) || fresh.phase != "confirm" {
+	// The proof pair's re-check (20, then 21 until it failed four times:
+	// one trial at a time) and the confirmation of 20 run fresh.
+	if !slices.EqualFunc(fresh.calls, [][]int{{20}, {21}, {21}, {21}, {20}}, slices.Equal) || fresh.phase != "confirm" {
 		t.Errorf("fresh calls %v (phase %q), want the re-check of 20 and 21, then the confirmation of 20", fresh.calls, fresh.phase)
 	}
 	warm := len(workerRuns(t, log))
-	if warm+3 != len(p.Records()) || len(done) != warm {
+	if warm+5 != len(p.Records()) || len(done) != warm {
 		t.Errorf("%d warm trials, %d records, %d OnDone", warm, len(p.Records()), len(done))
 	}
 	last := p.Records()[len(p.Records())-1]
@@ -221,10 +221,12 @@ func TestSearchWithConfirmation(t *testing.T) {
 	}
 
 	st, err := search.Settle(context.Background(), cfg, p, res.Max, res.FirstFailure)
-	if err != nil || !st.Agreed || st.Max != 20 || st.FirstFailure != 21 || len(st.Trials) != 2 {
+	if err != nil || !st.Agreed || st.Max != 20 || st.FirstFailure != 21 || len(st.Trials) != 7 {
 		t.Errorf("settled = %+v, %v", st, err)
 	}
-	if len(fresh.calls) != 4 || !slices.Equal(fresh.calls[3], []int{20, 21}) || len(workerRuns(t, log)) != warm {
+	// Settling proves and confirms as the search does, all fresh.
+	want := [][]int{{20, 21}, {20}, {21}, {21}, {21}, {20}}
+	if len(fresh.calls) != 11 || !slices.EqualFunc(fresh.calls[5:], want, slices.Equal) || len(workerRuns(t, log)) != warm {
 		t.Errorf("fresh calls %v and %d warm trials, want the settling of 20 and 21 fresh", fresh.calls, len(workerRuns(t, log)))
 	}
 }
@@ -244,17 +246,17 @@ func TestSettleThroughFallback(t *testing.T) {
 		err             error
 	}{
 		{name: "agree", limit: 20, cfg: search.Config{Min: 1, Max: 64}, answer: 20, first: 21,
-			want: 20, wantFirst: 21, agreed: true, probes: [][]int{{20, 21}}},
+			want: 20, wantFirst: 21, agreed: true, probes: [][]int{{20, 21}, {20}, {21}, {21}, {21}}},
 		{name: "fresh fits less", limit: 18, cfg: search.Config{Min: 1, Max: 64}, answer: 20, first: 21,
-			want: 18, wantFirst: 19, probes: [][]int{{20, 21}, {19}, {18}}},
+			want: 18, wantFirst: 19, probes: [][]int{{20, 21}, {19}, {18}, {18}, {19}, {19}, {19}}},
 		{name: "fresh fits more", limit: 25, cfg: search.Config{Min: 1, Max: 64}, answer: 20, first: 21,
-			want: 25, wantFirst: 26, probes: [][]int{{20, 21}, {22}, {23}, {25}, {29}, {27}, {26}}},
+			want: 25, wantFirst: 26, probes: [][]int{{20, 21}, {22}, {23}, {25}, {29}, {27}, {26}, {25}, {26}, {26}, {26}}},
 		{name: "on the grid", limit: 90, cfg: search.Config{Min: 8, Max: 1024, MultipleOf: 8}, answer: 96, first: 104,
-			want: 88, wantFirst: 96, probes: [][]int{{96, 104}, {88}}},
+			want: 88, wantFirst: 96, probes: [][]int{{96, 104}, {88}, {88}, {96}, {96}, {96}}},
 		{name: "the top fits", limit: 100, cfg: search.Config{Min: 1, Max: 64}, answer: 64,
-			want: 64, agreed: true, probes: [][]int{{64}}},
+			want: 64, agreed: true, probes: [][]int{{64}, {64}}},
 		{name: "fresh fits up to the top", limit: 100, cfg: search.Config{Min: 1, Max: 64}, answer: 60, first: 61,
-			want: 64, probes: [][]int{{60, 61}, {62}, {63}, {64}}},
+			want: 64, probes: [][]int{{60, 61}, {62}, {63}, {64}, {64}}},
 		{name: "nothing fits fresh", limit: 0, cfg: search.Config{Min: 19, Max: 64}, answer: 20, first: 21,
 			probes: [][]int{{20, 21}, {19}}, err: search.ErrNothingFits},
 	} {
@@ -298,11 +300,12 @@ func TestFreshWithoutFallback(t *testing.T) {
 	if err != nil || !st.Agreed {
 		t.Fatalf("settled = %+v, %v", st, err)
 	}
+	// Settling runs 8 twice, each time on a worker of its own.
 	pids := workerRuns(t, log)
-	if len(pids) != 2 || pids[0] == pids[1] {
-		t.Errorf("worker pids %v: the confirmation must run on a new worker", pids)
+	if len(pids) != 3 || pids[0] == pids[1] || pids[1] == pids[2] {
+		t.Errorf("worker pids %v: each confirmation must run on a new worker", pids)
 	}
-	if ws := p.Workers(); len(ws) != 2 || ws[0].Retired == "" || ws[1].Retired == "" {
+	if ws := p.Workers(); len(ws) != 3 || slices.ContainsFunc(ws, func(w WorkerInfo) bool { return w.Retired == "" }) {
 		t.Errorf("workers = %+v", ws)
 	}
 }
