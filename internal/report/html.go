@@ -49,6 +49,7 @@ type htmlView struct {
 	Facts       []htmlFact
 	Model       string
 	Charts      []htmlChart
+	Soak        *htmlSoakView // nil when no soak ran
 	Trials      []htmlTrial
 	Tails       []htmlTail
 	Version     string
@@ -134,6 +135,7 @@ func htmlViewOf(run *record.Run) htmlView {
 		}
 	}
 
+	v.Soak = htmlSoakOf(run)
 	for _, t := range run.Trials {
 		v.Trials = append(v.Trials, htmlTrialOf(run, t))
 		if t.Tail != "" {
