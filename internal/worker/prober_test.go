@@ -432,7 +432,7 @@ func TestWarmSoakOnCPU(t *testing.T) {
 			t.Errorf("the warm worker (pid %d) still runs when the soak starts", pid)
 		}
 	}
-	tr, err := p.Soak(context.Background(), 50, 3*time.Second)
+	tr, err := p.Soak(context.Background(), 50, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
