@@ -7,9 +7,8 @@ import (
 	"github.com/batchfit/batchfit/internal/record"
 )
 
-// soakEnd says how soak i of the run ended, in fixed words and numbers
-// only (the charts draw it): "ran 6000 steps", "out of memory after 3120
-// steps".
+// soakEnd says how a soak ended, in fixed words and numbers only (the
+// charts draw it): "ran 6000 steps", "out of memory after 3120 steps".
 func soakEnd(s record.Soak) string {
 	if s.Outcome.Fits() {
 		return fmt.Sprintf("ran %d steps", s.Steps)
@@ -17,13 +16,11 @@ func soakEnd(s record.Soak) string {
 	return fmt.Sprintf("%s after %d steps", soakOutcomeWords(s.Outcome), s.Steps)
 }
 
-// soakOutcomeWords names a soak's outcome for a reader. An outcome the
+// soakOutcomeWords names how a soak failed, for a reader. An outcome the
 // record should not hold is "failed": the record's own text stays out of
 // the charts.
 func soakOutcomeWords(o classify.Outcome) string {
 	switch o {
-	case classify.OK:
-		return "ran"
 	case classify.OOM:
 		return "out of memory"
 	case classify.HostOOM:
