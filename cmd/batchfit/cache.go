@@ -52,7 +52,7 @@ func newCacheCommand(io *streams) *cobra.Command {
 		Long: `Take every past run out of use as a cached answer. The runs stay in the
 history (batchfit history, batchfit show) and still seed the start point of a
 later search of the same command; only their answers are no longer reused.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			s, err := db.openFile(cmd.Context())
 			if err != nil {

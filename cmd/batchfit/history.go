@@ -86,7 +86,7 @@ func newHistoryCommand(io *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history",
 		Short: "List past searches",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: runJSON(&asJSON, io, func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return usageError("give --limit a number of runs, or 0 for all", "--limit must not be negative, got %d", limit)

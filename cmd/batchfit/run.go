@@ -41,7 +41,8 @@ const outputHelp = `Output:
   stdout carries the result only; progress and errors go to stderr.
   --json  exactly one JSON document: the run record, also on failure (its
           status and error), or {"status", "error", "hint", "exit_code"}
-          when the search failed before it had a record
+          when the search failed before it had a record; nothing on a
+          usage error (exit 2)
   -q      the answer alone; nothing when there is none
   default the summary, when the search reached an outcome (an answer,
           nothing fits, a crash or Ctrl-C after trials); nothing on an
@@ -119,15 +120,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitFound
 	}
 	var ee *exitErr
 	if !errors.As(err, &ee) {
 		// Errors that reach here unmarked are cobra's own, about the
-		// command line; commands mark theirs (commandErr).
-		err = &exitErr{code: exitUsage, err: err, hint: "run 'batchfit --help' for usage"}
+		// command line; commands mark theirs (commandErr). cmd is the
+		// command whose line it was, or the root for an unknown command.
+		err = &exitErr{code: exitUsage, err: err, hint: fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath())}
 		if ctx.Err() != nil {
 			err = &exitErr{code: exitInterrupted, err: err}
 		}
@@ -160,17 +162,20 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Comma
 	return func(cmd *cobra.Command, args []string) error { return commandErr(f(cmd, args)) }
 }
 
-// runJSON is runE for a command with --json, which promises exactly one
-// JSON document on stdout: when the command fails before it wrote one (a
-// usage error, a history that cannot be opened, a search that stopped
-// before its record began), the error is the document.
+// runJSON is runE for a command with --json, which promises one JSON
+// document on stdout for every command line batchfit accepted: when the
+// command fails before it wrote one (a history that cannot be opened, a
+// search that stopped before its record began), the error is the
+// document. A usage error (exit 2) prints nothing on stdout, as for a
+// command line cobra refuses before --json is even read: the command line
+// is wrong, and there is no result.
 func runJSON(asJSON *bool, io *streams, f func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		out := &countingWriter{w: io.stdout}
 		io.stdout = out
 		defer func() { io.stdout = out.w }()
 		err := commandErr(f(cmd, args))
-		if err != nil && *asJSON && out.n == 0 {
+		if err != nil && *asJSON && out.n == 0 && exitCode(err) != exitUsage {
 			writeErrorJSON(out.w, err)
 		}
 		return err
@@ -225,6 +230,7 @@ that the exact answer takes a handful of trials.
 	})
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
 	root.AddCommand(newDoctorCommand(io), newCacheCommand(io))
+	strictCommandLine(root)
 	return root
 }
 

@@ -101,6 +101,36 @@ func chartLimited(t *testing.T) *record.Run {
 	return run
 }
 
+// chartSoaked is the fixture searched with --soak 10m: the soak of 968
+// ran out of memory after 3120 steps, its memory rising all along, so the
+// answer moved down to 967, whose soak survived with its memory settled.
+func chartSoaked(t *testing.T) *record.Run {
+	run := chartResNet(t)
+	peaks := func(n int, base, perStep uint64, settle int) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = base + uint64(min(i, settle))*perStep
+		}
+		return out
+	}
+	first := record.Soak{Size: 968, Trial: 9, Limit: 600, Seconds: 312.4, Outcome: classify.OOM,
+		Reason: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 196.00 MiB", Steps: 3120,
+		StepPeaks: peaks(3120, 83_448_697_978, 750_000, 3120)}
+	second := record.Soak{Size: 967, Trial: 11, Limit: 600, Seconds: 600, Outcome: classify.OK,
+		Reason: "soaked: stopped by batchfit after 10m0s", Steps: 6000,
+		StepPeaks: peaks(6000, 83_364_287_610, 300_000, 2000)}
+	run.Soaks = []record.Soak{first, second}
+	run.Trials = append(run.Trials,
+		record.Trial{N: 9, Size: 968, Outcome: classify.OOM, Phase: record.PhaseSoak, Seconds: 312.4, Steps: 3120, Reason: first.Reason},
+		record.Trial{N: 10, Size: 967, Outcome: classify.OK, Phase: "bracket", Seconds: 13.1, Allocated: 83_364_287_610, StepTimes: []float64{2.04, 0.3823, 0.3834}},
+		record.Trial{N: 11, Size: 967, Outcome: classify.OK, Phase: record.PhaseSoak, Seconds: 600, Steps: 6000, Reason: second.Reason},
+	)
+	run.Answer, run.FirstFailure = 967, 968
+	run.Settings.SoakSecs = 600
+	run.Warnings = []string{"soaked 10m at 968: out of memory after 3120 steps; the answer is now 967"}
+	return run
+}
+
 // chartNoFigures is a run without NVML or the adapter: outcomes only.
 func chartNoFigures() *record.Run {
 	return &record.Run{
@@ -136,6 +166,89 @@ func TestMemoryChartGolden(t *testing.T) {
 			}
 			chartGolden(t, tt.golden, buf.Bytes())
 		})
+	}
+}
+
+func TestSoakChartGolden(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteSoakChart(&buf, chartSoaked(t), "svg", ChartWidth, ChartHeight); err != nil {
+		t.Fatal(err)
+	}
+	chartGolden(t, "chart-soak-resnet50.golden.svg", buf.Bytes())
+}
+
+// The soak chart says how each soak ended and what it did to the answer,
+// whichever figures the soaks have.
+func TestSoakChartContent(t *testing.T) {
+	noPeaks := chartSoaked(t)
+	for i := range noPeaks.Soaks {
+		noPeaks.Soaks[i].StepPeaks = nil
+	}
+	limited := chartSoaked(t)
+	limited.GPU.Capacity = 200 << 30
+	nothing := chartSoaked(t)
+	nothing.Soaks = nothing.Soaks[:1]
+	nothing.Status, nothing.Answer = record.NothingFits, 0
+	hostile := chartSoaked(t)
+	hostile.Soaks[0].Outcome = classify.Outcome("<b>weird</b>")
+	tests := []struct {
+		name string
+		run  *record.Run
+		want []string
+		not  []string
+	}{
+		{"moved down", chartSoaked(t), []string{"Peak memory by step during --soak", "batch 968: out of memory after 3120 steps",
+			"moved the answer down to 967", "batch 967: ran 6000 steps", "kept the answer", "capacity: 80.00 GiB", "step"},
+			[]string{"off scale", "no per-step peaks"}},
+		{"no peaks", noPeaks, []string{"no per-step peaks were reported", "batch 968: out of memory after 3120 steps", "(no per-step peaks)"}, nil},
+		{"capacity off scale", limited, []string{"capacity: 200.00 GiB (off scale)"}, nil},
+		{"nothing fits below", nothing, []string{"nothing below it fits"}, []string{"moved the answer"}},
+		{"the record's text stays out", hostile, []string{"batch 968: failed after 3120 steps"}, []string{"weird"}},
+		{"no soak", chartResNet(t), []string{"no soak was run"}, []string{"batch"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteSoakChart(&buf, tt.run, "svg", ChartWidth, ChartHeight); err != nil {
+				t.Fatal(err)
+			}
+			svg := buf.String()
+			for _, s := range tt.want {
+				if !strings.Contains(svg, s) {
+					t.Errorf("chart lacks %q", s)
+				}
+			}
+			for _, s := range tt.not {
+				if strings.Contains(svg, s) {
+					t.Errorf("chart has %q, want it absent", s)
+				}
+			}
+		})
+	}
+}
+
+// A soak's curve keeps at most chartSoakPoints points, each the highest
+// peak of its steps at the last of them.
+func TestChartDownsample(t *testing.T) {
+	peaks := make([]uint64, 10000)
+	for i := range peaks {
+		peaks[i] = uint64(i % 7)
+	}
+	peaks[4321] = 99 * chartGiB
+	xys := chartDownsample(peaks, chartSoakPoints)
+	if len(xys) != chartSoakPoints || xys[len(xys)-1].X != 10000 {
+		t.Fatalf("%d points ending at step %v, want %d ending at 10000", len(xys), xys[len(xys)-1].X, chartSoakPoints)
+	}
+	top := 0.0
+	for _, xy := range xys {
+		top = math.Max(top, xy.Y)
+	}
+	if top != 99 {
+		t.Errorf("the highest peak became %v GiB, want 99", top)
+	}
+	short := chartDownsample([]uint64{chartGiB, 2 * chartGiB}, chartSoakPoints)
+	if len(short) != 2 || short[0].X != 1 || short[1].Y != 2 {
+		t.Errorf("two steps gave %v", short)
 	}
 }
 
@@ -254,12 +367,16 @@ func TestChartsDegenerate(t *testing.T) {
 		{"zero step times", inf},
 		{"huge sizes", one(record.Trial{N: 1, Size: math.MaxInt32, Outcome: classify.OK, Allocated: math.MaxUint64, StepTimes: []float64{1e-9}})},
 		{"negative model", &record.Run{Model: &record.Model{Intercept: -5 * gib, Slope: -1}, Trials: []record.Trial{{N: 1, Size: 4, Outcome: classify.OK, Allocated: gib}}}},
+		{"soak of one step", &record.Run{Soaks: []record.Soak{{Size: 4, Outcome: classify.OOM, Steps: 1, StepPeaks: []uint64{gib}}}}},
+		{"soak of zero peaks", &record.Run{Soaks: []record.Soak{{Size: 4, Outcome: classify.OK, StepPeaks: []uint64{0, 0}}}, GPU: &record.GPUInfo{Capacity: 8 * gib}}},
+		{"soak of huge peaks", &record.Run{Soaks: []record.Soak{{Size: 4, Outcome: classify.Crash, Steps: math.MaxInt32, StepPeaks: []uint64{math.MaxUint64}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, draw := range []func(*bytes.Buffer, string) error{
 				func(b *bytes.Buffer, f string) error { return WriteMemoryChart(b, tt.run, f, 640, 400) },
 				func(b *bytes.Buffer, f string) error { return WriteThroughputChart(b, tt.run, f, 640, 400) },
+				func(b *bytes.Buffer, f string) error { return WriteSoakChart(b, tt.run, f, 640, 400) },
 			} {
 				var buf bytes.Buffer
 				if err := draw(&buf, "png"); err != nil {
@@ -328,6 +445,9 @@ func TestWriteChartErrors(t *testing.T) {
 	}
 	if err := WriteThroughputChart(&bytes.Buffer{}, nil, "svg", 800, 500); err == nil {
 		t.Error("WriteThroughputChart(nil run) succeeded")
+	}
+	if err := WriteSoakChart(&bytes.Buffer{}, nil, "svg", 800, 500); err == nil {
+		t.Error("WriteSoakChart(nil run) succeeded")
 	}
 }
 

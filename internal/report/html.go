@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"html/template"
@@ -48,6 +49,7 @@ type htmlView struct {
 	Facts       []htmlFact
 	Model       string
 	Charts      []htmlChart
+	Soak        *htmlSoakView // nil when no soak ran
 	Trials      []htmlTrial
 	Tails       []htmlTail
 	Version     string
@@ -133,6 +135,7 @@ func htmlViewOf(run *record.Run) htmlView {
 		}
 	}
 
+	v.Soak = htmlSoakOf(run)
 	for _, t := range run.Trials {
 		v.Trials = append(v.Trials, htmlTrialOf(run, t))
 		if t.Tail != "" {
@@ -409,163 +412,9 @@ func htmlNumber(x float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", x), "0"), ".")
 }
 
+// htmlTemplate lays the page out; htmlView has its data.
+//
+//go:embed html.tmpl
+var htmlTemplate string
+
 var htmlPage = template.Must(template.New("report").Parse(htmlTemplate))
-
-const htmlTemplate = `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<meta name="generator" content="batchfit{{with .Version}} {{.}}{{end}}">
-<title>{{.Title}}</title>
-<style>
-:root {
-  --bg: #f5f6f8; --fg: #1c2230; --muted: #5d6678; --card: #ffffff; --border: #dde1e8;
-  --code: #eef1f5; --accent: #0072b2;
-  --ok: #0a7a55; --ok-bg: #e3f4ec; --bad: #b3261e; --bad-bg: #fbe7e5;
-  --warn: #8a5300; --warn-bg: #fdf1dc; --crash: #6b3fa0; --crash-bg: #efe7f8;
-  --row: #fafbfc; --hl: #eef7f2;
-}
-@media (prefers-color-scheme: dark) {
-  :root {
-    --bg: #12151a; --fg: #e4e8ee; --muted: #98a2b3; --card: #1b1f26; --border: #2d333d;
-    --code: #252a33; --accent: #56b4e9;
-    --ok: #4cd39b; --ok-bg: #15342a; --bad: #ff8a80; --bad-bg: #3b1d1c;
-    --warn: #f2b857; --warn-bg: #3a2d14; --crash: #c7a4f5; --crash-bg: #2c2240;
-    --row: #1f242c; --hl: #17302a;
-  }
-}
-* { box-sizing: border-box; }
-html { -webkit-text-size-adjust: 100%; }
-body {
-  margin: 0; background: var(--bg); color: var(--fg);
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Liberation Sans", sans-serif;
-}
-main { max-width: 1240px; margin: 0 auto; padding: 28px 20px 48px; }
-code, .mono, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", "DejaVu Sans Mono", monospace; font-size: 13px; }
-header .kicker { color: var(--muted); font-size: 13px; letter-spacing: .06em; text-transform: uppercase; margin: 0 0 6px; }
-header h1 { margin: 0 0 20px; font-size: 19px; font-weight: 600; line-height: 1.4; }
-header h1 code { font-size: 16px; background: var(--code); padding: 3px 8px; border-radius: 6px; word-break: break-word; display: inline-block; }
-section, .answer { background: var(--card); border: 1px solid var(--border); border-radius: 12px; padding: 20px 24px; margin: 0 0 20px; }
-h2 { font-size: 16px; margin: 0 0 14px; font-weight: 600; }
-.answer { display: flex; gap: 28px; align-items: center; flex-wrap: wrap; border-left: 6px solid var(--accent); }
-.answer.ok { border-left-color: var(--ok); }
-.answer.bad { border-left-color: var(--bad); }
-.answer.warn { border-left-color: var(--warn); }
-.answer .number { font-size: 64px; font-weight: 700; line-height: 1; font-variant-numeric: tabular-nums; letter-spacing: -.02em; }
-.answer.ok .number { color: var(--ok); }
-.answer .label { font-size: 13px; color: var(--muted); text-transform: uppercase; letter-spacing: .05em; margin-bottom: 4px; }
-.answer .text { flex: 1 1 320px; }
-.answer .proof { font-size: 17px; margin: 0 0 6px; }
-.answer ul { margin: 6px 0 0; padding-left: 18px; color: var(--fg); }
-.badge { display: inline-block; padding: 1px 9px; border-radius: 999px; font-size: 12.5px; font-weight: 600; white-space: nowrap; }
-.badge.ok { color: var(--ok); background: var(--ok-bg); }
-.badge.bad { color: var(--bad); background: var(--bad-bg); }
-.badge.warn { color: var(--warn); background: var(--warn-bg); }
-.badge.crash { color: var(--crash); background: var(--crash-bg); }
-.badge.muted { color: var(--muted); background: var(--code); }
-.alert { border-radius: 10px; padding: 12px 16px; margin: 0 0 14px; border: 1px solid; }
-.alert.warn { color: var(--warn); background: var(--warn-bg); border-color: var(--warn); }
-.alert.bad { color: var(--bad); background: var(--bad-bg); border-color: var(--bad); }
-.alert strong { margin-right: 6px; }
-.alert .msg { white-space: pre-wrap; word-break: break-word; }
-dl.facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 6px 28px; margin: 0; }
-dl.facts .fact { display: grid; grid-template-columns: 140px 1fr; gap: 12px; }
-dl.facts .fact.wide { grid-column: 1 / -1; }
-dl.facts dt { color: var(--muted); }
-dl.facts dd { margin: 0; overflow-wrap: anywhere; }
-.model { margin: 14px 0 0; color: var(--muted); }
-.charts { display: grid; gap: 20px; }
-.chart { background: #fff; border-radius: 8px; border: 1px solid var(--border); padding: 6px; margin: 0; }
-.chart svg { display: block; width: 100%; max-width: 800px; height: auto; margin: 0 auto; }
-.chart svg text { font-family: "Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }
-.chart .error { color: #b3261e; padding: 12px; }
-.table { overflow-x: auto; }
-table { border-collapse: collapse; width: 100%; font-size: 13.5px; }
-th, td { padding: 7px 8px; text-align: left; vertical-align: top; border-bottom: 1px solid var(--border); }
-th { font-size: 12.5px; color: var(--muted); font-weight: 600; white-space: nowrap; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tbody tr:nth-child(even) { background: var(--row); }
-tbody tr.answer-row { background: var(--hl); }
-tbody tr.answer-row td:first-child { box-shadow: inset 3px 0 0 var(--ok); }
-td.reason { min-width: 220px; overflow-wrap: anywhere; }
-td.reason .why { display: block; margin-bottom: 2px; }
-td.reason .log { display: block; font-size: 12px; color: var(--muted); }
-td .exit { display: block; color: var(--muted); font-size: 12px; }
-.answer-tag { color: var(--ok); font-size: 12px; font-weight: 600; display: block; }
-.empty { color: var(--muted); margin: 0; }
-details { margin-top: 10px; }
-summary { cursor: pointer; }
-pre { background: var(--code); padding: 12px; border-radius: 8px; overflow-x: auto; white-space: pre-wrap; word-break: break-word; margin: 8px 0 0; }
-footer { color: var(--muted); font-size: 13px; text-align: center; margin-top: 28px; }
-</style>
-</head>
-<body>
-<main>
-<header>
-<p class="kicker">batchfit report</p>
-{{with .Command}}<h1><code>{{.}}</code></h1>{{end}}
-</header>
-
-<div class="answer {{.StatusClass}}">
-  <div>
-    <div class="label">{{.Headline}}</div>
-    <div class="number">{{.Answer}}</div>
-  </div>
-  <div class="text">
-    <p><span class="badge {{.StatusClass}}">{{.StatusText}}</span></p>
-    {{with .Proof}}<p class="proof">{{.}}</p>{{end}}
-    {{with .Details}}<ul>{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}
-  </div>
-</div>
-
-{{range .Alerts}}<div class="alert {{.Class}}" role="alert"><strong>{{.Title}}</strong><span class="msg">{{.Text}}</span></div>
-{{end}}
-<section>
-<h2>Run</h2>
-<dl class="facts">
-{{range .Facts}}<div class="fact{{if .Wide}} wide{{end}}"><dt>{{.Name}}</dt><dd{{if .Mono}} class="mono"{{end}}>{{.Value}}</dd></div>
-{{end}}</dl>
-{{with .Model}}<p class="model">Memory model: {{.}}</p>{{end}}
-</section>
-
-<section>
-<h2>Charts</h2>
-<div class="charts">
-{{range .Charts}}<figure class="chart">{{if .Error}}<p class="error">chart not drawn: {{.Error}}</p>{{else}}{{.SVG}}{{end}}</figure>
-{{end}}</div>
-</section>
-
-<section>
-<h2>Trials</h2>
-{{if .Trials}}<div class="table">
-<table>
-<thead><tr>
-<th class="num">#</th><th class="num">batch size</th><th>outcome</th><th class="num">seconds</th>
-<th class="num">peak allocated</th><th class="num">peak reserved</th><th class="num">peak device</th><th class="num">samples/s</th><th>phase</th><th>reason and logs</th>
-</tr></thead>
-<tbody>
-{{range .Trials}}<tr{{if .Answer}} class="answer-row"{{end}}>
-<td class="num">{{.N}}</td>
-<td class="num"><strong>{{.Size}}</strong>{{if .Answer}}<span class="answer-tag">answer</span>{{end}}</td>
-<td><span class="badge {{.Class}}">{{.Outcome}}</span>{{with .Exit}}<span class="exit">{{.}}</span>{{end}}</td>
-<td class="num">{{.Seconds}}</td>
-<td class="num">{{.Allocated}}</td>
-<td class="num">{{.Reserved}}</td>
-<td class="num">{{.Device}}</td>
-<td class="num">{{.Throughput}}</td>
-<td>{{.Phase}}</td>
-<td class="reason">{{with .Reason}}<span class="why">{{.}}</span>{{end}}{{range .Logs}}<span class="log mono">{{.}}</span>{{end}}</td>
-</tr>
-{{end}}</tbody>
-</table>
-</div>{{else}}<p class="empty">No trials were run.</p>{{end}}
-{{range .Tails}}<details><summary>Output of {{.Title}}</summary><pre>{{.Text}}</pre></details>
-{{end}}</section>
-
-<footer>Made by batchfit{{with .Version}} {{.}}{{end}}. This page is self-contained: it loads nothing and runs no script.</footer>
-</main>
-</body>
-</html>
-`

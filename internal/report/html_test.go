@@ -56,7 +56,9 @@ func htmlHostile() *record.Run {
 		Error:    `command crashed: <img src=x onerror=alert(1)> "'&`,
 		Warnings: []string{`<style>body{display:none}</style>` + attack},
 		Model:    &record.Model{Figure: attack, Intercept: 1 << 30, Slope: 1 << 20},
-		LogDir:   `/logs/<dir>`,
+		Soaks: []record.Soak{{Size: 8, Trial: 3, Limit: 60, Seconds: 30, Outcome: classify.Outcome(`<b>soak</b>`), Reason: attack,
+			Steps: 2, StepPeaks: []uint64{1 << 30, 2 << 30}}},
+		LogDir: `/logs/<dir>`,
 	}
 }
 
@@ -141,11 +143,19 @@ func TestWriteHTMLContent(t *testing.T) {
 			"trial-001-bs64.stdout.log", "CUDA out of memory. Tried to allocate 196.00 MiB",
 			"77.72 GiB", "79.42 GiB", "79.96 GiB", "2522", `class="answer-row"`,
 			`aria-label="Peak GPU memory by batch size"`, `aria-label="Training throughput by batch size"`,
-		}, []string{"Memory limit", `role="alert"`}},
+		}, []string{"Memory limit", `role="alert"`, "<h2>Soak</h2>"}},
 		{"non-monotonic, warnings, cached", nonMono, []string{
 			"Non-monotonic", "batch size 968 ran but 960 failed", "the CUDA context was not counted",
 			"Answered from the results store"}, nil},
 		{"memory limit", limited, []string{"24.00 GiB (--memory-limit)", "NVIDIA H200 · 141.00 GiB"}, nil},
+		{"soaked", chartSoaked(t), []string{
+			"<h2>Soak</h2>", "for up to 10 min (--soak)", "A soak that did not fit moved the answer down",
+			`aria-label="Peak memory by step during --soak"`, "moved the answer down to 967", "kept the answer",
+			"5 min 12 s", "3120", "79.90 GiB", "soaked: stopped by batchfit after 10m0s", `class="moved-row"`,
+			`<div class="number">967</div>`, "967 ran ok; 968 does not (oom).",
+		}, nil},
+		{"soaked, kept", htmlSoakKept(t), []string{"<h2>Soak</h2>", "kept the answer"},
+			[]string{"moved the answer", "A soak that did not fit", `class="moved-row"`}},
 		{"nothing fits", &record.Run{Status: record.NothingFits, Settings: record.Settings{Min: 4},
 			Trials: []record.Trial{{N: 1, Size: 4, Outcome: classify.OOM}}},
 			[]string{"No batch size fits", "Even batch size 4 does not run.", `<div class="number">—</div>`, "nothing fits"},
@@ -173,6 +183,15 @@ func TestWriteHTMLContent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// htmlSoakKept is the soaked fixture as if its first soak had survived.
+func htmlSoakKept(t *testing.T) *record.Run {
+	run := chartSoaked(t)
+	run.Soaks = run.Soaks[1:]
+	run.Soaks[0].Size = 968
+	run.Answer, run.FirstFailure, run.Warnings = 968, 969, nil
+	return run
 }
 
 func TestWriteHTMLErrors(t *testing.T) {
@@ -220,6 +239,7 @@ func TestWriteHTMLInBrowser(t *testing.T) {
 		{"resnet50", chartResNet(t)},
 		{"hostile", htmlHostile()},
 		{"no-figures", chartNoFigures()},
+		{"soaked", chartSoaked(t)},
 	}
 	for _, tt := range runs {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,6 +286,17 @@ func TestWriteHTMLInlinesCharts(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`<svg role="img"`).FindAllString(page, -1)); n != 2 {
 		t.Errorf("page has %d inline charts, want 2", n)
+	}
+	soaked := htmlRender(t, chartSoaked(t))
+	svg.Reset()
+	if err := WriteSoakChart(&svg, chartSoaked(t), "svg", ChartWidth, ChartHeight); err != nil {
+		t.Fatal(err)
+	}
+	if body := svg.String()[strings.Index(svg.String(), "<svg")+len("<svg"):]; !strings.Contains(soaked, body) {
+		t.Error("the page does not inline the soak chart's SVG")
+	}
+	if n := len(regexp.MustCompile(`<svg role="img"`).FindAllString(soaked, -1)); n != 3 {
+		t.Errorf("the soaked run's page has %d inline charts, want 3", n)
 	}
 	if strings.Contains(page, "<?xml") {
 		t.Error("page keeps the SVG's XML prolog")

@@ -16,8 +16,6 @@ func checkWorker(cfg Config) error {
 		return configError("run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial", "--worker needs a Python command")
 	case len(cfg.Group.Slots) > 1:
 		return configError("leave out --worker to run trials on several GPUs at once", "--worker runs one trial at a time; it cannot be combined with parallel --gpus")
-	case cfg.Soak > 0:
-		return configError("leave out --worker to soak the answer: the soak runs in a fresh process, as a fresh search's trials do", "--soak cannot be combined with --worker yet")
 	case cfg.Steps == 0:
 		return configError("give --worker a number of steps per trial, such as --steps 3", "--steps 0 (run to the program's end) does not apply to --worker: a Trial runs the steps it is given")
 	}

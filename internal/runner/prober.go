@@ -8,9 +8,11 @@ import (
 )
 
 // trialProber is what a search runs its trials through: fresh processes
-// (probe.Prober) or a warm worker (worker.Prober).
+// (probe.Prober) or a warm worker (worker.Prober). Both soak the answer
+// (--soak) in a fresh process.
 type trialProber interface {
 	search.Prober
+	worker.Soaker
 	SetPhase(phase string)
 	Trials() []record.Trial
 	Close() error

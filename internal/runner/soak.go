@@ -16,14 +16,15 @@ import (
 // walk down one size a soak.
 const maxSoaks = 3
 
-// soakAnswer runs the answer for --soak in a fresh process. A soak that
-// does not fit is a failure at the answer: the search goes on below it,
-// from the largest size seen to fit there, and its new answer is soaked in
-// turn, up to maxSoaks soaks in all. Why the answer moved is kept in
-// s.moved for the record.
+// soakAnswer runs the answer for --soak in a fresh process, also after a
+// warm worker's search (whose answer search.Settle has confirmed in fresh
+// processes already). A soak that does not fit is a failure at the answer:
+// the search goes on below it, from the largest size seen to fit there, and
+// its new answer is soaked in turn, up to maxSoaks soaks in all. Why the
+// answer moved is kept in s.moved for the record.
 func (s *session) soakAnswer(ctx context.Context, cfg search.Config, res search.Result) (search.Result, error) {
 	for res.Found {
-		t, err := s.fresh.Soak(ctx, res.Max, s.cfg.Soak)
+		t, err := s.prober.Soak(ctx, res.Max, s.cfg.Soak)
 		if err != nil {
 			return res, err
 		}

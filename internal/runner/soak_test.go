@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,5 +150,60 @@ func TestSoakOutOfMemoryAtTheSmallestSize(t *testing.T) {
 	run, err := f.run(context.Background())
 	if err == nil || run.Status != record.NothingFits {
 		t.Fatalf("err %v, status %s: want nothing fits", err, run.Status)
+	}
+}
+
+// With --worker the search runs warm and search.Settle confirms its answer
+// in fresh processes; the soak then runs the settled answer in a fresh
+// process as without a worker. An out-of-memory soak moves it down: the
+// search below runs warm again, settles, and soaks its new answer.
+func TestSoakWithWorker(t *testing.T) {
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skipf("the fake worker needs %s: %v", py, err)
+	}
+	truth := plain.truth(4096)
+	tr := plain
+	tr.soakFits, tr.soakSteps = truth-1, 312
+	f := newFixture(tr)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Soak = 10 * time.Minute
+	f.cfg.Worker = &WorkerOptions{}
+	f.cfg.Command = []string{py, "testdata/fakeworker.py"}
+	f.cfg.Env = append(f.cfg.Env, fmt.Sprint("FAKE_FIXED=", tr.fixed), fmt.Sprint("FAKE_PER_SAMPLE=", tr.perSample), fmt.Sprint("FAKE_FITS=", truth))
+	run, err := f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Answer != truth-1 || run.FirstFailure != truth || len(run.Soaks) != 2 {
+		t.Fatalf("answer %d (first failure %d), soaks %+v; want %d after two soaks", run.Answer, run.FirstFailure, run.Soaks, truth-1)
+	}
+	for i, want := range []struct {
+		size    int
+		outcome classify.Outcome
+	}{{truth, classify.OOM}, {truth - 1, classify.OK}} {
+		s := run.Soaks[i]
+		if s.Size != want.size || s.Outcome != want.outcome || s.Trial < 1 || s.Trial > len(run.Trials) {
+			t.Fatalf("soak %d: %+v, want %d %s", i, s, want.size, want.outcome)
+		}
+		if tr := run.Trials[s.Trial-1]; tr.Phase != record.PhaseSoak || tr.Size != s.Size || tr.Outcome != s.Outcome {
+			t.Errorf("soak %d is trial %d: %+v", i, s.Trial, tr)
+		}
+	}
+	if want := fmt.Sprintf("the answer is now %d", truth-1); !slices.ContainsFunc(run.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+		t.Errorf("warnings %q, want %q", run.Warnings, want)
+	}
+	// The fresh processes: settling (the answer and its first failure),
+	// then a soak, twice over; none of the warm trials.
+	var soaked, settled []int
+	for i, env := range f.exec.envs {
+		if v, _ := adapter.Lookup(env, adapter.SoakEnv); v == "1" {
+			soaked = append(soaked, f.exec.sizes[i])
+		} else {
+			settled = append(settled, f.exec.sizes[i])
+		}
+	}
+	if !slices.Equal(soaked, []int{truth, truth - 1}) || !slices.Contains(settled, truth) || !slices.Contains(settled, truth+1) || !slices.Contains(settled, truth-1) {
+		t.Errorf("fresh trials: soaked %v, settled %v", soaked, settled)
 	}
 }

@@ -330,6 +330,29 @@ func (p *Prober) fresh(ctx context.Context, sizes []int) ([]search.Observation, 
 	return obs, nil
 }
 
+// Soaker runs one long trial in a fresh process: probe.Prober.Soak.
+type Soaker interface {
+	Soak(ctx context.Context, size int, d time.Duration) (record.Trial, error)
+}
+
+// Soak runs size for d in a fresh process through the fallback (--soak),
+// with the GPU to itself: the idle worker is stopped first. The trial joins
+// this Prober's records under their numbering.
+func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Trial, error) {
+	soaker, ok := p.cfg.Fallback.(Soaker)
+	if !ok {
+		return record.Trial{}, fmt.Errorf("soak at batch size %d: no fresh-process prober to run it", size)
+	}
+	p.retire("the GPU was needed for a soak in a fresh process")
+	t, err := soaker.Soak(ctx, size, d)
+	if err != nil {
+		return record.Trial{}, err
+	}
+	p.add(Record{Size: size, Phase: record.PhaseSoak, Fresh: true, Outcome: t.Outcome, Reason: t.Reason, Seconds: t.Seconds, fresh: &t})
+	recs := p.Records()
+	return recs[len(recs)-1].Trial(), nil
+}
+
 // freshWorkers runs each size on a worker started for it alone.
 func (p *Prober) freshWorkers(ctx context.Context, sizes []int) ([]search.Observation, error) {
 	obs := make([]search.Observation, 0, len(sizes))

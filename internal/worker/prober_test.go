@@ -398,6 +398,80 @@ func TestWarmSearchOnCPU(t *testing.T) {
 	}
 }
 
+// A soak (--soak) of a warm search's answer runs in a fresh process with
+// the GPU to itself: the idle worker is gone before it starts. On CPU
+// torch, the fresh process runs the Trial until the soak's SIGTERM, many
+// steps more than a trial's.
+func TestWarmSoakOnCPU(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	dir := t.TempDir()
+	// The adapter's hook too (pythonPath has only the package): it answers
+	// the soak's SIGTERM with its report.
+	pp, err := adapter.Install(filepath.Join(dir, "adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, _ := filepath.Abs("testdata")
+	pp += string(os.PathListSeparator) + td
+	var base []string
+	for _, kv := range testEnv(t) {
+		if !strings.HasPrefix(kv, "PYTHONPATH=") {
+			base = append(base, kv)
+		}
+	}
+	argv := []string{py, "-m", "batchfit.worker", "trials:Clean"}
+	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir, Framework: adapter.Torch{}})
+	spy := &soakSpy{Prober: fresh}
+	p := NewProber(ProberConfig{Command: argv, Env: Environ(base, pp, adapter.None{}, 0, 0), Steps: 2, Timeout: time.Minute,
+		LogDir: dir, Fallback: spy})
+	defer p.Close()
+	if _, err := p.Probe(context.Background(), []int{50}); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.Records()[0].WorkerPID
+	spy.before = func() {
+		if alive(pid) {
+			t.Errorf("the warm worker (pid %d) still runs when the soak starts", pid)
+		}
+	}
+	tr, err := p.Soak(context.Background(), 50, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.N != 2 || tr.Phase != record.PhaseSoak || tr.Outcome != classify.OK || !strings.Contains(tr.Reason, "soaked") || tr.Steps <= 3 {
+		t.Errorf("soak trial = %+v, want trial 2, ok, soaked, more steps than a trial's", tr)
+	}
+	if ts := p.Trials(); len(ts) != 2 || ts[1].N != 2 || ts[1].Phase != record.PhaseSoak {
+		t.Errorf("trials = %+v", ts)
+	}
+	if ws := p.Workers(); len(ws) != 1 || !strings.Contains(ws[0].Retired, "soak") {
+		t.Errorf("workers = %+v, want the one retired for the soak", ws)
+	}
+}
+
+// soakSpy is the fresh-process prober, with a look before each soak.
+type soakSpy struct {
+	*probe.Prober
+	before func()
+}
+
+func (s *soakSpy) Soak(ctx context.Context, size int, d time.Duration) (record.Trial, error) {
+	if s.before != nil {
+		s.before()
+	}
+	return s.Prober.Soak(ctx, size, d)
+}
+
+// A fallback that cannot soak is an error, not a silent warm soak.
+func TestSoakNeedsAFreshProber(t *testing.T) {
+	t.Parallel()
+	p, _ := fakeProber(t, &fakeFresh{limit: 100}, nil)
+	if _, err := p.Soak(context.Background(), 10, time.Second); err == nil || !strings.Contains(err.Error(), "no fresh-process prober") {
+		t.Errorf("err = %v", err)
+	}
+}
+
 // With Standby, the worker that replaces one retired after an OOM was
 // started while the old one ran, and the standby left at the end is
 // stopped by Close.

@@ -30,9 +30,11 @@ Run by hand, or by `batchfit search` without --worker, it is one fresh trial:
 builds the Trial and runs BATCHFIT_STEPS steps (default 3, also for 0) at that
 size, with no warm-up, exactly as a training script would; an error ends the
 process. As in any fresh trial, the adapter ends it after BATCHFIT_STEPS
-optimizer steps.
+optimizer steps. A --soak trial (BATCHFIT_SOAK=1) steps until batchfit's
+SIGTERM at the soak's end, which the adapter answers with its report.
 """
 
+import itertools
 import json
 import os
 import sys
@@ -311,12 +313,26 @@ def _channel_fds():
 
 
 def once(target, size, steps):
-    """One fresh trial, as a training script: build, then steps at size. An
-    exception ends the process, so batchfit's hook and exit status see it."""
+    """One fresh trial, as a training script: build, then steps at size (None:
+    until batchfit stops it). An exception ends the process, so batchfit's hook
+    and exit status see it."""
     runner = _trial.Runner(_trial.load(target), name=target)
-    for _ in range(steps):
+    for _ in itertools.count() if steps is None else range(steps):
         runner.step(size)
     return 0
+
+
+def _once_steps(steps):
+    """The steps of a fresh trial: --steps, else BATCHFIT_STEPS, else 3; None
+    in a --soak (BATCHFIT_SOAK=1), which runs until batchfit's SIGTERM, when
+    the adapter reports and ends it."""
+    if steps:
+        return steps
+    if os.environ.get(_hook.SOAK_ENV) == "1":
+        return None
+    # BATCHFIT_STEPS=0 (--steps 0) means "to the program's own end", which a
+    # Trial does not have.
+    return _env_int("BATCHFIT_STEPS", 0) or DEFAULT_STEPS
 
 
 def main(argv=None):
@@ -328,9 +344,7 @@ def main(argv=None):
         if once_size is None:
             raise SystemExit("batchfit.worker: no channel (%s) and no batch size: run it through batchfit, "
                              "or give --once SIZE\n%s" % (FDS_ENV, _USAGE))
-        # BATCHFIT_STEPS=0 (--steps 0) means "to the program's own end",
-        # which a Trial does not have.
-        return once(target, once_size, steps or _env_int("BATCHFIT_STEPS", 0) or DEFAULT_STEPS)
+        return once(target, once_size, _once_steps(steps))
     # A warm worker runs many trials in one process: the adapter's stop after
     # BATCHFIT_STEPS steps, meant for a fresh trial, must never end it (it is
     # off anyway without a report file, which batchfit gives workers none of).
