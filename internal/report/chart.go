@@ -273,73 +273,117 @@ func chartLinesOf(run *record.Run) chartMemoryLines {
 	return m
 }
 
-// chartMemory builds the memory chart.
-func chartMemory(run *record.Run) chartFigure {
-	var alloc, device plotter.XYs
-	failed := map[classify.Outcome]bool{}
-	var fails, others []int
-	xmax := 0.0
+// memoryPoints are a run's trials as the memory chart draws them: the
+// peaks of the trials that fit, and the sizes of the others.
+type memoryPoints struct {
+	alloc, device plotter.XYs
+	failed        map[classify.Outcome]bool // the too-large outcomes seen
+	fails, others []int                     // too large; crashed or canceled
+	xmax          float64
+}
+
+func memoryPointsOf(run *record.Run) memoryPoints {
+	m := memoryPoints{failed: map[classify.Outcome]bool{}}
 	for _, t := range run.Trials {
-		xmax = math.Max(xmax, float64(t.Size))
+		m.xmax = math.Max(m.xmax, float64(t.Size))
 		switch {
 		case t.Outcome.Fits():
 			if t.Allocated > 0 {
-				alloc = append(alloc, plotter.XY{X: float64(t.Size), Y: float64(t.Allocated) / chartGiB})
+				m.alloc = append(m.alloc, plotter.XY{X: float64(t.Size), Y: float64(t.Allocated) / chartGiB})
 			}
 			if t.Device > 0 {
-				device = append(device, plotter.XY{X: float64(t.Size), Y: float64(t.Device) / chartGiB})
+				m.device = append(m.device, plotter.XY{X: float64(t.Size), Y: float64(t.Device) / chartGiB})
 			}
 		case t.Outcome.TooLarge():
-			failed[t.Outcome] = true
-			fails = append(fails, t.Size)
+			m.failed[t.Outcome] = true
+			m.fails = append(m.fails, t.Size)
 		default:
-			others = append(others, t.Size)
+			m.others = append(m.others, t.Size)
 		}
 	}
-	if xmax <= 0 {
-		xmax = 1
+	if m.xmax <= 0 {
+		m.xmax = 1
 	}
-	xmax *= 1.06
+	m.xmax *= 1.06
+	return m
+}
 
-	ylabel := "peak memory (GiB)"
+func (m memoryPoints) none() bool { return len(m.alloc) == 0 && len(m.device) == 0 }
+
+// dataMax is the highest peak measured, in GiB.
+func (m memoryPoints) dataMax() float64 {
+	top := 0.0
+	for _, xy := range slices.Concat(m.alloc, m.device) {
+		top = math.Max(top, xy.Y)
+	}
+	return top
+}
+
+// memoryTitles returns the memory chart's title and y label.
+func memoryTitles(run *record.Run, m memoryPoints) (title, ylabel string) {
+	ylabel = "peak memory (GiB)"
 	switch {
-	case len(alloc) > 0 && len(device) == 0:
+	case len(m.alloc) > 0 && len(m.device) == 0:
 		ylabel = "peak allocated memory (GiB, PyTorch)"
-	case len(alloc) == 0 && len(device) > 0:
+	case len(m.alloc) == 0 && len(m.device) > 0:
 		ylabel = "peak device memory (GiB, NVML)"
 	}
-	title := "Peak GPU memory by batch size"
-	noFigures := len(alloc) == 0 && len(device) == 0
+	title = "Peak GPU memory by batch size"
 	switch {
 	case len(run.Trials) == 0:
 		title += "\nno trials were run"
-	case noFigures:
+	case m.none():
 		title += "\nno memory was measured (no NVML, no adapter)"
 		ylabel = ""
 	}
+	return title, ylabel
+}
+
+// chartMemory builds the memory chart.
+func chartMemory(run *record.Run) chartFigure {
+	m := memoryPointsOf(run)
+	title, ylabel := memoryTitles(run, m)
 	p, legend := chartNew(title, "batch size", ylabel)
-	p.X.Min, p.X.Max = 0, xmax
-
-	lines := chartLinesOf(run)
-	dataMax := 0.0
-	for _, xy := range slices.Concat(alloc, device) {
-		dataMax = math.Max(dataMax, xy.Y)
-	}
-	card := float64(lines.card) / chartGiB
-	limit := float64(lines.limit) / chartGiB
-	effective := float64(lines.effective) / chartGiB
-
-	if noFigures {
+	p.X.Min, p.X.Max = 0, m.xmax
+	if m.none() {
 		// With nothing measured there is no memory scale: lay the trials out
 		// along the x axis so the outcomes are still visible.
 		p.Y.Min, p.Y.Max = 0, 1
 		p.Y.Tick.Marker = plot.ConstantTicks(nil)
 		p.Y.LineStyle.Width = 0
-		chartOutcomeMarkers(p, &legend, run, 0.5, 0.5, failed, fails, others)
+		chartOutcomeMarkers(p, &legend, run, 0.5, 0.5, m.failed, m.fails, m.others)
 		chartAnswerLines(p, &legend, run, 0, 1)
 		return chartFigure{plot: p, legend: legend}
 	}
+	lines := chartLinesOf(run)
+	ymax := chartCapacityLines(p, &legend, lines, m)
+	chartModelLine(p, &legend, run.Model, m.xmax)
+	chartAnswerLines(p, &legend, run, 0, ymax)
+	if len(m.device) > 0 {
+		s := chartPoints(m.device, draw.PyramidGlyph{}, chartOrange, vg.Points(4))
+		p.Add(s)
+		legend.Add("peak device (NVML)", s)
+	}
+	if len(m.alloc) > 0 {
+		s := chartPoints(m.alloc, draw.CircleGlyph{}, chartBlue, vg.Points(3.5))
+		p.Add(s)
+		legend.Add("peak allocated (PyTorch)", s)
+	}
+	failY := float64(lines.effective) / chartGiB
+	if failY <= 0 {
+		failY = m.dataMax() * 1.04
+	}
+	chartOutcomeMarkers(p, &legend, run, failY, 0, m.failed, m.fails, m.others)
+	return chartFigure{plot: p, legend: legend}
+}
 
+// chartCapacityLines sets the y range and draws the card's and the memory
+// limit's lines; it returns the top of the y range.
+func chartCapacityLines(p *plot.Plot, legend *plot.Legend, lines chartMemoryLines, m memoryPoints) float64 {
+	card := float64(lines.card) / chartGiB
+	limit := float64(lines.limit) / chartGiB
+	effective := float64(lines.effective) / chartGiB
+	dataMax := m.dataMax()
 	// A --memory-limit far below the card (24 GiB on a 141 GiB H200) would
 	// squash every measurement into the bottom of the chart; name the card
 	// in the legend instead of drawing its line.
@@ -355,49 +399,36 @@ func chartMemory(run *record.Run) chartFigure {
 	p.Y.Min, p.Y.Max = 0, ymax
 
 	if drawCard {
-		p.Add(chartLine(0, card, xmax, card, chartDark, vg.Points(1.5)))
+		p.Add(chartLine(0, card, m.xmax, card, chartDark, vg.Points(1.5)))
 		legend.Add(fmt.Sprintf("card: %s", units.Bytes(lines.card)), chartLine(0, 0, 1, 1, chartDark, vg.Points(1.5)))
 	} else if card > 0 {
 		legend.Add(fmt.Sprintf("card: %s (off scale)", units.Bytes(lines.card)))
 	}
 	if limit > 0 && lines.limit != lines.card {
-		p.Add(chartLine(0, limit, xmax, limit, chartPurple, vg.Points(1.5), vg.Points(6), vg.Points(3)))
+		p.Add(chartLine(0, limit, m.xmax, limit, chartPurple, vg.Points(1.5), vg.Points(6), vg.Points(3)))
 		legend.Add(fmt.Sprintf("memory limit: %s", units.Bytes(lines.limit)), chartLine(0, 0, 1, 1, chartPurple, vg.Points(1.5), vg.Points(6), vg.Points(3)))
 	}
+	return ymax
+}
 
-	if m := run.Model; m != nil && chartFinite(m.Intercept, m.Slope) && m.Slope != 0 {
-		clr := chartBlue
-		if m.Figure == "device" {
-			clr = chartOrange
-		}
-		f := plotter.NewFunction(func(x float64) float64 { return (m.Intercept + m.Slope*x) / chartGiB })
-		f.XMin, f.XMax = 0, xmax
-		f.Samples = 2
-		f.LineStyle = draw.LineStyle{Color: clr, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
-		p.Add(f)
-		// The line's colour says which figure was fitted; the record's own
-		// text stays out of the chart so the HTML report can inline it as is.
-		legend.Add(fmt.Sprintf("model: %s + %s/sample", units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0)))), f)
+// chartModelLine draws the fitted model; its colour says which figure was
+// fitted.
+func chartModelLine(p *plot.Plot, legend *plot.Legend, m *record.Model, xmax float64) {
+	if m == nil || !chartFinite(m.Intercept, m.Slope) || m.Slope == 0 {
+		return
 	}
-
-	chartAnswerLines(p, &legend, run, 0, ymax)
-
-	if len(device) > 0 {
-		s := chartPoints(device, draw.PyramidGlyph{}, chartOrange, vg.Points(4))
-		p.Add(s)
-		legend.Add("peak device (NVML)", s)
+	clr := chartBlue
+	if m.Figure == "device" {
+		clr = chartOrange
 	}
-	if len(alloc) > 0 {
-		s := chartPoints(alloc, draw.CircleGlyph{}, chartBlue, vg.Points(3.5))
-		p.Add(s)
-		legend.Add("peak allocated (PyTorch)", s)
-	}
-	failY := effective
-	if failY <= 0 {
-		failY = dataMax * 1.04
-	}
-	chartOutcomeMarkers(p, &legend, run, failY, 0, failed, fails, others)
-	return chartFigure{plot: p, legend: legend}
+	f := plotter.NewFunction(func(x float64) float64 { return (m.Intercept + m.Slope*x) / chartGiB })
+	f.XMin, f.XMax = 0, xmax
+	f.Samples = 2
+	f.LineStyle = draw.LineStyle{Color: clr, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
+	p.Add(f)
+	// The record's own text stays out of the chart so the HTML report can
+	// inline it as is.
+	legend.Add(fmt.Sprintf("model: %s + %s/sample", units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0)))), f)
 }
 
 // chartOutcomeMarkers draws the trials that did not fit (at failY) and the
