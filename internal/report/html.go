@@ -204,43 +204,81 @@ func htmlFailureOf(run *record.Run, size int) string {
 	return "does not"
 }
 
+// htmlFacts are the page's table of facts about the run: where, on what,
+// with which settings, when, and how it went. Empty values are left out.
 func htmlFacts(run *record.Run) []htmlFact {
-	var f []htmlFact
-	add := func(name, value string, mono bool) {
-		if value != "" {
-			f = append(f, htmlFact{Name: name, Value: value, Mono: mono, Wide: len(value) > 44})
-		}
-	}
+	var f factList
 	// The command heads the page; here it would only repeat.
-	add("Directory", run.Dir, true)
-	if run.GPU != nil {
-		for i, d := range run.GPU.Devices {
-			name := "GPU"
-			if len(run.GPU.Devices) > 1 {
-				name = fmt.Sprintf("GPU %d", i)
-			}
-			parts := []string{htmlOr(d.Name, "unknown GPU")}
-			if d.Total > 0 {
-				parts = append(parts, units.Bytes(d.Total))
-			}
-			if d.Driver != "" {
-				parts = append(parts, "driver "+d.Driver)
-			}
-			if d.CUDA != "" {
-				parts = append(parts, "CUDA "+d.CUDA)
-			}
-			if run.Simulated {
-				parts = append(parts, "simulated")
-			}
-			add(name, strings.Join(parts, " · "), false)
-		}
-		if run.GPU.Capacity > 0 {
-			add("Capacity per trial", units.Bytes(run.GPU.Capacity), false)
-		}
+	f.add("Directory", run.Dir, true)
+	f.gpus(run)
+	f.settings(run.Settings)
+	f.add("PyTorch", run.Torch, false)
+	f.add("batchfit", run.Version, false)
+	if !run.Started.IsZero() {
+		f.add("Started", run.Started.Format("2006-01-02 15:04:05 MST"), false)
 	}
-	s := run.Settings
+	if run.Seconds > 0 || !run.Finished.IsZero() {
+		d := run.Seconds
+		if d == 0 {
+			d = run.Finished.Sub(run.Started).Seconds()
+		}
+		f.add("Duration", units.ProseDuration(d), false)
+	}
+	f.add("Status", string(run.Status), false)
+	rounds := ""
+	if run.Rounds > 0 {
+		rounds = fmt.Sprintf(" in %d rounds", run.Rounds)
+	}
+	f.add("Trials", fmt.Sprintf("%d%s", len(run.Trials), rounds), false)
+	f.add("Run", run.ID, true)
+	f.add("Logs", run.LogDir, true)
+	return f
+}
+
+// factList builds htmlFacts.
+type factList []htmlFact
+
+func (f *factList) add(name, value string, mono bool) {
+	if value != "" {
+		*f = append(*f, htmlFact{Name: name, Value: value, Mono: mono, Wide: len(value) > 44})
+	}
+}
+
+// gpus adds a line per GPU (name, memory, driver, CUDA) and the capacity a
+// trial had.
+func (f *factList) gpus(run *record.Run) {
+	if run.GPU == nil {
+		return
+	}
+	for i, d := range run.GPU.Devices {
+		name := "GPU"
+		if len(run.GPU.Devices) > 1 {
+			name = fmt.Sprintf("GPU %d", i)
+		}
+		parts := []string{htmlOr(d.Name, "unknown GPU")}
+		if d.Total > 0 {
+			parts = append(parts, units.Bytes(d.Total))
+		}
+		if d.Driver != "" {
+			parts = append(parts, "driver "+d.Driver)
+		}
+		if d.CUDA != "" {
+			parts = append(parts, "CUDA "+d.CUDA)
+		}
+		if run.Simulated {
+			parts = append(parts, "simulated")
+		}
+		f.add(name, strings.Join(parts, " · "), false)
+	}
+	if run.GPU.Capacity > 0 {
+		f.add("Capacity per trial", units.Bytes(run.GPU.Capacity), false)
+	}
+}
+
+// settings adds the search's settings that were set.
+func (f *factList) settings(s record.Settings) {
 	if s.MemoryLimit > 0 {
-		add("Memory limit", units.Bytes(s.MemoryLimit)+" (--memory-limit)", false)
+		f.add("Memory limit", units.Bytes(s.MemoryLimit)+" (--memory-limit)", false)
 	}
 	if s.Max > 0 {
 		r := fmt.Sprintf("%d – %d", s.Min, s.Max)
@@ -250,42 +288,21 @@ func htmlFacts(run *record.Run) []htmlFact {
 		if s.Start > 0 {
 			r += fmt.Sprintf(", starting at %d", s.Start)
 		}
-		add("Batch sizes", r, false)
+		f.add("Batch sizes", r, false)
 	}
 	if s.Steps > 0 {
-		add("Steps per trial", fmt.Sprint(s.Steps), false)
+		f.add("Steps per trial", fmt.Sprint(s.Steps), false)
 	}
-	add("Strategy", s.Strategy, false)
+	f.add("Strategy", s.Strategy, false)
 	if s.TimeoutSecs > 0 {
-		add("Trial timeout", units.ProseDuration(s.TimeoutSecs), false)
+		f.add("Trial timeout", units.ProseDuration(s.TimeoutSecs), false)
 	}
 	if s.Confirm > 0 {
-		add("Confirm runs", fmt.Sprint(s.Confirm), false)
+		f.add("Confirm runs", fmt.Sprint(s.Confirm), false)
 	}
 	if s.Parallel > 1 {
-		add("Parallel trials", fmt.Sprint(s.Parallel), false)
+		f.add("Parallel trials", fmt.Sprint(s.Parallel), false)
 	}
-	add("PyTorch", run.Torch, false)
-	add("batchfit", run.Version, false)
-	if !run.Started.IsZero() {
-		add("Started", run.Started.Format("2006-01-02 15:04:05 MST"), false)
-	}
-	if run.Seconds > 0 || !run.Finished.IsZero() {
-		d := run.Seconds
-		if d == 0 {
-			d = run.Finished.Sub(run.Started).Seconds()
-		}
-		add("Duration", units.ProseDuration(d), false)
-	}
-	add("Status", string(run.Status), false)
-	rounds := ""
-	if run.Rounds > 0 {
-		rounds = fmt.Sprintf(" in %d rounds", run.Rounds)
-	}
-	add("Trials", fmt.Sprintf("%d%s", len(run.Trials), rounds), false)
-	add("Run", run.ID, true)
-	add("Logs", run.LogDir, true)
-	return f
 }
 
 func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
