@@ -89,19 +89,71 @@ func (s *session) checkGPUs(ctx context.Context, sampler *gpu.Sampler) error {
 	if len(devices) == 0 {
 		return nil // no driver: nothing to check, nothing sampled
 	}
-	var problems []string
-	live, err := s.deps.Store.LiveOn(ctx, devices)
+	problems, err := s.liveSearches(ctx, devices)
 	if err != nil {
 		return err
 	}
+	busy, before, held := s.strangers(devices)
+	for _, u := range busy {
+		msg := fmt.Sprintf("gpu %d (%s) is in use: other processes hold %s", u.device.Index, u.device.Name, units.Bytes(u.held))
+		if s.limit > 0 {
+			msg += fmt.Sprintf(", which leaves less than --memory-limit %s and %s for a CUDA context free",
+				units.Bytes(s.limit), units.Bytes(contextHeadroom))
+		}
+		problems = append(problems, msg)
+		for _, l := range u.lines() {
+			s.deps.Alert(l)
+		}
+	}
+	sampler.SetBaseline(before)
+	s.foreignLimit = foreignLimit(devices, held, s.limit)
+	if len(problems) == 0 {
+		return nil
+	}
+	if s.cfg.AllowBusyGPU {
+		for _, p := range problems {
+			s.deps.Alert("warning: " + p + " (--allow-busy-gpu: the answer may be low)")
+			s.run.Warnings = append(s.run.Warnings, p)
+		}
+		for _, u := range busy {
+			s.run.Warnings = append(s.run.Warnings, u.lines()...)
+		}
+		return nil
+	}
+	for _, p := range problems[1:] {
+		s.deps.Alert(p)
+	}
+	hint := "wait for it to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway"
+	if len(busy) > 0 {
+		hint = "wait for them to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway, and the answer may be low"
+		if s.limit == 0 {
+			hint += "\n--memory-limit searches within a share of the card that the others leave free"
+		}
+	}
+	return withHint(&BusyGPUError{msg: problems[0]}, hint)
+}
+
+// liveSearches names the other searches under way on devices, from the
+// history.
+func (s *session) liveSearches(ctx context.Context, devices []gpu.Device) ([]string, error) {
+	live, err := s.deps.Store.LiveOn(ctx, devices)
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
 	for _, l := range live {
 		problems = append(problems, fmt.Sprintf("another search is running on the same GPU: run %s by batchfit (pid %d): %s",
 			l.Run.ID, l.OwnerPID, strings.Join(l.Run.Command, " ")))
 	}
+	return problems, nil
+}
 
-	before := make(map[int]map[int]uint64, len(devices))
-	held := make(map[int]uint64, len(devices))
-	var busy []gpuUse
+// strangers reads what other processes hold on each device: the devices
+// they make too busy (the others are noted), each device's processes
+// (the sampler's baseline) and the memory held on each.
+func (s *session) strangers(devices []gpu.Device) (busy []gpuUse, before map[int]map[int]uint64, held map[int]uint64) {
+	before = make(map[int]map[int]uint64, len(devices))
+	held = make(map[int]uint64, len(devices))
 	for _, d := range devices {
 		u := gpuUse{device: d}
 		if procs, err := s.deps.GPU.ProcessMemory(d.Index); err == nil {
@@ -127,44 +179,7 @@ func (s *session) checkGPUs(ctx context.Context, sampler *gpu.Sampler) error {
 			s.deps.Notice("note: " + l)
 		}
 	}
-	for _, u := range busy {
-		msg := fmt.Sprintf("gpu %d (%s) is in use: other processes hold %s", u.device.Index, u.device.Name, units.Bytes(u.held))
-		if s.limit > 0 {
-			msg += fmt.Sprintf(", which leaves less than --memory-limit %s and %s for a CUDA context free",
-				units.Bytes(s.limit), units.Bytes(contextHeadroom))
-		}
-		problems = append(problems, msg)
-		for _, l := range u.lines() {
-			s.deps.Alert(l)
-		}
-	}
-	sampler.SetBaseline(before)
-	s.foreignLimit = foreignLimit(devices, held, s.limit)
-
-	if len(problems) == 0 {
-		return nil
-	}
-	if s.cfg.AllowBusyGPU {
-		for _, p := range problems {
-			s.deps.Alert("warning: " + p + " (--allow-busy-gpu: the answer may be low)")
-			s.run.Warnings = append(s.run.Warnings, p)
-		}
-		for _, u := range busy {
-			s.run.Warnings = append(s.run.Warnings, u.lines()...)
-		}
-		return nil
-	}
-	for _, p := range problems[1:] {
-		s.deps.Alert(p)
-	}
-	hint := "wait for it to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway"
-	if len(busy) > 0 {
-		hint = "wait for them to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway, and the answer may be low"
-		if s.limit == 0 {
-			hint += "\n--memory-limit searches within a share of the card that the others leave free"
-		}
-	}
-	return withHint(&BusyGPUError{msg: problems[0]}, hint)
+	return busy, before, held
 }
 
 // BusyGPUError is a search refused because others use its GPUs: processes
