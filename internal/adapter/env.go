@@ -19,7 +19,7 @@ const AllocConfEnv = "PYTORCH_CUDA_ALLOC_CONF"
 // sets a variable twice the last value counts, as in os/exec.
 func Env(base []string, pythonPath, reportFile string) []string {
 	userPath, hasUserPath := Lookup(base, "PYTHONPATH")
-	env := without(base, "PYTHONPATH", ReportEnv)
+	env := Without(base, "PYTHONPATH", ReportEnv)
 	switch {
 	case pythonPath != "" && userPath != "":
 		env = append(env, "PYTHONPATH="+pythonPath+string(os.PathListSeparator)+userPath)
@@ -44,8 +44,8 @@ func Lookup(env []string, key string) (value string, ok bool) {
 	return value, ok
 }
 
-// without returns a copy of env without the entries of keys.
-func without(env []string, keys ...string) []string {
+// Without returns a copy of env without the entries of keys.
+func Without(env []string, keys ...string) []string {
 	out := make([]string, 0, len(env)+len(keys))
 outer:
 	for _, kv := range env {

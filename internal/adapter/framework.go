@@ -119,7 +119,7 @@ func (Torch) LimitEnv(env []string, limit, total uint64) []string {
 	}
 	conf, _ := Lookup(env, AllocConfEnv)
 	merged := MergeAllocConf(conf, float64(limit)/float64(total))
-	return append(without(env, AllocConfEnv), AllocConfEnv+"="+merged)
+	return append(Without(env, AllocConfEnv), AllocConfEnv+"="+merged)
 }
 
 // Peaks are max_memory_allocated and max_memory_reserved, the largest of

@@ -79,7 +79,7 @@ type pyRun struct {
 // baseEnv is the test process's environment without anything that would
 // change how the hook behaves, and without bytecode caches in testdata.
 func baseEnv() []string {
-	return append(without(os.Environ(), "PYTHONPATH", ReportEnv, "RANK", "LOCAL_RANK", "PYTHONDONTWRITEBYTECODE"),
+	return append(Without(os.Environ(), "PYTHONPATH", ReportEnv, "RANK", "LOCAL_RANK", "PYTHONDONTWRITEBYTECODE"),
 		"PYTHONDONTWRITEBYTECODE=1")
 }
 

@@ -43,7 +43,7 @@ func (JAX) LimitEnv(env []string, limit, total uint64) []string {
 	// Full precision, as for torch's fraction: four decimals of a large card
 	// are several MiB.
 	fraction := strconv.FormatFloat(float64(limit)/float64(total), 'f', -1, 64)
-	return append(without(env, XLAFractionEnv, XLAClientFractionEnv), key+"="+fraction)
+	return append(Without(env, XLAFractionEnv, XLAClientFractionEnv), key+"="+fraction)
 }
 
 // Peaks are JAX's largest device peak, pool and pool limit.

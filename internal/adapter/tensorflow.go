@@ -29,7 +29,7 @@ func (TensorFlow) LimitEnv(env []string, limit, _ uint64) []string {
 		return env
 	}
 	mb := max(limit>>20, 1)
-	return append(without(env, TFLimitEnv), TFLimitEnv+"="+strconv.FormatUint(mb, 10))
+	return append(Without(env, TFLimitEnv), TFLimitEnv+"="+strconv.FormatUint(mb, 10))
 }
 
 // Peaks are TensorFlow's largest device peak and its logical device limit.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -521,7 +522,7 @@ func (p *Prober) start(ctx context.Context) (*Worker, int, error) {
 		env = os.Environ()
 	}
 	if p.cfg.Warmup > 0 {
-		env = append(withoutKey(env, WarmupEnv), WarmupEnv+"="+strconv.Itoa(p.cfg.Warmup))
+		env = append(adapter.Without(env, WarmupEnv), WarmupEnv+"="+strconv.Itoa(p.cfg.Warmup))
 	}
 	w, err := Start(ctx, p.cfg.Command, env, opts)
 	if err != nil {

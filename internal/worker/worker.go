@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/trial"
@@ -215,7 +216,7 @@ func Start(ctx context.Context, argv []string, env []string, opts Options) (*Wor
 		return nil, &StartError{Stage: "start", Err: err}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(withoutKey(env, FDsEnv), FDsEnv+"=3,4")
+	cmd.Env = append(adapter.Without(env, FDsEnv), FDsEnv+"=3,4")
 	cmd.Dir = opts.Dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{reqR, repW}
@@ -627,16 +628,6 @@ func wireOutcome(s string) classify.Outcome {
 		return classify.Crash
 	}
 	return ""
-}
-
-func withoutKey(env []string, key string) []string {
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, key+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 func firstLine(s string) string {

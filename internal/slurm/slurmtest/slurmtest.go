@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,7 +175,7 @@ func start() (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf")}
-	c.Env = append(withoutKey(os.Environ(), "SLURM_CONF"), "SLURM_CONF="+c.Conf)
+	c.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SLURM_CONF=") }), "SLURM_CONF="+c.Conf)
 	if err := c.boot(); err != nil {
 		err = fmt.Errorf("start the test Slurm cluster in %s: %w", dir, err)
 		if serr := c.Stop(); serr != nil {
@@ -474,14 +475,4 @@ func waitFor(limit time.Duration, ok func() bool) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func withoutKey(env []string, key string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, key+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
