@@ -195,41 +195,11 @@ func (c *child) run() int {
 	}
 	fmt.Fprintf(c.stdout, "[%s] using cuda:0 (%s)\n", nameOr(w.Name), c.card.Name)
 
-	// Weights, gradients, optimizer state: no rounding, they are many
-	// tensors packed into the allocator's blocks.
-	for _, f := range []uint64{w.Fixed / 4, w.Fixed / 2, w.Fixed} {
-		if code, ok := c.alloc(phaseSetup, f, f); !ok {
-			return code
-		}
+	if code, ok := c.allocate(); !ok {
+		return code
 	}
-	if w.HostOOMAt > 0 && c.batch >= w.HostOOMAt {
-		return c.fail(phaseData, hostOOMMessage(satMul(uint64(c.batch), 2*3*224*224)), "", false, true)
-	}
-	// Activations, layer by layer; each step rounds the batch part as the
-	// allocator does its blocks.
-	const layers = 16
-	part := w.part(c.batch)
-	for k := uint64(1); k <= layers; k++ {
-		p := part / layers * k
-		if k == layers {
-			p = part
-		}
-		if code, ok := c.alloc(phaseForward, satAdd(w.Fixed, p), satAdd(w.Fixed, roundUp(p, w.Round))); !ok {
-			return code
-		}
-	}
-	switch {
-	case w.SizeLimitAt > 0 && c.batch >= w.SizeLimitAt:
-		return c.fail(phaseForward, sizeLimitMessage, cudaErrorNote, false, true)
-	case w.CrashAt > 0 && c.batch >= w.CrashAt:
-		return c.fail(phaseHead, shapeMessage(c.batch), "", false, true)
-	case w.KillAt > 0 && c.batch >= w.KillAt:
-		syscall.Kill(c.pid, syscall.SIGKILL)
-		select {} // never reached: SIGKILL cannot be caught
-	case w.HangAt > 0 && c.batch >= w.HangAt:
-		for { // a stuck collective or dataloader: holds its memory until killed
-			time.Sleep(time.Hour)
-		}
+	if code, ok := c.injectFault(); !ok {
+		return code
 	}
 
 	step := w.StepSeconds(c.batch)
@@ -243,6 +213,58 @@ func (c *child) run() int {
 	c.reportExit(adapter.Event{Steps: c.steps, StepTimes: times}, true)
 	c.leaveLeak()
 	return 0
+}
+
+// allocate takes the trial's memory as a training step would: weights,
+// gradients and optimizer state, then the activations layer by layer; ok is
+// false, with the exit status, when it ran out.
+func (c *child) allocate() (int, bool) {
+	w := c.w
+	// Weights, gradients, optimizer state: no rounding, they are many
+	// tensors packed into the allocator's blocks.
+	for _, f := range []uint64{w.Fixed / 4, w.Fixed / 2, w.Fixed} {
+		if code, ok := c.alloc(phaseSetup, f, f); !ok {
+			return code, false
+		}
+	}
+	if w.HostOOMAt > 0 && c.batch >= w.HostOOMAt {
+		return c.fail(phaseData, hostOOMMessage(satMul(uint64(c.batch), 2*3*224*224)), "", false, true), false
+	}
+	// Activations, layer by layer; each step rounds the batch part as the
+	// allocator does its blocks.
+	const layers = 16
+	part := w.part(c.batch)
+	for k := uint64(1); k <= layers; k++ {
+		p := part / layers * k
+		if k == layers {
+			p = part
+		}
+		if code, ok := c.alloc(phaseForward, satAdd(w.Fixed, p), satAdd(w.Fixed, roundUp(p, w.Round))); !ok {
+			return code, false
+		}
+	}
+	return 0, true
+}
+
+// injectFault fails the trial as the workload's fault knobs say for its
+// batch size (a size limit, a crash, a SIGKILL, a hang); ok is true when
+// none applies.
+func (c *child) injectFault() (int, bool) {
+	w := c.w
+	switch {
+	case w.SizeLimitAt > 0 && c.batch >= w.SizeLimitAt:
+		return c.fail(phaseForward, sizeLimitMessage, cudaErrorNote, false, true), false
+	case w.CrashAt > 0 && c.batch >= w.CrashAt:
+		return c.fail(phaseHead, shapeMessage(c.batch), "", false, true), false
+	case w.KillAt > 0 && c.batch >= w.KillAt:
+		syscall.Kill(c.pid, syscall.SIGKILL)
+		select {} // never reached: SIGKILL cannot be caught
+	case w.HangAt > 0 && c.batch >= w.HangAt:
+		for { // a stuck collective or dataloader: holds its memory until killed
+			time.Sleep(time.Hour)
+		}
+	}
+	return 0, true
 }
 
 func nameOr(name string) string {
