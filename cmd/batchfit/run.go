@@ -223,7 +223,7 @@ that the exact answer takes a handful of trials.
 ` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       currentVersion(),
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Sprintf("run '%s --help' for usage", c.CommandPath()), "%s", err)
@@ -233,9 +233,6 @@ that the exact answer takes a handful of trials.
 	strictCommandLine(root)
 	return root
 }
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 // errSilent ends a command with an exit code whose message was already shown.
 var errSilent = errors.New("")
