@@ -149,9 +149,14 @@ func newShowCommand(io *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show RUN",
 		Short: "Show one past search, and write its report again",
+		Long: `Show one past search, and write its report again.
+
+RUN is a run's id as 'batchfit history' lists it (a unique prefix is
+enough), or "latest" for the newest run.`,
+		Example: "  batchfit show latest\n  batchfit show 1m8pz --report run.html",
 		RunE: runJSON(&out.json, io, func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageError("give a run id from 'batchfit history' (a unique prefix is enough)", "show needs one run id")
+				return usageError("give a run id from 'batchfit history' (a unique prefix is enough), or latest", "show needs one run id")
 			}
 			if err := out.check(); err != nil {
 				return err
@@ -161,8 +166,10 @@ func newShowCommand(io *streams) *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			run, err := s.Get(cmd.Context(), args[0])
+			run, err := getRun(cmd.Context(), s, args[0])
 			switch {
+			case errors.Is(err, store.ErrNotFound) && args[0] == "latest":
+				return usageError("run a search first: batchfit search -- python train.py --batch-size {}", "the history has no runs")
 			case errors.Is(err, store.ErrNotFound):
 				return usageError("list the runs with 'batchfit history'", "no run %q", args[0])
 			case errors.Is(err, store.ErrAmbiguous):
@@ -183,6 +190,22 @@ func newShowCommand(io *streams) *cobra.Command {
 	out.register(cmd.Flags())
 	cmd.Flags().BoolVar(&out.json, "json", false, "print the run as JSON")
 	return cmd
+}
+
+// getRun returns the run named by id: an id or a unique prefix of one, or
+// "latest", the newest run.
+func getRun(ctx context.Context, s *store.Store, id string) (*record.Run, error) {
+	if id != "latest" {
+		return s.Get(ctx, id)
+	}
+	runs, err := s.List(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("the newest run: %w", store.ErrNotFound)
+	}
+	return &runs[0], nil
 }
 
 // outputOptions are the files a run can be written to.

@@ -225,13 +225,22 @@ that the exact answer takes a handful of trials.
 		SilenceErrors: true,
 		Version:       currentVersion(),
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError(fmt.Sprintf("run '%s --help' for usage", c.CommandPath()), "%s", err)
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
 	root.AddCommand(newDoctorCommand(io), newCacheCommand(io))
 	strictCommandLine(root)
 	return root
+}
+
+// flagError is a usage error for a flag cobra could not parse. Words before
+// it that are not flags mean the training command was given without "--"
+// before it, and its flags were read as batchfit's: say so.
+func flagError(c *cobra.Command, err error) error {
+	if words := c.Flags().Args(); len(words) > 0 {
+		hint := fmt.Sprintf("put the command to run after --: %s [flags] -- %s ...", c.CommandPath(), strings.Join(words, " "))
+		return usageError(hint, "%s (is it the command's?)", err)
+	}
+	return usageError(fmt.Sprintf("run '%s --help' for usage", c.CommandPath()), "%s", err)
 }
 
 // errSilent ends a command with an exit code whose message was already shown.
