@@ -31,6 +31,7 @@ type searchOptions struct {
 	strategy                    string
 	memoryLimit                 string
 	margin                      float64
+	globalBatch, trainGPUs      int
 	json, quiet                 bool
 	logDir                      string
 	framework                   string
@@ -66,6 +67,10 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
 	fs.Float64Var(&o.margin, "margin", 0, "also report the largest size that leaves this percentage of memory free (0-90)")
 	flagGroup(fs, groupMemory, "memory-limit", "margin")
+
+	fs.IntVar(&o.globalBatch, "global-batch", 0, "also say how to train at this global batch: the largest per-device size that fits × gradient accumulation steps × --train-gpus")
+	fs.IntVar(&o.trainGPUs, "train-gpus", 0, "with --global-batch, the GPUs the training runs on (default: --gpus-per-trial)")
+	flagGroup(fs, groupOutput, "global-batch", "train-gpus")
 
 	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
 	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
@@ -208,6 +213,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 		cfg.Group = g
 		run, err := runner.Run(ctx, cfg, deps)
 		if run != nil {
+			o.planGlobalBatch(run)
 			if len(run.Flaky) > 0 {
 				fmt.Fprintf(io.stderr, "batchfit: warning: the boundary is flaky: %s; %d is the safe side, not exact\n", run.FlakyText(), run.Answer)
 			}
@@ -305,6 +311,21 @@ func joinInts(xs []int) string {
 	return s
 }
 
+// planGlobalBatch adds to a run that found its answer how to train at
+// --global-batch.
+func (o *searchOptions) planGlobalBatch(run *record.Run) {
+	if o.globalBatch <= 0 || run.Status != record.Found {
+		return
+	}
+	devices := o.trainGPUs
+	if devices == 0 {
+		devices = max(o.gpusPerTrial, 1)
+	}
+	if g, ok := record.PlanGlobalBatch(o.globalBatch, devices, run.Answer, max(o.multipleOf, 1)); ok {
+		run.GlobalBatch = &g
+	}
+}
+
 // printRuns prints the result on stdout (outputHelp): with --json one
 // document whatever happened (runJSON covers a search that has no record),
 // with -q the answer or nothing, and otherwise the summary of each run
@@ -397,6 +418,10 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, usageError("give --soak a duration such as 10m, or leave it out", "--soak must not be negative, got %s", o.soak)
 	case o.confirm < 0:
 		return cfg, usageError("--confirm counts extra runs of the answer: 0 or more", "--confirm must not be negative, got %d", o.confirm)
+	case o.globalBatch < 0 || o.trainGPUs < 0:
+		return cfg, usageError("--global-batch is the samples per optimizer step the training wants, --train-gpus the GPUs it runs on", "--global-batch and --train-gpus must not be negative")
+	case o.trainGPUs > 0 && o.globalBatch == 0:
+		return cfg, usageError("give the global batch to plan: --global-batch N", "--train-gpus needs --global-batch")
 	case !(o.margin >= 0 && o.margin <= 90):
 		return cfg, usageError("--margin is a percentage of memory to leave free, from 0 to 90", "--margin %g is outside 0-90", o.margin)
 	}

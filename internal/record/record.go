@@ -44,13 +44,15 @@ type Run struct {
 	Torch     string   `json:"torch,omitempty"` // version the adapter reported
 	Version   string   `json:"batchfit_version"`
 
-	Answer       int     `json:"answer"`                  // 0 when nothing fits or not found
-	FirstFailure int     `json:"first_failure,omitempty"` // the failing size that proves the answer
-	Margin       int     `json:"margin_size,omitempty"`   // the --margin answer
-	Recommended  int     `json:"recommended,omitempty"`   // smallest size within 2 % of the best throughput
-	Trials       []Trial `json:"trials"`
-	Rounds       int     `json:"rounds"`
-	NonMonotonic []Pair  `json:"non_monotonic,omitempty"`
+	Answer       int `json:"answer"`                  // 0 when nothing fits or not found
+	FirstFailure int `json:"first_failure,omitempty"` // the failing size that proves the answer
+	Margin       int `json:"margin_size,omitempty"`   // the --margin answer
+	Recommended  int `json:"recommended,omitempty"`   // smallest size within 2 % of the best throughput
+	// GlobalBatch is how to train at --global-batch with the answer.
+	GlobalBatch  *GlobalBatch `json:"global_batch,omitempty"`
+	Trials       []Trial      `json:"trials"`
+	Rounds       int          `json:"rounds"`
+	NonMonotonic []Pair       `json:"non_monotonic,omitempty"`
 	// Flaky lists the sizes at the boundary whose trials disagreed. When
 	// set, Answer is the safe side below them, not exact, and the run is
 	// never answered from the cache.

@@ -59,6 +59,9 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 	if run.Recommended > 0 {
 		fmt.Fprintf(&b, "  fastest (within 2 %% of the best samples/s): %d\n", run.Recommended)
 	}
+	if g := run.GlobalBatch; g != nil {
+		fmt.Fprintf(&b, "  %s\n", g)
+	}
 	for _, p := range run.NonMonotonic {
 		fmt.Fprintf(&b, "  non-monotonic: %d ran ok but %d failed, twice; the answer takes the safe side\n", p.OK, p.Fail)
 	}
