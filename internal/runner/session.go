@@ -342,6 +342,9 @@ func (s *session) finish(serr error) error {
 	case errors.Is(serr, context.Canceled):
 		run.Status = record.Interrupted
 		run.Error = "interrupted"
+		if best := largestRan(run.Trials); best > 0 {
+			return withHint(ErrInterrupted, fmt.Sprintf("the largest size seen to run was %d; it is not proven the largest, as the search did not finish", best))
+		}
 		return ErrInterrupted
 	default:
 		run.Status = record.Failed
@@ -394,4 +397,15 @@ func (s *session) cleanUp() {
 	if !s.keepLogs && s.run.LogDir != "" {
 		os.RemoveAll(s.run.LogDir)
 	}
+}
+
+// largestRan returns the largest size a trial ran at, or 0.
+func largestRan(trials []record.Trial) int {
+	best := 0
+	for _, t := range trials {
+		if t.Outcome.Fits() && t.Size > best {
+			best = t.Size
+		}
+	}
+	return best
 }
