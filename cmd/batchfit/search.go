@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	goio "io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +32,7 @@ type searchOptions struct {
 	confirm                     int
 	strategy                    string
 	memoryLimit                 string
-	margin                      float64
+	margin                      string
 	globalBatch, trainGPUs      int
 	json, quiet                 bool
 	logDir                      string
@@ -65,7 +67,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "confirm", "strategy", "fresh", "worker", "keep-after-oom")
 
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
-	fs.Float64Var(&o.margin, "margin", 0, "also report the largest size that leaves this percentage of memory free (0-90)")
+	fs.StringVar(&o.margin, "margin", "", "also report the largest size that leaves this `share` of memory free: 10% or 0.10 (up to 90%); with -q, print that size")
 	flagGroup(fs, groupMemory, "memory-limit", "margin")
 
 	fs.IntVar(&o.globalBatch, "global-batch", 0, "also say how to train at this global batch: the largest per-device size that fits × gradient accumulation steps × --train-gpus")
@@ -311,6 +313,18 @@ func joinInts(xs []int) string {
 	return s
 }
 
+// quietSize is the size -q prints: the answer, or with --margin the size
+// that leaves that share free; 0 when there is none.
+func (o *searchOptions) quietSize(run *record.Run) int {
+	if run.Status != record.Found {
+		return 0
+	}
+	if o.margin != "" {
+		return run.Margin
+	}
+	return run.Answer
+}
+
 // planGlobalBatch adds to a run that found its answer how to train at
 // --global-batch.
 func (o *searchOptions) planGlobalBatch(run *record.Run) {
@@ -342,8 +356,8 @@ func (o *searchOptions) printRuns(io *streams, runs []*record.Run) error {
 	}
 	if o.quiet {
 		if len(runs) == 1 {
-			if runs[0].Status == record.Found {
-				_, err := fmt.Fprintln(io.stdout, runs[0].Answer)
+			if size := o.quietSize(runs[0]); size > 0 {
+				_, err := fmt.Fprintln(io.stdout, size)
 				return err
 			}
 			return nil
@@ -394,13 +408,41 @@ func reached(r *record.Run) bool {
 	return false
 }
 
+// parseMargin reads --margin as a percentage: "10%" or the fraction "0.10".
+// A bare number of 1 or more is refused: "10" could mean either (Lightning's
+// margin is a fraction), and a misread margin is a wrong answer.
+func parseMargin(s string) (float64, error) {
+	const hint = "give --margin as a percentage (10%) or a fraction (0.10) of memory to leave free, up to 90%"
+	if s == "" {
+		return 0, nil
+	}
+	num, percent := strings.CutSuffix(strings.TrimSpace(s), "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	switch {
+	case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, usageError(hint, "--margin %q is not a number", s)
+	case !percent && v >= 1:
+		return 0, usageError(fmt.Sprintf("write %g%% for a percentage, or %g for a fraction", v, v/100), "--margin %s is ambiguous", s)
+	case !percent:
+		v *= 100
+	}
+	if !(v >= 0 && v <= 90) {
+		return 0, usageError(hint, "--margin %s is outside 0-90%%", s)
+	}
+	return v, nil
+}
+
 // searchConfig validates the flags that shape the search.
 func (o *searchOptions) searchConfig() (search.Config, error) {
 	cfg := search.Config{
 		Min: o.min, Max: o.max, Start: o.start, MultipleOf: o.multipleOf,
 		Confirm: o.confirm, Strategy: search.Strategy(o.strategy), Parallel: 1,
-		MarginPercent: o.margin,
 	}
+	margin, err := parseMargin(o.margin)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.MarginPercent = margin
 	switch {
 	case o.json && o.quiet:
 		return cfg, usageError("choose one: --json prints the whole record, -q only the answer", "--json and -q cannot be combined")
@@ -422,8 +464,6 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, usageError("--global-batch is the samples per optimizer step the training wants, --train-gpus the GPUs it runs on", "--global-batch and --train-gpus must not be negative")
 	case o.trainGPUs > 0 && o.globalBatch == 0:
 		return cfg, usageError("give the global batch to plan: --global-batch N", "--train-gpus needs --global-batch")
-	case !(o.margin >= 0 && o.margin <= 90):
-		return cfg, usageError("--margin is a percentage of memory to leave free, from 0 to 90", "--margin %g is outside 0-90", o.margin)
 	}
 	bounds := cfg
 	bounds.MarginPercent = 0 // checked once the capacity is known
