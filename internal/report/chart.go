@@ -23,6 +23,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/termtext"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -90,15 +91,46 @@ func WritePlotFile(path string, run *record.Run) error {
 	if format != "png" && format != "svg" {
 		return fmt.Errorf("write chart %s: unknown format %q: use a .png or .svg file name", path, filepath.Ext(path))
 	}
+	if run == nil {
+		return fmt.Errorf("write chart %s: no run", path)
+	}
+	// A chart on its own says what it is of, which the HTML report's page
+	// says around it.
+	fig := chartMemory(run)
+	fig.plot.Title.Text += "\n" + plotCaption(run)
 	// Draw before creating the file so a failure leaves no empty file behind.
 	var buf bytes.Buffer
-	if err := WriteMemoryChart(&buf, run, format, ChartWidth, ChartHeight); err != nil {
+	if err := chartWrite(&buf, fig, format, ChartWidth, ChartHeight); err != nil {
 		return fmt.Errorf("write chart %s: %w", path, err)
 	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write chart: %w", err)
 	}
 	return nil
+}
+
+// plotCaption names a standalone chart's run: its command on one line, its
+// GPU and date on the next, each short enough for the title's width.
+func plotCaption(run *record.Run) string {
+	const width = 60
+	var lines, where []string
+	if cmd := termtext.Line(htmlCommand(run.Command), width); cmd != "" {
+		lines = append(lines, cmd)
+	}
+	if run.GPU != nil && len(run.GPU.Devices) > 0 {
+		gpu := run.GPU.Devices[0].Name
+		if l := run.Settings.MemoryLimit; l > 0 {
+			gpu += ", limit " + units.Bytes(l)
+		}
+		where = append(where, gpu)
+	}
+	if !run.Started.IsZero() {
+		where = append(where, run.Started.Local().Format("2006-01-02 15:04"))
+	}
+	if len(where) > 0 {
+		lines = append(lines, termtext.Line(strings.Join(where, " · "), width))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // chartWrite renders fig in format at width × height pixels.

@@ -485,4 +485,23 @@ func TestWritePlotFile(t *testing.T) {
 	if err := WritePlotFile(filepath.Join(dir, "no-such-dir", "mem.png"), run); err == nil {
 		t.Error("WritePlotFile into a missing directory succeeded")
 	}
+
+	// On its own, the chart names its command, GPU and date; the command's
+	// text is escaped.
+	run.Command = []string{"python", "train.py", "--tag", "<b>&"}
+	path := filepath.Join(dir, "named.svg")
+	if err := WritePlotFile(path, run); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	caption := plotCaption(run)
+	for _, want := range []string{"python train.py --tag '<b>&'", run.GPU.Devices[0].Name, run.Started.Local().Format("2006-01-02 15:04")} {
+		escaped := strings.NewReplacer("'", "&#39;", "<", "&lt;", ">", "&gt;", "&", "&amp;").Replace(want)
+		if !strings.Contains(caption, want) || !bytes.Contains(data, []byte(escaped)) {
+			t.Errorf("standalone chart: %q missing (caption %q)", want, caption)
+		}
+	}
+	if bytes.Contains(data, []byte("<b>")) {
+		t.Error("standalone chart: the command's text is not escaped")
+	}
 }
