@@ -59,6 +59,9 @@ var (
 type chartFigure struct {
 	plot   *plot.Plot
 	legend plot.Legend
+	// zoom, when set, is a small panel under the legend that shows a part
+	// of the plot close up.
+	zoom *plot.Plot
 }
 
 // WriteMemoryChart draws peak memory against batch size for the run's trials:
@@ -179,10 +182,27 @@ func chartDraw(c draw.Canvas, fig chartFigure) {
 		if fig.plot.Title.Text != "" {
 			top = fig.plot.Title.TextStyle.Rectangle(fig.plot.Title.Text).Size().Y + fig.plot.Title.Padding
 		}
-		fig.legend.Draw(draw.Crop(inner, inner.Size().X-legendWidth, 0, 0, -top))
+		column := draw.Crop(inner, inner.Size().X-legendWidth, 0, 0, -top)
+		fig.legend.Draw(column)
+		chartDrawZoom(column, fig)
 		return
 	}
 	fig.plot.Draw(inner)
+}
+
+// chartDrawZoom draws the figure's zoomed panel in the legend's column,
+// below the legend, when there is room for it.
+func chartDrawZoom(column draw.Canvas, fig chartFigure) {
+	if fig.zoom == nil {
+		return
+	}
+	legendHeight := fig.legend.Rectangle(column).Size().Y
+	gap := vg.Points(16)
+	below := column.Size().Y - legendHeight - gap
+	if below < vg.Points(110) {
+		return
+	}
+	fig.zoom.Draw(draw.Crop(column, 0, 0, 0, -(legendHeight + gap)))
 }
 
 // chartNew returns a plot with the house style: grid, title, axis labels.
@@ -230,18 +250,33 @@ func chartFont(size float64) font.Font {
 type chartTicks struct{}
 
 func (chartTicks) Ticks(lo, hi float64) []plot.Tick {
+	return chartTicksStep(lo, hi, []float64{1, 2, 2.5, 5}, 0)
+}
+
+// chartSizeTicks are chartTicks for batch sizes: whole numbers only.
+type chartSizeTicks struct{}
+
+func (chartSizeTicks) Ticks(lo, hi float64) []plot.Tick {
+	return chartTicksStep(lo, hi, []float64{1, 2, 5}, 1)
+}
+
+// chartTicksStep places about six labelled ticks from lo to hi at a step of
+// a multiple times a power of ten (at least minStep), with an unlabelled
+// tick halfway where that is at least minStep/2 too.
+func chartTicksStep(lo, hi float64, multiples []float64, minStep float64) []plot.Tick {
 	if !chartFinite(lo, hi) || hi <= lo {
 		return nil
 	}
 	raw := (hi - lo) / 6
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
 	step := 10 * mag
-	for _, m := range []float64{1, 2, 2.5, 5} {
+	for _, m := range multiples {
 		if m*mag >= raw {
 			step = m * mag
 			break
 		}
 	}
+	step = math.Max(step, minStep)
 	var ticks []plot.Tick
 	first := math.Ceil(lo/step) * step
 	for i := 0; i < 100; i++ {
@@ -254,7 +289,7 @@ func (chartTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
 		// Unlabelled minor ticks halfway help to read values off the chart.
-		if mid := v + step/2; mid <= hi {
+		if mid := v + step/2; mid <= hi && step/2 >= minStep {
 			ticks = append(ticks, plot.Tick{Value: mid})
 		}
 	}
@@ -376,6 +411,7 @@ func chartMemory(run *record.Run) chartFigure {
 	m := memoryPointsOf(run)
 	title, ylabel := memoryTitles(run, m)
 	p, legend := chartNew(title, "batch size", ylabel)
+	p.X.Tick.Marker = chartSizeTicks{}
 	p.X.Min, p.X.Max = 0, m.xmax
 	if m.none() {
 		// With nothing measured there is no memory scale: lay the trials out
@@ -406,7 +442,7 @@ func chartMemory(run *record.Run) chartFigure {
 		failY = m.dataMax() * 1.04
 	}
 	chartOutcomeMarkers(p, &legend, run, failY, 0, m.failed, m.fails, m.others)
-	return chartFigure{plot: p, legend: legend}
+	return chartFigure{plot: p, legend: legend, zoom: chartZoom(run, m, lines)}
 }
 
 // chartCapacityLines sets the y range and draws the card's and the memory
