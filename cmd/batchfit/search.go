@@ -387,11 +387,21 @@ func (o *searchOptions) printRuns(io *streams, runs []*record.Run) error {
 	case 0:
 		return nil
 	case 1:
+		if len(runs) == 1 && o.liveOnSameTerminal(io) {
+			// The live display's last frame above shows every trial.
+			return report.WriteSummaryHead(io.stdout, shown[0])
+		}
 		if len(runs) == 1 {
 			return report.WriteSummary(io.stdout, shown[0])
 		}
 	}
 	return report.WriteModelTable(io.stdout, shown)
+}
+
+// liveOnSameTerminal says whether the live display drew the trials on the
+// terminal that stdout also shows.
+func (o *searchOptions) liveOnSameTerminal(io *streams) bool {
+	return !o.quiet && isTerminal(io.stderr) && isTerminal(io.stdout)
 }
 
 // reached says whether a run has a result to show: an answer, nothing

@@ -30,6 +30,19 @@ func WriteJSONValue(w io.Writer, v any) error {
 // WriteSummary writes the human summary of a finished run: the answer, what
 // proves it, the trials and the time.
 func WriteSummary(w io.Writer, run *record.Run) error {
+	if err := WriteSummaryHead(w, run); err != nil {
+		return err
+	}
+	if len(run.Trials) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	return WriteTrialTable(w, run)
+}
+
+// WriteSummaryHead writes the summary without its trial table: for a
+// terminal where the live display's last frame still shows the trials.
+func WriteSummaryHead(w io.Writer, run *record.Run) error {
 	var b strings.Builder
 	switch run.Status {
 	case record.Found:
@@ -90,14 +103,8 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 	for _, msg := range run.Warnings {
 		fmt.Fprintf(&b, "  warning: %s\n", termtext.Line(msg, termtext.Width))
 	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	if len(run.Trials) == 0 {
-		return nil
-	}
-	fmt.Fprintln(w)
-	return WriteTrialTable(w, run)
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // WriteTrialTable writes one row per trial.
