@@ -342,8 +342,8 @@ func (o *searchOptions) planGlobalBatch(run *record.Run) {
 
 // printRuns prints the result on stdout (outputHelp): with --json one
 // document whatever happened (runJSON covers a search that has no record),
-// with -q the answer or nothing, and otherwise the summary of each run
-// that reached an outcome.
+// with -q the answer (or the --margin size) or nothing, and otherwise the
+// summary of each run that reached an outcome.
 func (o *searchOptions) printRuns(io *streams, runs []*record.Run) error {
 	if o.json {
 		switch len(runs) {
