@@ -21,7 +21,9 @@ type view struct {
 	// the smallest believed not to (g.max+step when none).
 	lo, hi int
 	// points are the measured peaks of the sizes believed to fit below hi,
-	// and fit the model made from them (nil when none could be made).
+	// in units of fig, and fit the model made from them (nil when none
+	// could be made).
+	fig    Figure
 	points []memmodel.Point
 	fit    *memmodel.Fit
 	// [cLo, cHi] is where the peak at the boundary is expected to be, in

@@ -95,7 +95,7 @@ func (d *driver) run(ctx context.Context) error {
 			if hi > d.g.max {
 				phase = PhaseBracket
 			}
-			sizes, predicted := d.plan.next(d.view(lo, hi))
+			sizes, predicted := d.plan.next(d.planView(lo, hi))
 			if err := d.round(ctx, phase, sizes, predicted); err != nil {
 				return err
 			}
@@ -513,8 +513,7 @@ func (d *driver) marginBracket() (mlo, mhi int, ok bool) {
 // view shows the planner the bracket (lo, hi) and the model.
 func (d *driver) view(lo, hi int) view {
 	v := view{g: d.g, k: d.k, lo: lo, hi: hi}
-	var fig Figure
-	fig, v.points = d.points(hi)
+	v.fig, v.points = d.points(hi)
 	if f, err := memmodel.Estimate(v.points); err == nil {
 		v.fit = &f
 	}
@@ -523,7 +522,7 @@ func (d *driver) view(lo, hi int) view {
 	if !pooled {
 		context = d.context(hi)
 	}
-	v.cLo, v.cHi = expectedPeak(capacity, fig, context)
+	v.cLo, v.cHi = expectedPeak(capacity, v.fig, context)
 	return v
 }
 
