@@ -15,9 +15,10 @@ import (
 // it held and what it could still take (Failure.Reached) places the
 // boundary's figure within half its shortfall of that.
 //
-// Only the planner uses it: the proof's rules (clearRoom, modelRulesOut)
-// judge a failure by the capacity alone, never by the failure itself; and
-// only a failure that reports its allocation narrows the window.
+// The planner and clearRoom use it; modelRulesOut, which lets the proof
+// believe a failure on fewer re-runs, judges by the capacity alone, never
+// by the failures themselves. Only a failure that reports its allocation
+// narrows the window.
 func (d *driver) planView(lo, hi int) view {
 	v := d.view(lo, hi)
 	if hi > d.g.max {

@@ -163,7 +163,7 @@ func replays() []replay {
 			answer:  71,
 		}, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 13},
 		{"gpt_lm 24GiB", lmCurve(24, 19, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 8},
-		{"gpt_lm whole card", lmCurve(141-0.54, 117, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 141 * gib}, 10},
+		{"gpt_lm whole card", lmCurve(141-0.54, 117, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 141 * gib}, 9},
 	}
 }
 

@@ -233,13 +233,15 @@ func (d *driver) believe(o Observation) {
 // the boundary: below the smallest boundary the model allows (its
 // prediction at the low end of the expected window, less its error bound)
 // by a twentieth, and at least a grid step. It is below the grid when there
-// is no model, or the model has been wrong about this workload.
+// is no model, or the model has been wrong about this workload. The model is
+// the planner's: once failures that report their figures have moved its
+// window, a failure inside the new window is no surprise.
 func (d *driver) clearRoom() int {
 	none := d.g.min - d.g.step
 	if d.modelDoubted || d.cfg.Capacity == 0 || d.cfg.Strategy == Bisect {
 		return none
 	}
-	v := d.view(d.bracket())
+	v := d.planView(d.bracket())
 	if v.fit == nil || v.cLo <= 0 {
 		return none
 	}
