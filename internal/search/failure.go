@@ -61,9 +61,20 @@ func (d *driver) planView(lo, hi int) view {
 	if r, ok := failed.Failure.Reached(); ok && v.fig == FigureAllocated {
 		half := float64(failed.Failure.Request-failed.Failure.Free) / 2
 		if eLo, eHi := max(wLo, float64(r)-half), min(wHi, float64(r)+half); eLo <= eHi {
-			wLo, wHi = eLo, eHi
+			v.cLo, v.cHi = max(eLo, 0), eHi
+			return v
 		}
 	}
+	// Nothing places it better: the capacity window moved down to end at
+	// hi's fitted peak, twice as wide at every failure that refuted it, so
+	// that a model a little off stays close and one far off soon bisects.
+	width := max(v.cHi-v.cLo, 2*slack)
+	for s, o := range d.belief {
+		if s > hi && tooLarge(o) && v.fit.Predict(s)+slack < v.cLo && width < wHi-wLo {
+			width *= 2
+		}
+	}
+	wLo = max(wLo, wHi-width)
 	if wLo > wHi || wHi <= 0 {
 		return v
 	}

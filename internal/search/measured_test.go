@@ -161,7 +161,7 @@ func replays() []replay {
 				{69, 21.20, 23.11, 23.85}, {70, 21.52, 23.38, 24.12}, {71, 21.83, 23.71, 24.45}, {78, 23.9, 23.95, 24.7}},
 			failure: hfFailure,
 			answer:  71,
-		}, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 13},
+		}, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 11},
 		{"gpt_lm 24GiB", lmCurve(24, 19, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 8},
 		{"gpt_lm whole card", lmCurve(141-0.54, 117, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 141 * gib}, 9},
 	}
