@@ -5,15 +5,16 @@ import (
 )
 
 // planView is the view a planner plans the bracket (lo, hi) from: the
-// model's, with the window narrowed by what the trials said beyond the
+// model's, with the window moved by what the trials said beyond the
 // capacity. A failure at hi says the figure at the boundary is below hi's
 // fitted peak, and the success at lo that it is at least lo's measured
 // peak: when the capacity window lies outside that, the capacity was wrong
-// (fragmentation, a large last allocation, memory outside the figure), and
-// the bracket's window replaces it, so a prediction that failed moves the
-// next one decisively instead of one size at a time. An OOM that says what
-// it held and what it could still take (Failure.Reached) places the
-// boundary's figure within half its shortfall of that.
+// for this workload (fragmentation, a large last allocation, memory
+// outside the figure). An OOM that says what it held and what it could
+// still take (Failure.Reached) then places the boundary's figure within
+// half its shortfall of that; else the window moves down below hi's fitted
+// peak and widens at every failure that refutes it, so a prediction that
+// failed moves the next one decisively instead of one size at a time.
 //
 // The planner and clearRoom use it; modelRulesOut, which lets the proof
 // believe a failure on fewer re-runs, judges by the capacity alone, never
