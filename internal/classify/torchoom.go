@@ -35,10 +35,7 @@ func ParseTorchOOM(output []byte) (tried, capacity, free uint64, ok bool) {
 	if i < 0 {
 		return 0, 0, 0, false
 	}
-	line := output[i:]
-	if j := bytes.IndexByte(line, '\n'); j >= 0 {
-		line = line[:j]
-	}
+	line := lineAt(output, i)
 	tried, ok1 := parseSize(oomTried, line)
 	capacity, ok2 := parseSize(oomCapacity, line)
 	if !ok2 {

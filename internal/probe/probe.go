@@ -336,6 +336,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 		Size:    size,
 		Outcome: c.Outcome,
 		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: peaks.Limit},
+		Failure: failureOf(c.Outcome, sum, res.Output()),
 	}, t, nil
 }
 

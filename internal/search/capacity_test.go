@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/classify"
@@ -120,5 +121,47 @@ func TestJAXWorkload(t *testing.T) {
 		if report && len(res.Trials) > 8 {
 			t.Errorf("with the pool limit: %d trials, want ≤ 8 (2 re-check the proof)", len(res.Trials))
 		}
+	}
+}
+
+// TestFailureMovesWindow: a failure that refutes the capacity window moves
+// the planner's window below it, to where the failure's own figures place
+// the boundary; one that reports nothing leaves the capacity's window (it
+// may be a flake), and the proof's rules keep the capacity's in any case.
+func TestFailureMovesWindow(t *testing.T) {
+	ok := func(size int, alloc float64) Observation {
+		return Observation{Size: size, Outcome: classify.OK, Memory: Memory{Allocated: uint64(alloc * gib)}}
+	}
+	// 0.5 GiB + 1 GiB a sample; under a 24 GiB cap the trial at 20 held
+	// 12.5 GiB, asked for 8 more and could take 6: it reached 18.5 GiB.
+	failed := Observation{Size: 20, Outcome: classify.OOM,
+		Failure: Failure{Request: 8 * gib, Allocated: 12.5 * gib, Reserved: 18 * gib, Free: 6 * gib}}
+	cfg := Config{Min: 1, Max: 4096, Capacity: 24 * gib, AllocatorCap: true}
+	for _, tc := range []struct {
+		name     string
+		fail     Observation
+		cLo, cHi float64 // GiB
+	}{
+		{"figures place it", failed, 18.5 - 1, 18.5 + 1},
+		// Only the request (XLA's message): the capacity's width, moved
+		// down to end at 20's fitted peak, 20.5 GiB.
+		{"the request alone", Observation{Size: 20, Outcome: classify.OOM, Failure: Failure{Request: 8 * gib}},
+			20.5 - allocatorSlackHi/gib, 20.5},
+		{"no figures: the capacity's", Observation{Size: 20, Outcome: classify.OOM}, 24 - allocatorSlackHi/gib, 24},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriver(cfg, nil)
+			for _, o := range []Observation{ok(8, 8.5), ok(12, 12.5), tc.fail} {
+				d.belief[o.Size] = o
+			}
+			lo, hi := d.bracket()
+			v := d.planView(lo, hi)
+			if math.Abs(v.cLo/gib-tc.cLo) > 0.01 || math.Abs(v.cHi/gib-tc.cHi) > 0.01 {
+				t.Errorf("window = [%.2f, %.2f] GiB, want [%.2f, %.2f]", v.cLo/gib, v.cHi/gib, tc.cLo, tc.cHi)
+			}
+			if c := d.view(lo, hi); c.cLo != 24*gib-allocatorSlackHi || c.cHi != 24*gib {
+				t.Errorf("the proof's window = [%.2f, %.2f] GiB, want the capacity's", c.cLo/gib, c.cHi/gib)
+			}
+		})
 	}
 }

@@ -50,7 +50,7 @@ func (w workload) fits(size int) bool { return w.allocated(size)+w.ctx <= w.capa
 // observe is what a clean trial at size reports.
 func (w workload) observe(size int) Observation {
 	if !w.fits(size) {
-		return Observation{Size: size, Outcome: classify.OOM}
+		return Observation{Size: size, Outcome: classify.OOM, Failure: w.failure(size)}
 	}
 	return Observation{Size: size, Outcome: classify.OK, Memory: w.memory(size)}
 }
@@ -60,6 +60,22 @@ func (w workload) memory(size int) Memory {
 	a := w.allocated(size)
 	reserved := (a + 20*mib - 1) / (20 * mib) * (20 * mib)
 	return Memory{Allocated: a, Reserved: reserved, Device: reserved + w.ctx}
+}
+
+// failure is what a trial at size that does not fit says when it fails:
+// its last allocation, an eighth of what the batch costs, was refused with
+// the rest held, and the device had what the context and the allocator's
+// holdings left free.
+func (w workload) failure(size int) Failure {
+	need := w.allocated(size)
+	request := max(need-w.fixed, 1) / 8
+	held := need - request
+	reserved := (held + 20*mib - 1) / (20 * mib) * (20 * mib)
+	var free uint64
+	if room := w.capacity - w.ctx; room > reserved {
+		free = room - reserved
+	}
+	return Failure{Request: request, Allocated: held, Reserved: reserved, Free: free}
 }
 
 // truth is the exact answer on cfg's grid, by scanning; 0 when nothing fits.

@@ -21,7 +21,9 @@ type view struct {
 	// the smallest believed not to (g.max+step when none).
 	lo, hi int
 	// points are the measured peaks of the sizes believed to fit below hi,
-	// and fit the model made from them (nil when none could be made).
+	// in units of fig, and fit the model made from them (nil when none
+	// could be made).
+	fig    Figure
 	points []memmodel.Point
 	fit    *memmodel.Fit
 	// [cLo, cHi] is where the peak at the boundary is expected to be, in
@@ -186,6 +188,14 @@ func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64) {
 	aLo, aHi := v.lo, v.hi-g.step
 	if iLo, iHi := max(wLo, aLo), min(wHi, aHi); iLo <= iHi {
 		// Proving answer a takes a at or above lo and a+step below hi.
+		if v.growing() && wLo <= v.lo {
+			// Nothing has failed, and sizes the window allowed as the
+			// answer ran: the model's figure is bending. Its top, if it
+			// fails, bounds the search; a probe in the middle only creeps.
+			// More sizes a round spread below it.
+			top := max(iHi, v.lo+g.step)
+			return append(spread(g, v.lo, top, v.k-1), top), true, predicted
+		}
 		return spread(g, max(v.lo, iLo-g.step), min(v.hi, iHi+2*g.step), v.k), true, predicted
 	}
 	band := wHi - wLo + g.step

@@ -95,7 +95,7 @@ func (d *driver) run(ctx context.Context) error {
 			if hi > d.g.max {
 				phase = PhaseBracket
 			}
-			sizes, predicted := d.plan.next(d.view(lo, hi))
+			sizes, predicted := d.plan.next(d.planView(lo, hi))
 			if err := d.round(ctx, phase, sizes, predicted); err != nil {
 				return err
 			}
@@ -233,13 +233,15 @@ func (d *driver) believe(o Observation) {
 // the boundary: below the smallest boundary the model allows (its
 // prediction at the low end of the expected window, less its error bound)
 // by a twentieth, and at least a grid step. It is below the grid when there
-// is no model, or the model has been wrong about this workload.
+// is no model, or the model has been wrong about this workload. The model is
+// the planner's: once failures that report their figures have moved its
+// window, a failure inside the new window is no surprise.
 func (d *driver) clearRoom() int {
 	none := d.g.min - d.g.step
 	if d.modelDoubted || d.cfg.Capacity == 0 || d.cfg.Strategy == Bisect {
 		return none
 	}
-	v := d.view(d.bracket())
+	v := d.planView(d.bracket())
 	if v.fit == nil || v.cLo <= 0 {
 		return none
 	}
@@ -513,8 +515,7 @@ func (d *driver) marginBracket() (mlo, mhi int, ok bool) {
 // view shows the planner the bracket (lo, hi) and the model.
 func (d *driver) view(lo, hi int) view {
 	v := view{g: d.g, k: d.k, lo: lo, hi: hi}
-	var fig Figure
-	fig, v.points = d.points(hi)
+	v.fig, v.points = d.points(hi)
 	if f, err := memmodel.Estimate(v.points); err == nil {
 		v.fit = &f
 	}
@@ -523,7 +524,7 @@ func (d *driver) view(lo, hi int) view {
 	if !pooled {
 		context = d.context(hi)
 	}
-	v.cLo, v.cHi = expectedPeak(capacity, fig, context)
+	v.cLo, v.cHi = expectedPeak(capacity, v.fig, context)
 	return v
 }
 

@@ -17,6 +17,9 @@ type Observation struct {
 	// Memory is the trial's measured peak, used by model-guided strategies.
 	// Zero fields are unknown.
 	Memory Memory `json:"memory"`
+	// Failure is what a trial that ran out of memory said about it (the
+	// allocation that failed, what was held then); zero when unknown.
+	Failure Failure `json:"failure,omitzero"`
 	// Retry marks a re-run of a size whose first result contradicted the
 	// others (a monotonicity check) or a confirmation run.
 	Retry bool `json:"retry,omitempty"`
@@ -31,6 +34,28 @@ type Memory struct {
 	// the card unless told otherwise): the capacity that Allocated must fit
 	// in, when below the card's.
 	Limit uint64 `json:"limit_bytes,omitempty"`
+}
+
+// Failure is what an out-of-memory error says, in bytes; zero is unknown.
+// Allocated and Request are in the units of Memory.Allocated: the trial
+// held Allocated when it asked for Request more and could get only Free.
+type Failure struct {
+	Request   uint64 `json:"request_bytes,omitempty"`   // the allocation that failed
+	Allocated uint64 `json:"allocated_bytes,omitempty"` // the framework's allocated memory then
+	Reserved  uint64 `json:"reserved_bytes,omitempty"`  // its allocator's reserved memory then
+	// Free is what the allocator could still have taken: the cap less
+	// Reserved under an allocator cap, else the device's free memory.
+	Free uint64 `json:"free_bytes,omitempty"`
+}
+
+// Reached returns the allocated memory the trial could have reached when
+// it failed (what it held and what it could still take), and whether the
+// failure says so.
+func (f Failure) Reached() (uint64, bool) {
+	if f.Allocated == 0 || f.Request == 0 || f.Free == 0 || f.Free >= f.Request {
+		return 0, false
+	}
+	return f.Allocated + f.Free, true
 }
 
 // Prober runs trials. Probe runs the given sizes (concurrently where it can)

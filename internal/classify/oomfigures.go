@@ -1,0 +1,87 @@
+package classify
+
+import (
+	"bytes"
+	"regexp"
+)
+
+// OOMFigures are the figures an out-of-memory message gives, in bytes;
+// zero is unknown.
+type OOMFigures struct {
+	Tried    uint64 // the allocation that failed
+	Capacity uint64 // the device's total memory
+	Free     uint64 // the device's free memory
+	// Allowed is the process's cap under per_process_memory_fraction
+	// ("6.99 GiB allowed;"), which bounds the allocator's reserved memory.
+	Allowed uint64
+	// Allocated is what PyTorch had allocated, and Reserved what its
+	// caching allocator held in all (allocated and cached), when the
+	// allocation failed.
+	Allocated, Reserved uint64
+}
+
+var (
+	oomAllowed   = regexp.MustCompile(size + ` allowed;`)
+	oomAllocated = regexp.MustCompile(size + ` is allocated by PyTorch`)
+	oomUnalloc   = regexp.MustCompile(size + ` is reserved by PyTorch but unallocated`)
+	// PyTorch before 2.0: "4.36 GiB already allocated; ...; 4.63 GiB
+	// reserved in total by PyTorch", and in 1.0 "150.86 MiB cached".
+	oomAllocatedOld = regexp.MustCompile(size + ` already allocated`)
+	oomReservedOld  = regexp.MustCompile(size + ` reserved in total by PyTorch`)
+	oomCachedOld    = regexp.MustCompile(size + ` cached\)`)
+	// XLA's BFC allocator: "Out of memory while trying to allocate
+	// 200.00GiB", "trying to allocate 4770354232 bytes."
+	xlaTried = regexp.MustCompile(`trying to allocate (\d+(?:\.\d+)?) ?(bytes|KiB|MiB|GiB|TiB)`)
+)
+
+// ParseOOMFigures reads the last out-of-memory message in output that gives
+// figures: PyTorch's (every form ParseTorchOOM knows, with what PyTorch
+// had allocated and reserved) or XLA's (the allocation that failed only).
+func ParseOOMFigures(output []byte) OOMFigures {
+	var f OOMFigures
+	torch := bytes.LastIndex(output, []byte("out of memory. Tried to allocate"))
+	xla := bytes.LastIndex(output, []byte("trying to allocate"))
+	if torch < 0 && xla < 0 {
+		return f
+	}
+	if xla > torch {
+		f.Tried, _ = parseSize(xlaTried, lineAt(output, xla))
+		return f
+	}
+	line := lineAt(output, torch)
+	f.Tried, _ = parseSize(oomTried, line)
+	if c, ok := parseSize(oomCapacity, line); ok {
+		f.Capacity = c
+	} else {
+		f.Capacity, _ = parseSize(oomCapacityOld, line)
+	}
+	if v, ok := parseSize(oomFree, line); ok {
+		f.Free = v
+	} else {
+		f.Free, _ = parseSize(oomFreeOld, line)
+	}
+	f.Allowed, _ = parseSize(oomAllowed, line)
+	if a, ok := parseSize(oomAllocated, line); ok {
+		f.Allocated = a
+		if u, ok := parseSize(oomUnalloc, line); ok {
+			f.Reserved = a + u
+		}
+		return f
+	}
+	f.Allocated, _ = parseSize(oomAllocatedOld, line)
+	if r, ok := parseSize(oomReservedOld, line); ok {
+		f.Reserved = r
+	} else if c, ok := parseSize(oomCachedOld, line); ok && f.Allocated > 0 {
+		f.Reserved = f.Allocated + c
+	}
+	return f
+}
+
+// lineAt returns output from i to the end of its line.
+func lineAt(output []byte, i int) []byte {
+	line := output[i:]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	return line
+}

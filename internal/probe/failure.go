@@ -1,0 +1,51 @@
+package probe
+
+import (
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// failureOf is what a trial that ran out of memory said about it: the
+// figures of its OOM message (the exception the adapter reported, else the
+// last in its output), and the allocation torch's OOM observer saw refused
+// where the message gives none. What the allocator could still take is
+// the cap less what it had reserved under a cap (the message's "allowed",
+// or the observer's limit below the device's total), else the device's
+// free memory.
+func failureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) search.Failure {
+	if outcome != classify.OOM {
+		return search.Failure{}
+	}
+	f := classify.ParseOOMFigures([]byte(sum.Exception))
+	if f.Tried == 0 {
+		f = classify.ParseOOMFigures(output)
+	}
+	var req adapter.OOMRequest
+	if n := len(sum.OOMRequests); n > 0 {
+		req = sum.OOMRequests[n-1]
+	}
+	out := search.Failure{Request: f.Tried, Allocated: f.Allocated, Reserved: f.Reserved}
+	if out.Request == 0 {
+		out.Request = req.Bytes
+	}
+	total := f.Capacity
+	if total == 0 {
+		total = sum.DeviceTotal
+	}
+	capped := f.Allowed
+	if capped == 0 && req.Limit > 0 && total > 0 && req.Limit < total {
+		capped = req.Limit
+	}
+	switch {
+	case capped > 0:
+		if out.Reserved > 0 && capped > out.Reserved {
+			out.Free = capped - out.Reserved
+		}
+	case f.Free > 0:
+		out.Free = f.Free
+	default:
+		out.Free = req.Free
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package probe
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// A failed trial's observation carries what its OOM said: the message's
+// figures, what the cap or the device left free, and the refused allocation
+// from torch's OOM observer where the message has none.
+func TestFailureOf(t *testing.T) {
+	const (
+		gib = 1 << 30
+		mib = 1 << 20
+	)
+	corpus := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "classify", "testdata", "corpus", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	round := func(v float64) uint64 { return uint64(v*gib + 0.5) }
+	observed := adapter.OOMRequest{Device: 0, Bytes: 3 * gib, Limit: 24 * gib, Free: 100 * gib}
+	for _, tc := range []struct {
+		name    string
+		outcome classify.Outcome
+		sum     adapter.Summary
+		output  []byte
+		want    search.Failure
+	}{
+		{"the cap less reserved (torch 2.11, a fraction)", classify.OOM, adapter.Summary{}, corpus("oom-torch-2.11-fraction.txt"),
+			search.Failure{Request: 2 * gib, Allocated: round(6.03), Reserved: round(6.03) + 768<<10, Free: round(6.99) - round(6.03) - 768<<10}},
+		{"the device's free memory on a whole card", classify.OOM, adapter.Summary{}, corpus("oom-torchrun-rank.txt"),
+			search.Failure{Request: 8 * gib, Allocated: round(70.01), Reserved: round(70.01) + round(2.44), Free: round(5.12)}},
+		{"the exception the adapter reported first", classify.OOM,
+			adapter.Summary{Exception: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.76 GiB. GPU 0 has a total capacity of 139.80 GiB of which 100.00 GiB is free. Of the allocated memory 23.43 GiB is allocated by PyTorch, and 96.00 MiB is reserved by PyTorch but unallocated.",
+				OOMRequests: []adapter.OOMRequest{{Device: 0, Bytes: 4 * gib, Limit: 24 * gib}}},
+			corpus("oom-torchrun-rank.txt"),
+			search.Failure{Request: round(4.76), Allocated: round(23.43), Reserved: round(23.43) + 96*mib, Free: 24*gib - round(23.43) - 96*mib}},
+		{"the observer alone: no reserved figure, free unknown under its cap", classify.OOM,
+			adapter.Summary{DeviceTotal: 141 * gib, OOMRequests: []adapter.OOMRequest{observed}}, nil,
+			search.Failure{Request: 3 * gib}},
+		{"XLA: the request only", classify.OOM, adapter.Summary{}, corpus("oom-jax-xla.txt"), search.Failure{Request: 4770354232}},
+		{"not an OOM", classify.OK, adapter.Summary{}, corpus("oom-torchrun-rank.txt"), search.Failure{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := failureOf(tc.outcome, tc.sum, tc.output); got != tc.want {
+				t.Errorf("failureOf =\n %+v, want\n %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The figures reach the search through Probe, from the trial's output.
+func TestProbeReportsFailure(t *testing.T) {
+	msg, err := os.ReadFile(filepath.Join("..", "classify", "testdata", "corpus", "oom-torch-2.11-fraction.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{
+		Command: []string{"python3", "train.py", "{}"}, LogDir: t.TempDir(), Framework: adapter.Python{},
+		Executor: ExecutorFunc(func(context.Context, trial.Spec, trial.Watcher) (trial.Result, error) {
+			return trial.Result{ExitCode: 1, StderrTail: msg}, nil
+		}),
+	})
+	obs, err := p.Probe(context.Background(), []int{64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := obs[0].Failure; obs[0].Outcome != classify.OOM || f.Request != 2<<30 || f.Free == 0 {
+		t.Errorf("observation %+v, want an OOM that tried 2 GiB with the cap's free memory", obs[0])
+	}
+}
