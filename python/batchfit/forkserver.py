@@ -377,8 +377,10 @@ def _ended(exc: BaseException) -> int:
     tb = exc.__traceback__
     # Our own frames are not the program's: a fresh process's traceback
     # starts at the program's module.
-    while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, _runpy_file()):
+    ours = (_ended.__code__.co_filename, _runpy_file())
+    while tb is not None and tb.tb_frame.f_code.co_filename in ours:
         tb = tb.tb_next
+    exc.__traceback__ = tb  # what the interpreter's printer reads
     sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
     if sys.version_info >= (3, 12):
         sys.last_exc = exc

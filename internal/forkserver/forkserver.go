@@ -1,0 +1,244 @@
+// Package forkserver runs Python trials as children forked from a long-lived
+// parent that has already imported the program's heavy third-party modules
+// (torch, torchvision, ...), so that a trial skips most of its start-up. The
+// parent never initialises CUDA or any GPU runtime: each child makes its own
+// CUDA context, and its GPU memory is as clean as a fresh process's.
+//
+// The Executor learns what to preload from the first trial, which runs as a
+// fresh process, from the adapter's report (third-party top-level packages
+// only). Anything the server cannot run as the interpreter would (options,
+// launchers, another interpreter or environment, a server that failed) runs
+// as a fresh process. Everything else about a trial (time limit, the kill of
+// its group and descendants, logs, cgroup) is internal/trial's.
+package forkserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// Options shape an Executor.
+type Options struct {
+	// LogDir holds the server's own output (forkserver.log); "" discards it.
+	LogDir string
+	// Notice tells the user what preloading did (modules dropped and why,
+	// a server that failed); nil says nothing.
+	Notice func(msg string)
+	// Run runs a trial; nil means trial.Run. Fresh trials run through it
+	// as they are, forked ones with spec.Launcher set.
+	Run func(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error)
+	// StartTimeout bounds the server's start and its preloading (imports
+	// of large packages take seconds); 0 means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// Wait makes the trial after the one the modules were learned from
+	// wait for the server, rather than run fresh while it preloads. Tests
+	// set it; a search gains from not waiting.
+	Wait bool
+}
+
+// DefaultStartTimeout bounds a server's start and preloading.
+const DefaultStartTimeout = 5 * time.Minute
+
+// maxRestarts bounds how often a server is restarted without a module that
+// poisoned it.
+const maxRestarts = 3
+
+// Executor runs trials, forking those it can from a preloading server.
+// It has the contract of trial.Run (probe.Executor).
+type Executor struct {
+	opts Options
+
+	mu      sync.Mutex
+	key     key           // what the server is, or is being, started for
+	learned bool          // the modules were learned; a server was started or tried
+	ready   chan struct{} // closed once starting has ended, well or not
+	srv     *server       // nil when none is usable
+	closed  bool
+}
+
+// New returns an Executor; Close stops its server.
+func New(opts Options) *Executor {
+	if opts.Run == nil {
+		opts.Run = trial.Run
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.Notice == nil {
+		opts.Notice = func(string) {}
+	}
+	return &Executor{opts: opts}
+}
+
+// Run runs spec, forked when the server can run it, else fresh; a fresh
+// trial of a forkable command teaches the server what to preload.
+func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
+	k, forkable := keyOf(spec)
+	if srv := e.server(k, forkable); srv != nil {
+		forked := spec
+		forked.Launcher = srv
+		res, err := e.opts.Run(ctx, forked, w)
+		if err == nil {
+			res.Forked = true
+			return res, nil
+		}
+		if !errors.Is(err, errServer) {
+			return res, err
+		}
+		e.drop(srv, fmt.Sprintf("preload: the fork server failed (%v); trials run as fresh processes", err))
+	}
+	res, err := e.opts.Run(ctx, spec, w)
+	if err == nil && forkable {
+		e.learn(k, spec)
+	}
+	return res, err
+}
+
+// server is the server to fork spec's trial from, or nil.
+func (e *Executor) server(k key, forkable bool) *server {
+	if !forkable {
+		return nil
+	}
+	e.mu.Lock()
+	ready, learned, same := e.ready, e.learned, e.key == k
+	e.mu.Unlock()
+	if !learned || !same {
+		return nil
+	}
+	if e.opts.Wait {
+		<-ready
+	}
+	select {
+	case <-ready:
+	default:
+		return nil // still preloading: this trial runs fresh
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.srv
+}
+
+// learn starts a server for k in the background, preloading the packages
+// that spec's trial reported. Only the first forkable trial teaches.
+func (e *Executor) learn(k key, spec trial.Spec) {
+	modules := reportedPackages(spec.Env)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.learned || e.closed {
+		return
+	}
+	e.learned, e.key = true, k
+	e.ready = make(chan struct{})
+	if len(modules) == 0 {
+		// Nothing heavy to preload (or no report): a fork would save only
+		// the interpreter's own start.
+		close(e.ready)
+		return
+	}
+	env := serverEnv(spec.Env)
+	go func() {
+		srv := e.start(k, env, modules)
+		e.mu.Lock()
+		if e.closed && srv != nil {
+			srv.close()
+			srv = nil
+		}
+		e.srv = srv
+		e.mu.Unlock()
+		close(e.ready)
+	}()
+}
+
+// start starts a server that preloads modules, restarting it without any
+// module that started a thread or a GPU runtime; nil when none could be had.
+func (e *Executor) start(k key, env []string, modules []string) *server {
+	logPath := ""
+	if e.opts.LogDir != "" {
+		logPath = filepath.Join(e.opts.LogDir, "forkserver.log")
+	}
+	for range maxRestarts {
+		srv, err := startServer(k, env, logPath, e.opts.StartTimeout)
+		if err != nil {
+			e.opts.Notice(fmt.Sprintf("preload: the fork server did not start (%v); trials run as fresh processes", err))
+			return nil
+		}
+		loaded, dropped, poisoned, err := srv.preload(modules, e.opts.StartTimeout)
+		if err != nil {
+			srv.close()
+			e.opts.Notice(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
+			return nil
+		}
+		for _, d := range dropped {
+			e.opts.Notice(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
+			modules = slices.DeleteFunc(modules, func(m string) bool { return m == d.Module })
+		}
+		if !poisoned {
+			e.opts.Notice(fmt.Sprintf("preload: forking trials from a server that imported %s", strings.Join(loaded, ", ")))
+			return srv
+		}
+		srv.close()
+	}
+	e.opts.Notice("preload: every fork server was unsafe to fork from; trials run as fresh processes")
+	return nil
+}
+
+// drop stops using srv after it failed.
+func (e *Executor) drop(srv *server, msg string) {
+	e.mu.Lock()
+	if e.srv != srv {
+		e.mu.Unlock()
+		return
+	}
+	e.srv = nil
+	e.mu.Unlock()
+	e.opts.Notice(msg)
+	go srv.close()
+}
+
+// Close stops the server. Trials must have ended.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	srv, ready := e.srv, e.ready
+	e.srv = nil
+	e.mu.Unlock()
+	if srv == nil && ready != nil {
+		// A server still starting is closed by its starter.
+		return nil
+	}
+	if srv != nil {
+		srv.close()
+	}
+	return nil
+}
+
+// reportedPackages are the third-party packages the trial with env
+// reported importing (adapter.Event.Packages), in import order.
+func reportedPackages(env []string) []string {
+	path, ok := adapter.Lookup(env, adapter.ReportEnv)
+	if !ok || path == "" {
+		return nil
+	}
+	events, _, err := adapter.Read(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ev := range events {
+		for _, p := range ev.Packages {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
