@@ -381,6 +381,22 @@ func TestForkAfterCUDAInitIsRefused(t *testing.T) {
 	}
 }
 
+// TestForkedNumpyIsReseeded: numpy seeds its global generator from the OS
+// at import; forked from one server, trials must not all draw the same
+// numbers.
+func TestForkedNumpyIsReseeded(t *testing.T) {
+	h := newHarness(t)
+	if exec.Command(h.py, "-c", "import numpy").Run() != nil {
+		t.Skip("no numpy")
+	}
+	e := h.executor()
+	h.run(e, h.spec(1, "draw.py"))
+	a, b := h.run(e, h.spec(2, "draw.py")), h.run(e, h.spec(3, "draw.py"))
+	if !a.res.Forked || !b.res.Forked || a.stdout == b.stdout {
+		t.Errorf("forked %v %v, drew %q and %q", a.res.Forked, b.res.Forked, a.stdout, b.stdout)
+	}
+}
+
 func TestNotForkableRunsFresh(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()

@@ -261,12 +261,29 @@ def child(req: dict[str, Any], private: tuple[int, ...]) -> None:
         k, _, v = kv.partition("=")
         os.environ[k] = v
     os.chdir(req["cwd"])
+    _reseed()
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv = list(req["argv"])
     argv = req["argv"][1:]  # without the interpreter
     if argv[0] == "-m":
         code = _run_module(argv[1], argv[2:])
     else:
         code = _run_script(argv[0], argv[1:])
     _exit(code)
+
+
+def _reseed() -> None:
+    """Random state that a fresh process would seed from the OS at import:
+    Python's random reseeds itself after a fork, numpy's global generator
+    does not, and without this every forked trial would draw the same
+    numbers. (torch's default generator has a fixed seed in every process.)"""
+    np_random = sys.modules.get("numpy.random")
+    seed = getattr(np_random, "seed", None)
+    if callable(seed):
+        try:
+            seed()
+        except Exception:
+            pass
 
 
 def _die_with_parent() -> None:
