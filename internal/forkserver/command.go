@@ -78,12 +78,17 @@ type key struct {
 	env    string
 }
 
+// envOf is the environment spec's trial gets.
+func envOf(spec trial.Spec) []string {
+	if spec.Env == nil {
+		return os.Environ()
+	}
+	return spec.Env
+}
+
 // keyOf is spec's key; ok is false when spec cannot be forked at all.
 func keyOf(spec trial.Spec) (k key, ok bool) {
-	env := spec.Env
-	if env == nil {
-		env = os.Environ()
-	}
+	env := envOf(spec)
 	if !Forkable(spec.Argv, spec.Dir) {
 		return key{}, false
 	}

@@ -62,6 +62,7 @@ type Executor struct {
 	learned bool          // the modules were learned; a server was started or tried
 	ready   chan struct{} // closed once starting has ended, well or not
 	srv     *server       // nil when none is usable
+	pending *server       // the server being started and preloaded, if any
 	closed  bool
 }
 
@@ -130,7 +131,7 @@ func (e *Executor) server(k key, forkable bool) *server {
 // learn starts a server for k in the background, preloading the packages
 // that spec's trial reported. Only the first forkable trial teaches.
 func (e *Executor) learn(k key, spec trial.Spec) {
-	modules := reportedPackages(spec.Env)
+	modules := reportedPackages(envOf(spec))
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.learned || e.closed {
@@ -144,7 +145,7 @@ func (e *Executor) learn(k key, spec trial.Spec) {
 		close(e.ready)
 		return
 	}
-	env := serverEnv(spec.Env)
+	env := serverEnv(envOf(spec))
 	go func() {
 		srv := e.start(k, env, modules)
 		e.mu.Lock()
@@ -171,7 +172,12 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 			e.opts.Notice(fmt.Sprintf("preload: the fork server did not start (%v); trials run as fresh processes", err))
 			return nil
 		}
+		if !e.setPending(srv) {
+			srv.close()
+			return nil
+		}
 		loaded, dropped, poisoned, err := srv.preload(modules, e.opts.StartTimeout)
+		e.setPending(nil)
 		if err != nil {
 			srv.close()
 			e.opts.Notice(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
@@ -191,6 +197,15 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 	return nil
 }
 
+// setPending names the server being preloaded, so that Close can stop it;
+// false when the Executor is closed already.
+func (e *Executor) setPending(srv *server) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pending = srv
+	return !e.closed
+}
+
 // drop stops using srv after it failed.
 func (e *Executor) drop(srv *server, msg string) {
 	e.mu.Lock()
@@ -208,12 +223,12 @@ func (e *Executor) drop(srv *server, msg string) {
 func (e *Executor) Close() error {
 	e.mu.Lock()
 	e.closed = true
-	srv, ready := e.srv, e.ready
+	srv, pending := e.srv, e.pending
 	e.srv = nil
 	e.mu.Unlock()
-	if srv == nil && ready != nil {
-		// A server still starting is closed by its starter.
-		return nil
+	if pending != nil {
+		// Still importing: its starter sees it die and closes it.
+		pending.kill()
 	}
 	if srv != nil {
 		srv.close()

@@ -440,3 +440,38 @@ func TestForkable(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWhilePreloading: a search that ends while the server is still
+// importing does not wait for it, and leaves no server behind.
+func TestCloseWhilePreloading(t *testing.T) {
+	h := newHarness(t)
+	e := New(Options{LogDir: h.dir})
+	spec := h.spec(1, "show.py")
+	k, _ := keyOf(spec)
+	done := make(chan *server)
+	go func() { done <- e.start(k, serverEnv(spec.Env), []string{"slowimport"}) }()
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		e.mu.Lock()
+		if e.pending != nil {
+			pid = e.pending.pid
+		}
+		e.mu.Unlock()
+	}
+	if pid == 0 {
+		t.Fatal("the server never started preloading")
+	}
+	began := time.Now()
+	e.Close()
+	select {
+	case srv := <-done:
+		if srv != nil {
+			t.Error("a server came back after Close")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("start still waiting 10s after Close")
+	}
+	if time.Since(began) > 5*time.Second || alive(pid) {
+		t.Errorf("closed in %s, server alive %v", time.Since(began), alive(pid))
+	}
+}

@@ -254,10 +254,14 @@ func (s *server) close() {
 	select {
 	case <-s.done:
 	case <-time.After(5 * time.Second):
-		_ = procgroup.KillGroup(s.pid, syscall.SIGKILL)
+		s.kill()
 	}
 	_ = s.cmd.Wait()
 }
+
+// kill kills the server's process group at once (it imports; its children,
+// if any, die with it by their parent-death signal).
+func (s *server) kill() { _ = procgroup.KillGroup(s.pid, syscall.SIGKILL) }
 
 // child is a forked trial leader.
 type child struct {

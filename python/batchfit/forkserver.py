@@ -199,6 +199,15 @@ class Server:
                 os.read(go_r, 1)  # the parent has put us in the trial's cgroup
                 os.close(go_r)
                 child(req, (self.requests.fileno(), self.replies, self.wake_r, self.wake_w))
+            except BaseException:
+                # Before the program ran (a log that cannot be opened, a
+                # working directory gone): said on stderr, the trial's log
+                # once it is redirected.
+                try:
+                    traceback.print_exc()
+                    sys.stderr.flush()
+                except BaseException:
+                    pass
             finally:
                 os._exit(_SETUP_FAILED)
         os.close(go_r)
@@ -260,7 +269,8 @@ def child(req: dict[str, Any], private: tuple[int, ...]) -> None:
     for kv in req["env"]:
         k, _, v = kv.partition("=")
         os.environ[k] = v
-    os.chdir(req["cwd"])
+    if req.get("cwd"):
+        os.chdir(req["cwd"])
     _reseed()
     if hasattr(sys, "orig_argv"):
         sys.orig_argv = list(req["argv"])
