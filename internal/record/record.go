@@ -117,6 +117,7 @@ type Settings struct {
 	Parallel    int     `json:"parallel,omitempty"`
 	SoakSecs    float64 `json:"soak_seconds,omitempty"` // --soak
 	Framework   string  `json:"framework,omitempty"`    // adapter.Framework's name
+	Preload     bool    `json:"preload,omitempty"`      // --preload: trials may be forked (Trial.Forked)
 }
 
 // GPUInfo is the device the search ran on.
