@@ -88,14 +88,20 @@ func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (t
 		forked := spec
 		forked.Launcher = srv
 		res, err := e.opts.Run(ctx, forked, w)
-		if err == nil {
+		switch {
+		case err == nil && srv.killedChildren(res):
+			// The server died under the trial (the kernel's OOM killer
+			// chose it, say), and its children with it: nothing is known
+			// of this size yet.
+			e.drop(srv, "preload: the fork server died during a trial; that trial and later ones run as fresh processes")
+		case err == nil:
 			res.Forked = true
 			return res, nil
-		}
-		if !errors.Is(err, errServer) {
+		case !errors.Is(err, errServer):
 			return res, err
+		default:
+			e.drop(srv, fmt.Sprintf("preload: the fork server failed (%v); trials run as fresh processes", err))
 		}
-		e.drop(srv, fmt.Sprintf("preload: the fork server failed (%v); trials run as fresh processes", err))
 	}
 	res, err := e.opts.Run(ctx, spec, w)
 	if err == nil && forkable {

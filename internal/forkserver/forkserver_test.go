@@ -475,3 +475,38 @@ func TestCloseWhilePreloading(t *testing.T) {
 		t.Errorf("closed in %s, server alive %v", time.Since(began), alive(pid))
 	}
 }
+
+// TestServerDeathRunsTheTrialFresh: a server that dies under a trial takes
+// the trial with it; the trial runs again as a fresh process, and so do
+// later ones.
+func TestServerDeathRunsTheTrialFresh(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	<-e.ready
+	e.mu.Lock()
+	srv := e.srv
+	e.mu.Unlock()
+	if srv == nil {
+		t.Fatalf("no server: %s", h.notices())
+	}
+	spec := h.spec(2, "show.py", "hang")
+	var once sync.Once
+	spec.OnSpawn = func(p trial.Process) func() {
+		// Kill the server under the forked trial; the fresh re-run hangs
+		// until its time limit.
+		once.Do(func() { time.AfterFunc(300*time.Millisecond, srv.kill) })
+		return nil
+	}
+	spec.Timeout = 2 * time.Second
+	r := h.run(e, spec)
+	if r.res.Forked || !r.res.TimedOut {
+		t.Errorf("forked %v, timed out %v (the fresh re-run should have run to its limit)", r.res.Forked, r.res.TimedOut)
+	}
+	if !strings.Contains(h.notices(), "the fork server died during a trial") {
+		t.Errorf("notices: %s", h.notices())
+	}
+	if r := h.run(e, h.spec(3, "show.py")); r.res.Forked {
+		t.Error("forked from a dead server")
+	}
+}

@@ -259,6 +259,17 @@ func (s *server) close() {
 	_ = s.cmd.Wait()
 }
 
+// killedChildren reports whether res, a trial forked from s, ended because
+// s died: its children die with it (their parent-death signal).
+func (s *server) killedChildren(res trial.Result) bool {
+	select {
+	case <-s.done:
+	default:
+		return false
+	}
+	return res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
+}
+
 // kill kills the server's process group at once (it imports; its children,
 // if any, die with it by their parent-death signal).
 func (s *server) kill() { _ = procgroup.KillGroup(s.pid, syscall.SIGKILL) }
