@@ -48,9 +48,10 @@ type Options struct {
 // DefaultStartTimeout bounds a server's start and preloading.
 const DefaultStartTimeout = 5 * time.Minute
 
-// maxRestarts bounds how often a server is restarted without a module that
-// poisoned it.
-const maxRestarts = 3
+// maxServers bounds how many servers one search starts: each module that
+// poisons a server (it started a thread or a GPU runtime) costs one more,
+// which imports everything before it again.
+const maxServers = 5
 
 // Executor runs trials, forking those it can from a preloading server.
 // It has the contract of trial.Run (probe.Executor).
@@ -172,7 +173,7 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 	if e.opts.LogDir != "" {
 		logPath = filepath.Join(e.opts.LogDir, "forkserver.log")
 	}
-	for range maxRestarts {
+	for range maxServers {
 		srv, err := startServer(k, env, logPath, e.opts.StartTimeout)
 		if err != nil {
 			e.opts.Notice(fmt.Sprintf("preload: the fork server did not start (%v); trials run as fresh processes", err))

@@ -343,14 +343,15 @@ func TestUnsafeModulesAreDropped(t *testing.T) {
 	if !ok {
 		t.Fatal("show.py not forkable")
 	}
-	srv := e.start(k, serverEnv(h.spec(1, "show.py").Env), []string{"broken", "threaded", "gpuinit", "heavy"})
+	srv := e.start(k, serverEnv(h.spec(1, "show.py").Env), []string{"broken", "threaded", "nativethread", "gpuinit", "heavy"})
 	if srv == nil {
 		t.Fatalf("no server: %s", h.notices())
 	}
 	defer srv.close()
 	for _, want := range []string{
 		"not preloading broken: import failed",
-		"not preloading threaded: 2 threads are running",
+		"not preloading threaded: 1 Python thread(s) running",
+		"not preloading nativethread: 1 native thread(s) running that a fork does not stop",
 		"not preloading gpuinit: torch initialised CUDA",
 		"heavy",
 	} {

@@ -90,9 +90,29 @@ def fork_hazard() -> str | None:
     state = gpu_state()
     if state is not None:
         return state
+    return thread_hazard()
+
+
+def thread_hazard() -> str | None:
+    """Threads that a fork would leave behind, or None. fork copies only the
+    calling thread: whatever another thread held (a lock, half-updated
+    state) stays held in the child. A Python thread is always a hazard.
+    Native thread pools that know this stop themselves in a pthread_atfork
+    prepare handler and start again when next needed (OpenBLAS does), so
+    native threads count only when they survive a throwaway fork."""
+    import threading
+
+    if threading.active_count() > 1:
+        return f"{threading.active_count() - 1} Python thread(s) running"
+    if thread_count() == 1:
+        return None
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
     n = thread_count()
     if n > 1:
-        return f"{n} threads are running"
+        return f"{n - 1} native thread(s) running that a fork does not stop"
     return None
 
 
