@@ -389,18 +389,16 @@ def _run_script(script: str, args: list[str]) -> int:
 def _run_module(module: str, args: list[str]) -> int:
     import runpy
 
+    # As the interpreter: sys.argv[0] is "-m" while start-up code (the hook)
+    # runs, and runpy sets it to the module's file once it has found it;
+    # sys.path[0] is the working directory.
     sys.argv[:] = ["-m"] + args
     sys.path[0] = os.getcwd()
+    _start_hook()
     _fresh_main()
     try:
-        # Finds the module first and sets sys.argv[0] to its file, as
-        # `python -m` does; the hook then sees the script it would see.
-        spec_main = runpy._get_module_details(module)  # type: ignore[attr-defined]
-        sys.argv[0] = spec_main[1].origin or "-m"
-    except BaseException as e:
-        return _ended(e)
-    _start_hook()
-    try:
+        # Says "<python>: No module named x" and exits 1 where `python -m`
+        # does (SystemExit).
         runpy._run_module_as_main(module, alter_argv=True)  # type: ignore[attr-defined]
     except BaseException as e:
         return _ended(e)
