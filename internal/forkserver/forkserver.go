@@ -96,7 +96,7 @@ func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (t
 			// of this size yet.
 			e.drop(srv, "preload: the fork server died during a trial; that trial and later ones run as fresh processes")
 		case err == nil:
-			res.Forked = true
+			res.Forked = res.PID != 0 // 0: canceled before it started
 			return res, nil
 		case !errors.Is(err, errServer):
 			return res, err
