@@ -33,9 +33,6 @@ type Options struct {
 	// Notice tells the user what preloading did (modules dropped and why,
 	// a server that failed); nil says nothing.
 	Notice func(msg string)
-	// Run runs a trial; nil means trial.Run. Fresh trials run through it
-	// as they are, forked ones with spec.Launcher set.
-	Run func(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error)
 	// StartTimeout bounds the server's start and its preloading (imports
 	// of large packages take seconds); 0 means DefaultStartTimeout.
 	StartTimeout time.Duration
@@ -69,9 +66,6 @@ type Executor struct {
 
 // New returns an Executor; Close stops its server.
 func New(opts Options) *Executor {
-	if opts.Run == nil {
-		opts.Run = trial.Run
-	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = DefaultStartTimeout
 	}
@@ -88,7 +82,7 @@ func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (t
 	if srv := e.server(k, forkable); srv != nil {
 		forked := spec
 		forked.Launcher = srv
-		res, err := e.opts.Run(ctx, forked, w)
+		res, err := trial.Run(ctx, forked, w)
 		switch {
 		case err == nil && srv.killedChildren(res):
 			// The server died under the trial (the kernel's OOM killer
@@ -104,7 +98,7 @@ func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (t
 			e.drop(srv, fmt.Sprintf("preload: the fork server failed (%v); trials run as fresh processes", err))
 		}
 	}
-	res, err := e.opts.Run(ctx, spec, w)
+	res, err := trial.Run(ctx, spec, w)
 	if err == nil && forkable {
 		e.learn(k, spec)
 	}
@@ -195,7 +189,7 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 			modules = slices.DeleteFunc(modules, func(m string) bool { return m == d.Module })
 		}
 		if !poisoned {
-			e.opts.Notice(fmt.Sprintf("preload: forking trials from a server that imported %s", strings.Join(loaded, ", ")))
+			e.opts.Notice("preload: forking trials from a server that imported " + listed(loaded, 8))
 			return srv
 		}
 		srv.close()
@@ -211,6 +205,14 @@ func (e *Executor) setPending(srv *server) bool {
 	defer e.mu.Unlock()
 	e.pending = srv
 	return !e.closed
+}
+
+// listed names the first n of names, and how many more there are.
+func listed(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // drop stops using srv after it failed.

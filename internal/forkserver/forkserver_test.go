@@ -546,3 +546,12 @@ func TestServerDeathRunsTheTrialFresh(t *testing.T) {
 		t.Error("forked from a dead server")
 	}
 }
+
+func TestListed(t *testing.T) {
+	if got := listed([]string{"a", "b"}, 2); got != "a, b" {
+		t.Errorf("listed = %q", got)
+	}
+	if got := listed([]string{"a", "b", "c"}, 2); got != "a, b and 1 more" {
+		t.Errorf("listed = %q", got)
+	}
+}
