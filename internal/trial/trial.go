@@ -353,7 +353,7 @@ type execLeader struct {
 }
 
 func (e *execLeader) PID() int                { return e.cmd.Process.Pid }
-func (e *execLeader) InCgroup() bool          { return true }
+func (e *execLeader) InCgroup() bool          { return true } // not asked: startIn returns its cgroup
 func (e *execLeader) Exited() <-chan struct{} { return e.exited }
 func (e *execLeader) Reap() (int, syscall.Signal) {
 	_ = e.cmd.Wait()
