@@ -555,3 +555,34 @@ func TestListed(t *testing.T) {
 		t.Errorf("listed = %q", got)
 	}
 }
+
+// TestForkedInParallel: trials on several GPU slots fork from one server at
+// once; each gets its own exit status.
+func TestForkedInParallel(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	var wg sync.WaitGroup
+	results := make([]ran, 6)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mode := "exit3"
+			if i%2 == 0 {
+				mode = "atexit"
+			}
+			results[i] = h.run(e, h.spec(20+i, "show.py", mode))
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		want := 3
+		if i%2 == 0 {
+			want = 0
+		}
+		if !r.res.Forked || r.res.ExitCode != want || len(r.events) != 1 {
+			t.Errorf("trial %d: forked %v, exit %d (want %d), %d events", i, r.res.Forked, r.res.ExitCode, want, len(r.events))
+		}
+	}
+}
