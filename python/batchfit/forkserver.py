@@ -343,9 +343,8 @@ def _redirect(stdout: str, stderr: str) -> None:
 
 
 def _start_hook() -> None:
-    """What the adapter's sitecustomize does at start-up in a fresh trial."""
-    if not os.environ.get("BATCHFIT_REPORT"):
-        return
+    """What the adapter's sitecustomize does at start-up in a fresh trial;
+    install() does nothing without BATCHFIT_REPORT."""
     try:
         from batchfit import hook
 
