@@ -14,7 +14,9 @@
 # both). Writes every run's JSON and stderr, and table.txt, under OUTDIR.
 # Usage: bench/gpu_preload.sh [BATCHFIT] [OUTDIR] [WORKLOADS...]
 #        (default: batchfit on PATH, ./bench-out, all three)
-# Environment: LIMIT (24GiB), BF_ARGS (extra flags for every search).
+# Environment: LIMIT (24GiB), BF_ARGS (extra flags for every search),
+# STRATEGY (model; bisect runs about 18 trials a search, so more sizes are
+# compared: the first trial, and those while the server imports, run fresh).
 set -euo pipefail
 bf=${1:-batchfit}
 out=${2:-bench-out}
@@ -37,7 +39,7 @@ for w in "${loads[@]}"; do
 	for mode in fresh preload; do
 		flags=()
 		[ "$mode" = preload ] && flags=(--preload)
-		"$bf" search --no-db --memory-limit "$limit" --steps 2 --json "${flags[@]}" "${bf_args[@]}" \
+		"$bf" search --no-db --memory-limit "$limit" --steps 2 --json --strategy "${STRATEGY:-model}" "${flags[@]}" "${bf_args[@]}" \
 			--log-dir "$out/logs-$w-$mode" -- "$py" "${prog[@]}" \
 			>"$out/$w-$mode.json" 2>"$out/$w-$mode.err" || echo "$w $mode exited $?" >&2
 	done
