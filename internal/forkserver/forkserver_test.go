@@ -70,7 +70,7 @@ func newHarness(t *testing.T, extraPath ...string) *harness {
 			base = append(base, kv)
 		}
 	}
-	base = append(base, "PYTHONPATH="+strings.Join(paths, ":"))
+	base = append(base, "PYTHONPATH="+strings.Join(paths, ":"), "PYTHONDONTWRITEBYTECODE=1")
 	cwd, _ := filepath.Abs("testdata")
 	return &harness{t: t, py: py, dir: dir, base: base, pp: pp, cwd: cwd}
 }
