@@ -4,6 +4,8 @@
 #   model   fresh processes, memory-model guided (the default)
 #   bisect  fresh processes, bracket and bisection
 #   worker  a warm worker with verified resets, settled in fresh processes
+#   preload model, with trials forked from a server that imported torch and
+#           torchvision (--preload; bench/gpu_preload.sh compares the peaks)
 # Usage: bench/gpu_simclr.sh [BATCHFIT] [OUTDIR] [MODES...]
 #        (default: batchfit on PATH, ./bench-out, all three modes)
 set -euo pipefail
@@ -20,6 +22,7 @@ py=$(command -v python3)
 for m in "${modes[@]}"; do
 	case $m in
 	model | bisect) cmd=(search --strategy "$m" -- "$py" examples/simclr_resnet50/train.py --batch-size {}) ;;
+	preload) cmd=(search --preload -- "$py" examples/simclr_resnet50/train.py --batch-size {}) ;;
 	worker) cmd=(search --worker -- "$py" -m batchfit.worker examples/worker/simclr_trial.py:Trial) ;;
 	*) echo "unknown mode $m" >&2; exit 2 ;;
 	esac
@@ -33,7 +36,7 @@ runs = {m: json.load(open(f"{out}/{m}.json")) for m in modes}
 print(f"{'mode':8} {'answer':>6} {'trials':>6} {'seconds':>8}")
 for m, r in runs.items():
     print(f"{m:8} {r['answer']:>6} {len(r['trials']):>6} {r['seconds']:>8.1f}")
-for a, b in (("model", "bisect"), ("worker", "model")):
+for a, b in (("model", "bisect"), ("worker", "model"), ("preload", "model")):
     if a in runs and b in runs:
         print(f"time ratio {a}/{b}: {runs[a]['seconds'] / runs[b]['seconds']:.2f}")
 for m, r in runs.items():

@@ -97,6 +97,8 @@ func (slurmExecutor) Check(o *searchOptions) error {
 		return usageError("Slurm chooses the nodes and GPUs: use --jobs N for parallel trials and --gpus-per-trial N for GPUs per trial", "--gpus does not apply to --executor slurm")
 	case o.worker:
 		return usageError("leave out --worker: each Slurm job is a fresh process", "--worker does not apply to --executor slurm")
+	case o.preload:
+		return usageError("leave out --preload: each Slurm job is a fresh process", "--preload does not apply to --executor slurm")
 	case o.memoryLimit != "":
 		return usageError("run batchfit on a GPU node with --executor local to emulate a smaller card", "--memory-limit needs the GPU's total memory, which batchfit cannot read on Slurm's nodes")
 	}

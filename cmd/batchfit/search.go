@@ -44,6 +44,7 @@ type searchOptions struct {
 	cacheMaxAge                 maxAge
 	gpus                        string
 	worker, keepAfterOOM        bool
+	preload                     bool
 	gpusPerTrial                int
 	perGPUModel                 bool
 	db                          dbOptions
@@ -64,7 +65,8 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
 	fs.BoolVar(&o.worker, "worker", false, "run trials in a warm PyTorch worker (python -m batchfit.worker module:Trial) whose reset is verified; the answer is confirmed in fresh processes")
 	fs.BoolVar(&o.keepAfterOOM, "keep-after-oom", false, "with --worker, keep a worker after an out-of-memory trial when its reset verified")
-	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "confirm", "strategy", "fresh", "worker", "keep-after-oom")
+	fs.BoolVar(&o.preload, "preload", false, "fork each trial of a Python command from a server that has imported the program's third-party packages (torch, ...) but not started CUDA; each trial is still a process of its own (experimental: off until proven equal to fresh processes on a GPU)")
+	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "preload")
 
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
 	fs.StringVar(&o.margin, "margin", "", "also report the largest size that leaves this `share` of memory free: 10% or 0.10 (up to 90%); with -q, print that size")
@@ -269,7 +271,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
 		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, MemoryLimit: limit,
-		Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
+		Preload: o.preload, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {
 		cfg.Worker = &runner.WorkerOptions{KeepAfterOOM: o.keepAfterOOM}

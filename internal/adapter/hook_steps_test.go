@@ -84,7 +84,7 @@ func TestHookStopsFakeTorchCUDA(t *testing.T) {
 		CUDAInitialized: true, DeviceIndex: 1, Device: "Fake H200", DeviceTotal: 150109880320,
 		MaxAllocated: 25542543872, MaxReserved: 25767706624, Framework: "torch",
 		StepPeaks: []uint64{25542543872, 25542543872}, Stopped: true,
-		Sources: ev.Sources} // TestHookReportsLoadedSources checks them
+		Sources: ev.Sources, Packages: ev.Packages} // TestHookReportsLoadedSources checks them
 	if !reflect.DeepEqual(ev, want) || len(ev.StepTimes) != 1 {
 		t.Errorf("event =\n%+v, want\n%+v with 1 step time", ev, want)
 	}

@@ -340,7 +340,7 @@ func TestHookFakeTorchCUDA(t *testing.T) {
 				t.Errorf("stdout = %q, want %q", r.stdout, want)
 			}
 			want := Event{Version: 1, Event: "exit", PID: ev.PID, Torch: "2.99.0+fake", Steps: 3, StepTimes: ev.StepTimes,
-				Sources: ev.Sources} // TestHookReportsLoadedSources checks them
+				Sources: ev.Sources, Packages: ev.Packages} // TestHookReportsLoadedSources checks them
 			if tc.cuda {
 				want.CUDAInitialized, want.DeviceIndex, want.Device, want.DeviceTotal = true, 1, "Fake H200", 150109880320
 				want.MaxAllocated, want.MaxReserved = 25542543872, 25767706624
@@ -395,5 +395,33 @@ func TestHookReportsLoadedSources(t *testing.T) {
 	}
 	if ev.Sources[1].Size != 6 || ev.Sources[1].MTimeNS == 0 || ev.SourcesTruncated {
 		t.Fatalf("helper = %+v (truncated %v), want its size and mtime", ev.Sources[1], ev.SourcesTruncated)
+	}
+}
+
+// TestHookReportsPackages: the exit event names the top-level packages
+// imported from site-packages (what a fork server may preload), never the
+// program's own modules or the standard library.
+func TestHookReportsPackages(t *testing.T) {
+	python := findPython(t, false)
+	dir := t.TempDir()
+	site := filepath.Join(dir, "site-packages", "thirdparty", "sub")
+	if err := os.MkdirAll(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		filepath.Join(site, "..", "__init__.py"): "",
+		filepath.Join(site, "__init__.py"):       "",
+		filepath.Join(dir, "helper.py"):          "X = 1\n",
+		filepath.Join(dir, "main.py"):            "import json, helper, thirdparty.sub\n",
+	} {
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(baseEnv(), "PYTHONPATH="+filepath.Join(dir, "site-packages"))
+	ev := onlyEvent(t, runHooked(t, python, env, filepath.Join(dir, "main.py")))
+	if !slices.Contains(ev.Packages, "thirdparty") || slices.Contains(ev.Packages, "helper") ||
+		slices.Contains(ev.Packages, "json") || slices.Contains(ev.Packages, "batchfit") {
+		t.Fatalf("packages = %q, want thirdparty and no program, stdlib or batchfit module", ev.Packages)
 	}
 }

@@ -88,6 +88,10 @@ type Event struct {
 	// path), at most MaxSources; SourcesTruncated says there were more.
 	Sources          []Source `json:"sources,omitempty"`
 	SourcesTruncated bool     `json:"sources_truncated,omitempty"`
+	// Packages are the top-level packages the process imported from
+	// site-packages or dist-packages, in import order: what a fork server
+	// may preload (internal/forkserver).
+	Packages []string `json:"packages,omitempty"`
 }
 
 // MaxSources bounds Event.Sources and Summary.Sources. The adapter only

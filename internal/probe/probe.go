@@ -327,6 +327,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 		Steps:       sum.Steps,
 		StepPeaks:   sum.StepPeaks,
 		Rising:      record.Rising(sum.StepPeaks),
+		Forked:      res.Forked,
 		Stdout:      spec.StdoutPath,
 		Stderr:      spec.StderrPath,
 	}

@@ -119,6 +119,7 @@ type Settings struct {
 	Parallel    int     `json:"parallel,omitempty"`
 	SoakSecs    float64 `json:"soak_seconds,omitempty"` // --soak
 	Framework   string  `json:"framework,omitempty"`    // adapter.Framework's name
+	Preload     bool    `json:"preload,omitempty"`      // --preload: trials may be forked (Trial.Forked)
 }
 
 // GPUInfo is the device the search ran on.
@@ -157,6 +158,9 @@ type Trial struct {
 	// more than noise (see Rising): memory not yet settled, which a longer
 	// run may take past the card.
 	Rising uint64 `json:"rising_bytes,omitempty"`
+	// Forked marks a trial forked from a server that had preloaded the
+	// program's modules (--preload), not started afresh.
+	Forked bool `json:"forked,omitempty"`
 	// Warm-worker trials: the worker's pid, the memory its reset left
 	// above the baseline, whether the reset verified, and why the worker
 	// was replaced after this trial.

@@ -78,7 +78,17 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 	for _, p := range run.NonMonotonic {
 		fmt.Fprintf(&b, "  non-monotonic: %d ran ok but %d failed, twice; the answer takes the safe side\n", p.OK, p.Fail)
 	}
-	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s\n", len(run.Trials), run.Rounds, units.Duration(run.Seconds))
+	forked := 0
+	for _, t := range run.Trials {
+		if t.Forked {
+			forked++
+		}
+	}
+	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s", len(run.Trials), run.Rounds, units.Duration(run.Seconds))
+	if forked > 0 {
+		fmt.Fprintf(&b, " (%d forked from a preloaded server)", forked)
+	}
+	b.WriteString("\n")
 	if run.GPU != nil && len(run.GPU.Devices) > 0 {
 		d := run.GPU.Devices[0]
 		sim := ""

@@ -47,6 +47,10 @@ type Config struct {
 	// Worker runs trials in a warm PyTorch worker; nil runs each in a
 	// fresh process.
 	Worker *WorkerOptions
+	// Preload forks the trials of a Python command from a server that has
+	// imported its third-party packages (internal/forkserver) instead of
+	// starting each afresh; only where trials run here.
+	Preload bool
 	// Fresh searches even when the history has the answer.
 	Fresh bool
 	// AllowBusyGPU searches even when other processes hold memory on the

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/forkserver"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/probe"
@@ -32,9 +34,11 @@ type session struct {
 	run          *record.Run
 
 	keepLogs bool
+	mu       sync.Mutex // guards prog, which the fork server's start reads
 	prog     Progress
 	prober   trialProber
-	fresh    *probe.Prober // the fresh-process prober, whose trials report what the program loaded
+	fresh    *probe.Prober        // the fresh-process prober, whose trials report what the program loaded
+	preload  *forkserver.Executor // with --preload, the fork server's executor; nil without
 	soaks    []record.Soak
 	// moved says why the soaks moved the answer, one line a move.
 	moved []string
@@ -88,6 +92,7 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 			Strategy: string(sc.Strategy), Confirm: sc.Confirm, TimeoutSecs: cfg.Timeout.Seconds(),
 			SoakSecs:    cfg.Soak.Seconds(),
 			MemoryLimit: s.limit, Margin: sc.MarginPercent, Framework: cfg.Framework.Name(),
+			Preload: cfg.Preload,
 		},
 	}
 	if cfg.Shown != nil {
@@ -139,7 +144,10 @@ func (s *session) begin(ctx context.Context) error {
 	}
 	// From here until prog.Close nothing else writes to the terminal: the
 	// live display owns it.
-	s.prog = s.deps.Progress(s.progressInfo())
+	prog := s.deps.Progress(s.progressInfo())
+	s.mu.Lock()
+	s.prog = prog
+	s.mu.Unlock()
 	pcfg.Warn = s.prog.Warn
 	pcfg.OnStart = s.prog.TrialStarted
 	pcfg.OnDone = func(t record.Trial) {
@@ -204,8 +212,25 @@ func (s *session) probeConfig() (probe.Config, error) {
 		// NVML sees this machine only; remote trials report their memory
 		// through the adapter.
 		pcfg.Sampler = gpu.NewSampler(s.deps.GPU, 0)
+		if cfg.Preload && cfg.Framework.Hooked() {
+			s.preload = forkserver.New(forkserver.Options{LogDir: s.run.LogDir, Notice: s.warn})
+			pcfg.Executor = s.preload
+		}
 	}
 	return pcfg, nil
+}
+
+// warn shows msg as a warning of the display once there is one; it may be
+// called from any goroutine (the fork server's start).
+func (s *session) warn(msg string) {
+	s.mu.Lock()
+	prog := s.prog
+	s.mu.Unlock()
+	if prog != nil {
+		prog.Warn(msg)
+	} else {
+		s.deps.Notice(msg)
+	}
 }
 
 func (s *session) progressInfo() ProgressInfo {
@@ -393,6 +418,9 @@ func (s *session) cleanUp() {
 	}
 	if s.prober != nil {
 		s.prober.Close()
+	}
+	if s.preload != nil {
+		s.preload.Close()
 	}
 	if !s.keepLogs && s.run.LogDir != "" {
 		os.RemoveAll(s.run.LogDir)

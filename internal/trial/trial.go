@@ -65,6 +65,8 @@ type Spec struct {
 	// die first; done, if not nil, is called once no process of the trial
 	// is left.
 	OnSpawn func(p Process) (done func())
+	// Launcher, when set, starts the leader instead of an exec by batchfit.
+	Launcher Launcher
 }
 
 // Watcher observes a running trial, e.g. samples the GPU memory of the
@@ -96,6 +98,10 @@ type Result struct {
 	// ranks, daemons) that were still alive after the leader exited and had
 	// to be killed.
 	Orphans int
+	// Forked is set when the leader was forked from a fork server that had
+	// preloaded the program's modules (internal/forkserver) rather than
+	// started afresh.
+	Forked bool
 }
 
 // Output is the tail of stderr followed by the tail of stdout: errors first,
@@ -193,7 +199,6 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	becomeSubreaper()
 
 	cookie := newCookie()
-	newCmd := commandMaker(path, spec, withCookie(env, cookie), logs)
 	counter := spec.OOMKills
 	if counter == nil {
 		counter = hostOOMCounter{root: "/"}
@@ -201,11 +206,11 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	oomBefore, oomOK := counter.OOMKills()
 
 	start := time.Now()
-	cmd, cg, err := startIn(newCmd, newCgroup(cookie))
+	lead, cg, err := launch(spec, path, withCookie(env, cookie), logs, newCgroup(cookie))
 	if err != nil {
 		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
 	}
-	pid := cmd.Process.Pid
+	pid := lead.PID()
 	res := Result{PID: pid, Start: start}
 	proc := processOf(pid, cookie, cg)
 	if spec.OnSpawn != nil {
@@ -221,21 +226,19 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 
 	tr := newTracker(pid, cookie)
 	tr.cgroup = proc.Cgroup
-	exited := procgroup.WaitExit(pid)
 	stopPolling := tr.pollUntilStopped()
-	awaitEnd(ctx, spec.Timeout, tr, cmd.Process, exited, grace, &res)
+	awaitEnd(ctx, spec.Timeout, tr, pid, lead.Exited(), grace, &res)
 	res.Duration = time.Since(start)
 	stopPolling()
 
-	// The leader is an unreaped zombie until cmd.Wait below, so its pid,
+	// The leader is an unreaped zombie until Reap below, so its pid,
 	// which is also the group id, cannot be reused by another process while
 	// the leftovers are killed.
 	res.Orphans = tr.killLeftovers()
-	_ = cmd.Wait()
+	res.ExitCode, res.Signal = lead.Reap()
 	if cg != nil {
 		cg.close()
 	}
-	res.ExitCode, res.Signal = exitStatus(cmd)
 	stopWatch()
 
 	if oomOK {
@@ -282,6 +285,81 @@ func commandMaker(path string, spec Spec, env []string, l *logs) func(cg *cgroup
 	}
 }
 
+// launch starts the trial's leader: through spec.Launcher when set, else as
+// batchfit's own child. It returns the cgroup the leader runs in, if any.
+func launch(spec Spec, path string, env []string, l *logs, cg *cgroup) (Leader, *cgroup, error) {
+	if spec.Launcher == nil {
+		cmd, cg, err := startIn(commandMaker(path, spec, env, l), cg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &execLeader{cmd: cmd, exited: procgroup.WaitExit(cmd.Process.Pid)}, cg, nil
+	}
+	req := Launch{Argv: spec.Argv, Env: env, Dir: spec.Dir, Stdout: l.stdout.Name(), Stderr: l.stderr.Name()}
+	if cg != nil {
+		req.Cgroup = cg.path
+	}
+	lead, err := spec.Launcher.Launch(req)
+	if err != nil {
+		if cg != nil {
+			cg.close()
+		}
+		return nil, nil, err
+	}
+	if cg != nil && !lead.InCgroup() {
+		cg.close()
+		cg = nil
+	}
+	return lead, cg, nil
+}
+
+// Launcher starts a trial's leader otherwise than by batchfit exec'ing the
+// command: a fork server's child (internal/forkserver). Run does the rest
+// as for any trial: the time limit, the kill of the group and of every
+// descendant, the logs, the cgroup.
+type Launcher interface {
+	Launch(l Launch) (Leader, error)
+}
+
+// Launch is the trial a Launcher is to start. The leader must lead its own
+// process group, read /dev/null, write to the log files (created already;
+// the same path twice is one combined log), run in Dir with exactly Env,
+// and start in the cgroup directory Cgroup when it is not "".
+type Launch struct {
+	Argv           []string
+	Env            []string
+	Dir            string
+	Stdout, Stderr string
+	Cgroup         string
+}
+
+// Leader is a started trial leader.
+type Leader interface {
+	PID() int
+	// InCgroup reports whether the leader started in Launch.Cgroup.
+	InCgroup() bool
+	// Exited is closed once the leader has exited. Until Reap its pid, the
+	// trial's process group id, stays reserved (an unreaped zombie).
+	Exited() <-chan struct{}
+	// Reap releases the pid and says how the leader ended: its exit code
+	// (-1 when a signal killed it) and the signal that did.
+	Reap() (code int, sig syscall.Signal)
+}
+
+// execLeader is a leader that batchfit started itself.
+type execLeader struct {
+	cmd    *exec.Cmd
+	exited <-chan struct{}
+}
+
+func (e *execLeader) PID() int                { return e.cmd.Process.Pid }
+func (e *execLeader) InCgroup() bool          { return true } // not asked: startIn returns its cgroup
+func (e *execLeader) Exited() <-chan struct{} { return e.exited }
+func (e *execLeader) Reap() (int, syscall.Signal) {
+	_ = e.cmd.Wait()
+	return exitStatus(e.cmd)
+}
+
 // processOf names the started trial as the history records it: its pid,
 // start time, cookie and cgroup.
 func processOf(pid int, cookie string, cg *cgroup) Process {
@@ -307,7 +385,7 @@ func findCommand(spec Spec, env []string) (string, error) {
 			return "", &StartError{Op: "check working directory", Argv0: argv0, Err: err}
 		}
 	}
-	path, err := lookPath(argv0, spec.Dir, env)
+	path, err := LookPath(argv0, spec.Dir, env)
 	if err != nil {
 		return "", &StartError{Op: "find command", Argv0: argv0, Err: err}
 	}
@@ -361,7 +439,7 @@ func (t *tracker) pollUntilStopped() (stop func()) {
 
 // awaitEnd waits for the leader to exit, or stops the whole trial when the
 // context ends (Canceled) or the time limit passes (TimedOut).
-func awaitEnd(ctx context.Context, limit time.Duration, tr *tracker, leader *os.Process, exited <-chan struct{}, grace time.Duration, res *Result) {
+func awaitEnd(ctx context.Context, limit time.Duration, tr *tracker, leader int, exited <-chan struct{}, grace time.Duration, res *Result) {
 	var timeout <-chan time.Time
 	if limit > 0 {
 		timer := time.NewTimer(limit)
@@ -396,9 +474,9 @@ func exitStatus(cmd *exec.Cmd) (int, syscall.Signal) {
 // descendant outside it), waits up to grace for the leader to exit, then
 // kills (SIGKILL). A cancel during a timeout's grace period skips the rest
 // of the wait: the user asked to stop now.
-func stop(ctx context.Context, tr *tracker, leader *os.Process, exited <-chan struct{}, grace time.Duration, res *Result) {
+func stop(ctx context.Context, tr *tracker, leader int, exited <-chan struct{}, grace time.Duration, res *Result) {
 	tr.signalAll(syscall.SIGTERM)
-	_ = leader.Signal(syscall.SIGTERM)
+	_ = unix.Kill(leader, syscall.SIGTERM)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	var canceled <-chan struct{}
@@ -413,7 +491,7 @@ func stop(ctx context.Context, tr *tracker, leader *os.Process, exited <-chan st
 		res.Canceled = true
 	}
 	tr.signalAll(syscall.SIGKILL)
-	_ = leader.Signal(syscall.SIGKILL)
+	_ = unix.Kill(leader, syscall.SIGKILL)
 	<-exited
 }
 
@@ -442,10 +520,10 @@ func withCookie(env []string, cookie string) []string {
 	return append(out, cookieEnv+"="+cookie)
 }
 
-// lookPath finds argv0 the way execvp would for the child: a name with a
+// LookPath finds argv0 the way execvp would for the child: a name with a
 // slash is a path (relative to dir), a bare name is searched in the PATH of
 // the child's environment, not batchfit's.
-func lookPath(argv0, dir string, env []string) (string, error) {
+func LookPath(argv0, dir string, env []string) (string, error) {
 	if strings.Contains(argv0, "/") {
 		p := argv0
 		if !filepath.IsAbs(p) && dir != "" {

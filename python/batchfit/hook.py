@@ -101,6 +101,18 @@ def install(path=None):
     return True
 
 
+def prepare_for_fork():
+    """In batchfit's fork server, before it preloads modules: wrap what
+    install() would wrap as soon as the program imports it, where what is
+    wrapped could be captured by later imports (a package that does
+    `from jax import jit` at import time keeps the function it found). A
+    forked trial then sees the same wrapped functions as a fresh one; its
+    install() finds them wrapped and leaves them. Counting needs the report
+    that install() starts, so nothing is counted in the server."""
+    _after_import("jax", _jax_imported)
+    _after_import("optax", _optax_imported)
+
+
 def _stop_on_sigterm():
     """In a --soak trial batchfit ends the program with SIGTERM when the
     soak's time is up. Python's default action would die without a report;
@@ -721,6 +733,12 @@ def exit_event():
     if _state.step_peaks:
         event["step_peaks"] = list(_state.step_peaks)
     try:
+        packages = third_party_packages()
+        if packages:
+            event["packages"] = packages
+    except Exception:
+        pass
+    try:
         sources, truncated = loaded_sources()
         if sources:
             event["sources"] = sources
@@ -742,6 +760,28 @@ def _script():
     if not first or first == "-c" or first == "-m" or first == "-":
         return None
     return os.path.abspath(first)
+
+
+def third_party_packages():
+    """The top-level packages this process imported from site-packages or
+    dist-packages, in the order they were first imported: what batchfit's
+    fork server may preload. Never the program's own modules, the standard
+    library or batchfit's."""
+    out, seen = [], set()
+    for name, module in list(sys.modules.items()):
+        top = name.partition(".")[0]
+        if top in seen or top in ("batchfit", "sitecustomize", "usercustomize"):
+            continue
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or not path:
+            continue
+        parts = os.path.abspath(path).split(os.sep)
+        if "site-packages" in parts or "dist-packages" in parts:
+            seen.add(top)
+            out.append(top)
+            if len(out) >= _MAX_SOURCES:
+                break
+    return out
 
 
 def loaded_sources():

@@ -1,0 +1,268 @@
+// Package forkserver runs Python trials as children forked from a long-lived
+// parent that has already imported the program's heavy third-party modules
+// (torch, torchvision, ...), so that a trial skips most of its start-up. The
+// parent never initialises CUDA or any GPU runtime: each child makes its own
+// CUDA context, and its GPU memory is as clean as a fresh process's.
+//
+// The Executor learns what to preload from the first trial, which runs as a
+// fresh process, from the adapter's report (third-party top-level packages
+// only). Anything the server cannot run as the interpreter would (options,
+// launchers, another interpreter or environment, a server that failed) runs
+// as a fresh process. Everything else about a trial (time limit, the kill of
+// its group and descendants, logs, cgroup) is internal/trial's.
+package forkserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// Options shape an Executor.
+type Options struct {
+	// LogDir holds the server's own output (forkserver.log); "" discards it.
+	LogDir string
+	// Notice tells the user what preloading did (modules dropped and why,
+	// a server that failed); nil says nothing.
+	Notice func(msg string)
+	// StartTimeout bounds the server's start and its preloading (imports
+	// of large packages take seconds); 0 means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// Wait makes the trial after the one the modules were learned from
+	// wait for the server, rather than run fresh while it preloads. Tests
+	// set it; a search gains from not waiting.
+	Wait bool
+}
+
+// DefaultStartTimeout bounds a server's start and preloading.
+const DefaultStartTimeout = 5 * time.Minute
+
+// maxServers bounds how many servers one search starts: each module that
+// poisons a server (it started a thread or a GPU runtime) costs one more,
+// which imports everything before it again.
+const maxServers = 5
+
+// Executor runs trials, forking those it can from a preloading server.
+// It has the contract of trial.Run (probe.Executor).
+type Executor struct {
+	opts Options
+
+	mu      sync.Mutex
+	key     key           // what the server is, or is being, started for
+	learned bool          // the modules were learned; a server was started or tried
+	ready   chan struct{} // closed once starting has ended, well or not
+	srv     *server       // nil when none is usable
+	pending *server       // the server being started and preloaded, if any
+	closed  bool
+}
+
+// New returns an Executor; Close stops its server.
+func New(opts Options) *Executor {
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.Notice == nil {
+		opts.Notice = func(string) {}
+	}
+	return &Executor{opts: opts}
+}
+
+// Run runs spec, forked when the server can run it, else fresh; a fresh
+// trial of a forkable command teaches the server what to preload.
+func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
+	k, forkable := keyOf(spec)
+	if srv := e.server(k, forkable); srv != nil {
+		forked := spec
+		forked.Launcher = srv
+		res, err := trial.Run(ctx, forked, w)
+		switch {
+		case err == nil && srv.killedChildren(res):
+			// The server died under the trial (the kernel's OOM killer
+			// chose it, say), and its children with it: nothing is known
+			// of this size yet.
+			e.drop(srv, "preload: the fork server died during a trial; that trial and later ones run as fresh processes")
+		case err == nil:
+			res.Forked = res.PID != 0 // 0: canceled before it started
+			return res, nil
+		case !errors.Is(err, errServer):
+			return res, err
+		default:
+			e.drop(srv, fmt.Sprintf("preload: the fork server failed (%v); trials run as fresh processes", err))
+		}
+	}
+	res, err := trial.Run(ctx, spec, w)
+	if err == nil && forkable {
+		e.learn(k, spec)
+	}
+	return res, err
+}
+
+// server is the server to fork spec's trial from, or nil.
+func (e *Executor) server(k key, forkable bool) *server {
+	if !forkable {
+		return nil
+	}
+	e.mu.Lock()
+	ready, learned, same := e.ready, e.learned, e.key == k
+	e.mu.Unlock()
+	if !learned || !same {
+		return nil
+	}
+	if e.opts.Wait {
+		<-ready
+	}
+	select {
+	case <-ready:
+	default:
+		return nil // still preloading: this trial runs fresh
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.srv
+}
+
+// learn starts a server for k in the background, preloading the packages
+// that spec's trial reported. Only the first forkable trial teaches.
+func (e *Executor) learn(k key, spec trial.Spec) {
+	modules := reportedPackages(envOf(spec))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.learned || e.closed {
+		return
+	}
+	e.learned, e.key = true, k
+	e.ready = make(chan struct{})
+	if len(modules) == 0 {
+		// Nothing heavy to preload (or no report): a fork would save only
+		// the interpreter's own start.
+		close(e.ready)
+		return
+	}
+	env := serverEnv(envOf(spec))
+	go func() {
+		srv := e.start(k, env, modules)
+		e.mu.Lock()
+		if e.closed && srv != nil {
+			srv.close()
+			srv = nil
+		}
+		e.srv = srv
+		e.mu.Unlock()
+		close(e.ready)
+	}()
+}
+
+// start starts a server that preloads modules, restarting it without any
+// module that started a thread or a GPU runtime; nil when none could be had.
+func (e *Executor) start(k key, env []string, modules []string) *server {
+	logPath := ""
+	if e.opts.LogDir != "" {
+		logPath = filepath.Join(e.opts.LogDir, "forkserver.log")
+	}
+	for range maxServers {
+		srv, err := startServer(k, env, logPath, e.opts.StartTimeout)
+		if err != nil {
+			e.opts.Notice(fmt.Sprintf("preload: the fork server did not start (%v); trials run as fresh processes", err))
+			return nil
+		}
+		if !e.setPending(srv) {
+			srv.close()
+			return nil
+		}
+		loaded, dropped, poisoned, err := srv.preload(modules, e.opts.StartTimeout)
+		e.setPending(nil)
+		if err != nil {
+			srv.close()
+			e.opts.Notice(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
+			return nil
+		}
+		for _, d := range dropped {
+			e.opts.Notice(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
+			modules = slices.DeleteFunc(modules, func(m string) bool { return m == d.Module })
+		}
+		if !poisoned {
+			e.opts.Notice("preload: forking trials from a server that imported " + listed(loaded, 8))
+			return srv
+		}
+		srv.close()
+	}
+	e.opts.Notice("preload: every fork server was unsafe to fork from; trials run as fresh processes")
+	return nil
+}
+
+// setPending names the server being preloaded, so that Close can stop it;
+// false when the Executor is closed already.
+func (e *Executor) setPending(srv *server) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pending = srv
+	return !e.closed
+}
+
+// listed names the first n of names, and how many more there are.
+func listed(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
+
+// drop stops using srv after it failed.
+func (e *Executor) drop(srv *server, msg string) {
+	e.mu.Lock()
+	if e.srv != srv {
+		e.mu.Unlock()
+		return
+	}
+	e.srv = nil
+	e.mu.Unlock()
+	e.opts.Notice(msg)
+	go srv.close()
+}
+
+// Close stops the server. Trials must have ended.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	srv, pending := e.srv, e.pending
+	e.srv = nil
+	e.mu.Unlock()
+	if pending != nil {
+		// Still importing: its starter sees it die and closes it.
+		pending.kill()
+	}
+	if srv != nil {
+		srv.close()
+	}
+	return nil
+}
+
+// reportedPackages are the third-party packages the trial with env
+// reported importing (adapter.Event.Packages), in import order.
+func reportedPackages(env []string) []string {
+	path, ok := adapter.Lookup(env, adapter.ReportEnv)
+	if !ok || path == "" {
+		return nil
+	}
+	events, _, err := adapter.Read(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ev := range events {
+		for _, p := range ev.Packages {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

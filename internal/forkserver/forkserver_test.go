@@ -1,0 +1,588 @@
+package forkserver
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/procfs"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// These tests run the real server (python/batchfit/forkserver.py) with a real
+// interpreter, and compare each forked trial with the same trial run fresh.
+
+// python is Debian's interpreter, which has torch (CPU); the tests that need
+// torch check for it.
+func python(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	t.Skip("no python3")
+	return ""
+}
+
+func hasTorch(py string) bool { return exec.Command(py, "-c", "import torch").Run() == nil }
+
+// harness makes trial specs as the probe does: the adapter on PYTHONPATH,
+// a report file, batchfit's per-trial variables.
+type harness struct {
+	t      *testing.T
+	py     string
+	dir    string // logs and reports
+	base   []string
+	pp     string
+	cwd    string
+	notice []string
+	n      int
+	mu     sync.Mutex
+}
+
+func newHarness(t *testing.T, extraPath ...string) *harness {
+	t.Helper()
+	py := python(t)
+	dir := t.TempDir()
+	pp, err := adapter.Install(filepath.Join(dir, "adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, _ := filepath.Abs(filepath.Join("testdata", "site-packages"))
+	paths := append([]string{site}, extraPath...)
+	var base []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PYTHON") && !strings.HasPrefix(kv, "BATCHFIT_") {
+			base = append(base, kv)
+		}
+	}
+	base = append(base, "PYTHONPATH="+strings.Join(paths, ":"), "PYTHONDONTWRITEBYTECODE=1")
+	cwd, _ := filepath.Abs("testdata")
+	return &harness{t: t, py: py, dir: dir, base: base, pp: pp, cwd: cwd}
+}
+
+func (h *harness) executor() *Executor {
+	e := New(Options{LogDir: h.dir, Wait: true, Notice: func(m string) {
+		h.mu.Lock()
+		h.notice = append(h.notice, m)
+		h.mu.Unlock()
+	}})
+	h.t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func (h *harness) notices() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.notice, "\n")
+}
+
+func (h *harness) spec(n int, args ...string) trial.Spec {
+	base := filepath.Join(h.dir, "trial-"+strconv.Itoa(n))
+	env := append(slices.Clone(h.base), "BATCHFIT_BATCH_SIZE="+strconv.Itoa(n), "BATCHFIT_TRIAL="+strconv.Itoa(n),
+		"CUDA_VISIBLE_DEVICES="+strconv.Itoa(n%2))
+	return trial.Spec{
+		Argv:       append([]string{h.py}, args...),
+		Env:        adapter.Env(env, h.pp, base+".report.jsonl"),
+		Dir:        h.cwd,
+		Timeout:    time.Minute,
+		Grace:      time.Second,
+		StdoutPath: base + ".out",
+		StderrPath: base + ".err",
+	}
+}
+
+// ran is what a finished trial left.
+type ran struct {
+	res    trial.Result
+	stdout string
+	stderr string
+	events []adapter.Event
+}
+
+func (h *harness) run(e *Executor, spec trial.Spec) ran {
+	h.t.Helper()
+	var res trial.Result
+	var err error
+	if e == nil {
+		res, err = trial.Run(context.Background(), spec, nil)
+	} else {
+		res, err = e.Run(context.Background(), spec, nil)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out, _ := os.ReadFile(spec.StdoutPath)
+	errb, _ := os.ReadFile(spec.StderrPath)
+	report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
+	events, _, _ := adapter.Read(report)
+	return ran{res: res, stdout: string(out), stderr: string(errb), events: events}
+}
+
+// freshThenForked runs a trial that teaches the executor its modules, then
+// args fresh (trial.Run) and forked, and returns both.
+func (h *harness) freshThenForked(e *Executor, args ...string) (fresh, forked ran) {
+	h.t.Helper()
+	if !e.learnedAlready() {
+		first := h.run(e, h.spec(1, "show.py"))
+		if first.res.Forked || first.res.ExitCode != 0 {
+			h.t.Fatalf("first trial: forked %v, exit %d: %s", first.res.Forked, first.res.ExitCode, first.stderr)
+		}
+	}
+	h.mu.Lock()
+	h.n += 2
+	n := 10 + h.n
+	h.mu.Unlock()
+	fresh = h.run(nil, h.spec(n, args...))
+	forked = h.run(e, h.spec(n+1, args...))
+	if !forked.res.Forked {
+		h.t.Fatalf("not forked: %s", h.notices())
+	}
+	return fresh, forked
+}
+
+func (e *Executor) learnedAlready() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.learned
+}
+
+// showed is show.py's first line, with what differs between two trials by
+// design (the batch size, the GPU) checked and removed.
+func showed(t *testing.T, r ran) map[string]any {
+	t.Helper()
+	line, _, _ := strings.Cut(r.stdout, "\n")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		t.Fatalf("output %q: %v", r.stdout, err)
+	}
+	delete(m, "size")
+	delete(m, "cuda")
+	return m
+}
+
+func TestForkedTrialLikeFresh(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	for _, mode := range []string{"", "exit3", "message", "raise", "atexit"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			args := []string{"show.py"}
+			if mode != "" {
+				args = append(args, mode)
+			}
+			fresh, forked := h.freshThenForked(e, args...)
+			if got, want := showed(t, forked), showed(t, fresh); !reflect.DeepEqual(got, want) {
+				t.Errorf("forked program saw\n%v\nfresh\n%v", got, want)
+			}
+			if forked.stdout[strings.Index(forked.stdout, "\n"):] != fresh.stdout[strings.Index(fresh.stdout, "\n"):] {
+				t.Errorf("stdout after the first line: forked %q, fresh %q", forked.stdout, fresh.stdout)
+			}
+			if forked.stderr != fresh.stderr {
+				t.Errorf("stderr: forked %q, fresh %q", forked.stderr, fresh.stderr)
+			}
+			if forked.res.ExitCode != fresh.res.ExitCode || forked.res.Signal != fresh.res.Signal {
+				t.Errorf("exit: forked %d/%v, fresh %d/%v", forked.res.ExitCode, forked.res.Signal, fresh.res.ExitCode, fresh.res.Signal)
+			}
+			compareReports(t, forked, fresh)
+		})
+	}
+	if !strings.Contains(h.notices(), "from a server that imported ") || !strings.Contains(h.notices(), "heavy") {
+		t.Errorf("notices: %s", h.notices())
+	}
+}
+
+// compareReports checks that the adapter reported the same of both.
+func compareReports(t *testing.T, forked, fresh ran) {
+	t.Helper()
+	if len(forked.events) != 1 || len(fresh.events) != 1 {
+		t.Fatalf("reports: forked %d events, fresh %d", len(forked.events), len(fresh.events))
+	}
+	a, b := forked.events[0], fresh.events[0]
+	if a.PID != forked.res.PID {
+		t.Errorf("forked report from pid %d, trial %d", a.PID, forked.res.PID)
+	}
+	paths := func(ev adapter.Event) []string {
+		var out []string
+		for _, s := range ev.Sources {
+			out = append(out, s.Path)
+		}
+		return out
+	}
+	if !reflect.DeepEqual(paths(a), paths(b)) {
+		t.Errorf("sources: forked %v, fresh %v", paths(a), paths(b))
+	}
+	// A forked process has the server's packages too, whether or not the
+	// program imported them.
+	for _, p := range b.Packages {
+		if !slices.Contains(a.Packages, p) {
+			t.Errorf("packages: forked %v, fresh %v", a.Packages, b.Packages)
+		}
+	}
+	a.PID, b.PID, a.Sources, b.Sources, a.Packages, b.Packages = 0, 0, nil, nil, nil, nil
+	a.StepTimes, b.StepTimes = nil, nil
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("report: forked %+v, fresh %+v", a, b)
+	}
+}
+
+func TestForkedModuleLikeFresh(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	for _, args := range [][]string{
+		{"-m", "userpkg.mod", "a", "b"},
+		{"-m", "userpkg", "c"},
+		{"-m", "nosuchmodule"},
+		{"syntax.py"},
+	} {
+		fresh, forked := h.freshThenForked(e, args...)
+		if forked.stdout != fresh.stdout || forked.stderr != fresh.stderr || forked.res.ExitCode != fresh.res.ExitCode {
+			t.Errorf("%q forked:\n%s%s(exit %d)\nfresh:\n%s%s(exit %d)", args, forked.stdout, forked.stderr, forked.res.ExitCode,
+				fresh.stdout, fresh.stderr, fresh.res.ExitCode)
+		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) { compareReports(t, forked, fresh) })
+	}
+}
+
+// TestForkedSoak: a soaked trial (BATCHFIT_SOAK) stopped by batchfit's
+// SIGTERM at the soak's end writes its report and leaves with status 0, as
+// a fresh one does.
+func TestForkedSoak(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	soak := func(spec trial.Spec) trial.Spec {
+		spec.Env = append(spec.Env, "BATCHFIT_SOAK=1", "BATCHFIT_STEPS=1000000")
+		spec.Timeout = time.Second
+		return spec
+	}
+	fresh := h.run(nil, soak(h.spec(2, "show.py", "hang")))
+	forked := h.run(e, soak(h.spec(3, "show.py", "hang")))
+	if !forked.res.Forked || !forked.res.TimedOut || forked.res.ExitCode != fresh.res.ExitCode || forked.res.Signal != fresh.res.Signal {
+		t.Errorf("forked %v, timed out %v, exit %d/%v; fresh exit %d/%v", forked.res.Forked, forked.res.TimedOut,
+			forked.res.ExitCode, forked.res.Signal, fresh.res.ExitCode, fresh.res.Signal)
+	}
+	if len(forked.events) != 1 || !forked.events[0].Stopped {
+		t.Errorf("forked report %+v", forked.events)
+	}
+	compareReports(t, forked, fresh)
+}
+
+func TestForkedTimeoutKillsTheGroup(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	spec := h.spec(2, "show.py", "hang")
+	spec.Timeout = 500 * time.Millisecond
+	r := h.run(e, spec)
+	if !r.res.Forked || !r.res.TimedOut || r.res.Signal != syscall.SIGTERM {
+		t.Errorf("forked %v, timed out %v, signal %v", r.res.Forked, r.res.TimedOut, r.res.Signal)
+	}
+	if alive(r.res.PID) {
+		t.Errorf("leader %d still alive", r.res.PID)
+	}
+}
+
+func TestForkedCancel(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	res, err := e.Run(ctx, h.spec(2, "show.py", "hang"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Forked || !res.Canceled {
+		t.Errorf("forked %v, canceled %v", res.Forked, res.Canceled)
+	}
+}
+
+func TestForkedOrphansAreKilled(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	spec := h.spec(2, "show.py", "orphan")
+	var cgroup string
+	spec.OnSpawn = func(p trial.Process) func() { cgroup = p.Cgroup; return nil }
+	r := h.run(e, spec)
+	if trial.CgroupAvailable() && cgroup == "" {
+		t.Error("trial cgroups are available here, but the forked trial ran in none")
+	}
+	t.Logf("cgroup %q", cgroup)
+	if !r.res.Forked || r.res.ExitCode != 0 || r.res.Orphans != 1 {
+		t.Errorf("forked %v, exit %d, orphans %d: %s", r.res.Forked, r.res.ExitCode, r.res.Orphans, r.stderr)
+	}
+	// Nothing of the trial may be left: no process of ours runs the
+	// grandchild's command.
+	pids, _ := procfs.PIDs()
+	for _, pid := range pids {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil &&
+			strings.Contains(string(b), "time.sleep(3600)") && alive(pid) {
+			if env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ"); strings.Contains(string(env), h.dir) {
+				t.Errorf("grandchild %d survived", pid)
+			}
+		}
+	}
+}
+
+func alive(pid int) bool {
+	st, err := procfs.ReadStat(pid)
+	return err == nil && !st.Dead()
+}
+
+func TestTorchForkedLikeFresh(t *testing.T) {
+	h := newHarness(t)
+	if !hasTorch(h.py) {
+		t.Skip("no torch")
+	}
+	e := h.executor()
+	steps := func(spec trial.Spec) trial.Spec {
+		spec.Env = append(spec.Env, "BATCHFIT_STEPS=2")
+		return spec
+	}
+	first := h.run(e, steps(h.spec(1, "torchtrain.py", "4")))
+	fresh := h.run(nil, steps(h.spec(2, "torchtrain.py", "4")))
+	forked := h.run(e, steps(h.spec(3, "torchtrain.py", "4")))
+	if first.res.Forked || !forked.res.Forked {
+		t.Fatalf("first forked %v, third forked %v: %s", first.res.Forked, forked.res.Forked, h.notices())
+	}
+	t.Logf("fresh %.2fs, forked %.2fs (%s)", fresh.res.Duration.Seconds(), forked.res.Duration.Seconds(), h.notices())
+	if forked.stdout != fresh.stdout || forked.res.ExitCode != 0 {
+		t.Errorf("forked %q (exit %d), fresh %q", forked.stdout, forked.res.ExitCode, fresh.stdout)
+	}
+	if ev := forked.events; len(ev) != 1 || !ev[0].Stopped || ev[0].Steps != 2 || !slices.Contains(ev[0].Packages, "torch") {
+		t.Errorf("forked report %+v", ev)
+	}
+	compareReports(t, forked, fresh)
+}
+
+func TestUnsafeModulesAreDropped(t *testing.T) {
+	faketorch, _ := filepath.Abs("../adapter/testdata/faketorch")
+	h := newHarness(t, faketorch)
+	e := h.executor()
+	k, ok := keyOf(h.spec(1, "show.py"))
+	if !ok {
+		t.Fatal("show.py not forkable")
+	}
+	srv := e.start(k, serverEnv(h.spec(1, "show.py").Env), []string{"broken", "threaded", "nativethread", "gpuinit", "heavy"})
+	if srv == nil {
+		t.Fatalf("no server: %s", h.notices())
+	}
+	defer srv.close()
+	for _, want := range []string{
+		"not preloading broken: import failed",
+		"not preloading threaded: 1 Python thread(s) running",
+		"not preloading nativethread: 1 native thread(s) running that a fork does not stop",
+		"not preloading gpuinit: torch initialised CUDA",
+		"heavy",
+	} {
+		if !strings.Contains(h.notices(), want) {
+			t.Errorf("notices lack %q:\n%s", want, h.notices())
+		}
+	}
+}
+
+func TestForkAfterCUDAInitIsRefused(t *testing.T) {
+	faketorch, _ := filepath.Abs("../adapter/testdata/faketorch")
+	h := newHarness(t, faketorch)
+	spec := h.spec(1, "show.py")
+	k, _ := keyOf(spec)
+	srv, err := startServer(k, serverEnv(spec.Env), "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	_, dropped, poisoned, err := srv.preload([]string{"gpuinit"}, time.Minute)
+	if err != nil || !poisoned || len(dropped) != 1 {
+		t.Fatalf("preload: dropped %v, poisoned %v, %v", dropped, poisoned, err)
+	}
+	spec.Launcher = srv
+	_, err = trial.Run(context.Background(), spec, nil)
+	if err == nil || !strings.Contains(err.Error(), "refused to fork: gpuinit: torch initialised CUDA") {
+		t.Fatalf("run after CUDA init: %v", err)
+	}
+}
+
+// TestForkedNumpyIsReseeded: numpy seeds its global generator from the OS
+// at import; forked from one server, trials must not all draw the same
+// numbers.
+func TestForkedNumpyIsReseeded(t *testing.T) {
+	h := newHarness(t)
+	if exec.Command(h.py, "-c", "import numpy").Run() != nil {
+		t.Skip("no numpy")
+	}
+	e := h.executor()
+	h.run(e, h.spec(1, "draw.py"))
+	a, b := h.run(e, h.spec(2, "draw.py")), h.run(e, h.spec(3, "draw.py"))
+	if !a.res.Forked || !b.res.Forked || a.stdout == b.stdout {
+		t.Errorf("forked %v %v, drew %q and %q", a.res.Forked, b.res.Forked, a.stdout, b.stdout)
+	}
+}
+
+func TestNotForkableRunsFresh(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	for _, args := range [][]string{{"-u", "show.py"}, {"-c", "print(1)"}} {
+		r := h.run(e, h.spec(2, args...))
+		if r.res.Forked || r.res.ExitCode != 0 {
+			t.Errorf("%v: forked %v, exit %d", args, r.res.Forked, r.res.ExitCode)
+		}
+	}
+	// Another environment than the server's: fresh.
+	spec := h.spec(3, "show.py")
+	spec.Env = append(spec.Env, "PYTHONHASHSEED=1")
+	if r := h.run(e, spec); r.res.Forked {
+		t.Error("forked a trial whose environment differs from the server's")
+	}
+}
+
+func TestForkable(t *testing.T) {
+	dir := "testdata"
+	for _, c := range []struct {
+		argv []string
+		want bool
+	}{
+		{[]string{"python3", "show.py", "1"}, true},
+		{[]string{"/usr/bin/python3.11", "show.py"}, true},
+		{[]string{"python", "-m", "userpkg.mod"}, true},
+		{[]string{"python3", "-u", "show.py"}, false},
+		{[]string{"python3", "-c", "pass"}, false},
+		{[]string{"python3", "-m"}, false},
+		{[]string{"python3"}, false},
+		{[]string{"python3", "missing.py"}, false},
+		{[]string{"python3", "userpkg"}, false}, // a directory
+		{[]string{"torchrun", "--nproc_per_node=2", "show.py"}, false},
+		{[]string{"sh", "show.py"}, false},
+		{[]string{"./train.sh"}, false},
+		{[]string{"python3-config", "show.py"}, false},
+	} {
+		if got := Forkable(c.argv, dir); got != c.want {
+			t.Errorf("Forkable(%q) = %v, want %v", c.argv, got, c.want)
+		}
+	}
+}
+
+// TestCloseWhilePreloading: a search that ends while the server is still
+// importing does not wait for it, and leaves no server behind.
+func TestCloseWhilePreloading(t *testing.T) {
+	h := newHarness(t)
+	e := New(Options{LogDir: h.dir})
+	spec := h.spec(1, "show.py")
+	k, _ := keyOf(spec)
+	done := make(chan *server)
+	go func() { done <- e.start(k, serverEnv(spec.Env), []string{"slowimport"}) }()
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		e.mu.Lock()
+		if e.pending != nil {
+			pid = e.pending.pid
+		}
+		e.mu.Unlock()
+	}
+	if pid == 0 {
+		t.Fatal("the server never started preloading")
+	}
+	began := time.Now()
+	e.Close()
+	select {
+	case srv := <-done:
+		if srv != nil {
+			t.Error("a server came back after Close")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("start still waiting 10s after Close")
+	}
+	if time.Since(began) > 5*time.Second || alive(pid) {
+		t.Errorf("closed in %s, server alive %v", time.Since(began), alive(pid))
+	}
+}
+
+// TestServerDeathRunsTheTrialFresh: a server that dies under a trial takes
+// the trial with it; the trial runs again as a fresh process, and so do
+// later ones.
+func TestServerDeathRunsTheTrialFresh(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	<-e.ready
+	e.mu.Lock()
+	srv := e.srv
+	e.mu.Unlock()
+	if srv == nil {
+		t.Fatalf("no server: %s", h.notices())
+	}
+	spec := h.spec(2, "show.py", "hang")
+	var once sync.Once
+	spec.OnSpawn = func(p trial.Process) func() {
+		// Kill the server under the forked trial; the fresh re-run hangs
+		// until its time limit.
+		once.Do(func() { time.AfterFunc(300*time.Millisecond, srv.kill) })
+		return nil
+	}
+	spec.Timeout = 2 * time.Second
+	r := h.run(e, spec)
+	if r.res.Forked || !r.res.TimedOut {
+		t.Errorf("forked %v, timed out %v (the fresh re-run should have run to its limit)", r.res.Forked, r.res.TimedOut)
+	}
+	if !strings.Contains(h.notices(), "the fork server died during a trial") {
+		t.Errorf("notices: %s", h.notices())
+	}
+	if r := h.run(e, h.spec(3, "show.py")); r.res.Forked {
+		t.Error("forked from a dead server")
+	}
+}
+
+func TestListed(t *testing.T) {
+	if got := listed([]string{"a", "b"}, 2); got != "a, b" {
+		t.Errorf("listed = %q", got)
+	}
+	if got := listed([]string{"a", "b", "c"}, 2); got != "a, b and 1 more" {
+		t.Errorf("listed = %q", got)
+	}
+}
+
+// TestForkedInParallel: trials on several GPU slots fork from one server at
+// once; each gets its own exit status.
+func TestForkedInParallel(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py"))
+	var wg sync.WaitGroup
+	results := make([]ran, 6)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mode := "exit3"
+			if i%2 == 0 {
+				mode = "atexit"
+			}
+			results[i] = h.run(e, h.spec(20+i, "show.py", mode))
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		want := 3
+		if i%2 == 0 {
+			want = 0
+		}
+		if !r.res.Forked || r.res.ExitCode != want || len(r.events) != 1 {
+			t.Errorf("trial %d: forked %v, exit %d (want %d), %d events", i, r.res.Forked, r.res.ExitCode, want, len(r.events))
+		}
+	}
+}

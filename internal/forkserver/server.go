@@ -1,0 +1,310 @@
+package forkserver
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/procgroup"
+	"github.com/batchfit/batchfit/internal/trial"
+)
+
+// errServer marks a failure of the server itself (it died, refused to fork,
+// the channel broke), after which a trial runs as a fresh process instead.
+var errServer = errors.New("fork server")
+
+// Dropped is a module the server did not preload, and why.
+type Dropped struct {
+	Module string `json:"module"`
+	Reason string `json:"reason"`
+}
+
+// message is any line the server writes.
+type message struct {
+	Event    string    `json:"event"`
+	PID      int       `json:"pid"`
+	Error    string    `json:"error"`
+	Hazard   *string   `json:"hazard"`
+	Loaded   []string  `json:"loaded"`
+	Dropped  []Dropped `json:"dropped"`
+	Poisoned bool      `json:"poisoned"`
+	Cgroup   bool      `json:"cgroup"`
+	Code     int       `json:"code"`
+	Signal   int       `json:"signal"`
+}
+
+// server is a running `python -m batchfit.forkserver` and the client side of
+// its channel. It is a trial.Launcher: each Launch forks one child.
+type server struct {
+	cmd  *exec.Cmd
+	req  *os.File
+	pid  int
+	done chan struct{} // closed when the reply channel ends (the server died or exited)
+
+	// Launches are one at a time: a request and its reply are a pair.
+	launch  sync.Mutex
+	replies chan message
+
+	wmu sync.Mutex // one request line at a time on the channel
+
+	mu       sync.Mutex
+	children map[int]*child
+	early    map[int]message // exits that came before their launch's reply was handled
+	dead     bool
+}
+
+var _ trial.Launcher = (*server)(nil)
+
+// startServer starts the server for k with env, its own output going to logPath ("" discards it), and waits for it to
+// say it is ready.
+func startServer(k key, env []string, logPath string, timeout time.Duration) (*server, error) {
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		return nil, err
+	}
+	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if logPath != "" {
+		out, err = os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	}
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		repR.Close()
+		repW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(k.path, "-m", "batchfit.forkserver")
+	cmd.Args[0] = k.argv0
+	cmd.Dir, cmd.Env = k.dir, env
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.ExtraFiles = []*os.File{reqR, repW} // fds 3 and 4
+	cmd.SysProcAttr = procgroup.Attr()
+	err = cmd.Start()
+	reqR.Close()
+	repW.Close()
+	out.Close()
+	if err != nil {
+		reqW.Close()
+		repR.Close()
+		return nil, err
+	}
+	s := &server{
+		cmd: cmd, req: reqW, pid: cmd.Process.Pid,
+		done: make(chan struct{}), replies: make(chan message, 1), children: map[int]*child{}, early: map[int]message{},
+	}
+	go s.read(repR)
+	select {
+	case m := <-s.replies:
+		if m.Event != "ready" {
+			s.close()
+			return nil, fmt.Errorf("fork server said %q before it was ready", m.Event)
+		}
+		if m.Hazard != nil {
+			s.close()
+			return nil, fmt.Errorf("fork server unsafe to fork from at start: %s", *m.Hazard)
+		}
+		return s, nil
+	case <-s.done:
+		s.close()
+		return nil, errors.New("fork server exited before it was ready (see its log)")
+	case <-time.After(timeout):
+		s.close()
+		return nil, fmt.Errorf("fork server not ready after %s", timeout)
+	}
+}
+
+// read dispatches the server's lines: exits to their children, the rest to
+// whoever waits for a reply.
+func (s *server) read(r *os.File) {
+	defer r.Close()
+	defer s.died()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var m message
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if m.Event != "exit" {
+			s.replies <- m
+			continue
+		}
+		s.mu.Lock()
+		c := s.children[m.PID]
+		if c == nil {
+			s.early[m.PID] = m
+		}
+		s.mu.Unlock()
+		if c != nil {
+			c.exit(m.Code, syscall.Signal(m.Signal))
+		}
+	}
+}
+
+// died ends every child's wait: with the server gone (it dies with batchfit,
+// and its children with it, by their parent-death signal) no exit will be
+// reported. A child still running then counts as killed.
+func (s *server) died() {
+	s.mu.Lock()
+	s.dead = true
+	children := s.children
+	s.children = map[int]*child{}
+	s.mu.Unlock()
+	for _, c := range children {
+		c.exit(-1, syscall.SIGKILL)
+	}
+	close(s.done)
+}
+
+// call sends one request and waits for its reply.
+func (s *server) call(req any, timeout time.Duration) (message, error) {
+	if err := s.send(req); err != nil {
+		return message{}, fmt.Errorf("%w: write request: %v", errServer, err)
+	}
+	select {
+	case m := <-s.replies:
+		return m, nil
+	case <-s.done:
+		return message{}, fmt.Errorf("%w: exited", errServer)
+	case <-time.After(timeout):
+		return message{}, fmt.Errorf("%w: no reply after %s", errServer, timeout)
+	}
+}
+
+// send writes one request line.
+func (s *server) send(req any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, err = s.req.Write(append(b, '\n'))
+	return err
+}
+
+// preload imports modules in the server, one at a time. poisoned says the
+// server must not be used: a module started a thread or a GPU runtime.
+func (s *server) preload(modules []string, timeout time.Duration) (loaded []string, dropped []Dropped, poisoned bool, err error) {
+	s.launch.Lock()
+	defer s.launch.Unlock()
+	m, err := s.call(map[string]any{"op": "preload", "modules": modules}, timeout)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if m.Event != "preloaded" {
+		return nil, nil, false, fmt.Errorf("%w: preload: %s %s", errServer, m.Event, m.Error)
+	}
+	return m.Loaded, m.Dropped, m.Poisoned, nil
+}
+
+// launchTimeout bounds a fork, which takes milliseconds; a server that does
+// not answer in time is taken for dead.
+const launchTimeout = 30 * time.Second
+
+// Launch forks the trial's leader from the server.
+func (s *server) Launch(l trial.Launch) (trial.Leader, error) {
+	s.launch.Lock()
+	defer s.launch.Unlock()
+	m, err := s.call(map[string]any{
+		"op": "run", "argv": l.Argv, "env": l.Env, "cwd": l.Dir,
+		"stdout": l.Stdout, "stderr": l.Stderr, "cgroup": l.Cgroup,
+	}, launchTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if m.Event != "started" || m.PID < 2 {
+		return nil, fmt.Errorf("%w: %s", errServer, m.Error)
+	}
+	c := &child{s: s, pid: m.PID, inCgroup: m.Cgroup, exited: make(chan struct{})}
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		c.exit(-1, syscall.SIGKILL)
+		return c, nil
+	}
+	early, ok := s.early[c.pid]
+	delete(s.early, c.pid)
+	if !ok {
+		s.children[c.pid] = c
+	}
+	s.mu.Unlock()
+	if ok {
+		c.exit(early.Code, syscall.Signal(early.Signal))
+	}
+	return c, nil
+}
+
+// close ends the server: it exits when its request channel closes; one that
+// does not within a few seconds is killed with its group.
+func (s *server) close() {
+	s.req.Close()
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		s.kill()
+	}
+	_ = s.cmd.Wait()
+}
+
+// killedChildren reports whether res, a trial forked from s, ended because
+// s died: its children die with it (their parent-death signal).
+func (s *server) killedChildren(res trial.Result) bool {
+	select {
+	case <-s.done:
+	default:
+		return false
+	}
+	return res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
+}
+
+// kill kills the server's process group at once (it imports; its children,
+// if any, die with it by their parent-death signal).
+func (s *server) kill() { _ = procgroup.KillGroup(s.pid, syscall.SIGKILL) }
+
+// child is a forked trial leader.
+type child struct {
+	s        *server
+	pid      int
+	inCgroup bool
+
+	once   sync.Once
+	exited chan struct{}
+	code   int
+	sig    syscall.Signal
+}
+
+var _ trial.Leader = (*child)(nil)
+
+func (c *child) exit(code int, sig syscall.Signal) {
+	c.once.Do(func() {
+		c.code, c.sig = code, sig
+		close(c.exited)
+	})
+}
+
+func (c *child) PID() int                { return c.pid }
+func (c *child) InCgroup() bool          { return c.inCgroup }
+func (c *child) Exited() <-chan struct{} { return c.exited }
+
+// Reap tells the server to reap the child, whose pid it kept reserved.
+func (c *child) Reap() (int, syscall.Signal) {
+	<-c.exited
+	c.s.mu.Lock()
+	delete(c.s.children, c.pid)
+	c.s.mu.Unlock()
+	_ = c.s.send(map[string]any{"op": "reap", "pid": c.pid})
+	return c.code, c.sig
+}

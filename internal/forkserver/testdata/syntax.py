@@ -1,0 +1,4 @@
+import heavy
+
+def broken(:
+    pass

@@ -1,0 +1,3 @@
+import sys
+
+print("package main", __name__, sys.argv)

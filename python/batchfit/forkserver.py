@@ -1,0 +1,488 @@
+"""A preloading fork server for batchfit's Python trials.
+
+batchfit starts it once per search as `python3 -m batchfit.forkserver` with the
+trials' interpreter and environment. It imports the heavy third-party modules
+the program uses (torch, torchvision, ...) once, never initialises CUDA or any
+other GPU runtime, and forks one child per trial. Each child sets the trial's
+environment before anything touches the GPU and runs the program as
+`python script.py args` or `python -m module args` would, so its GPU memory is
+as clean as a fresh process's: the CUDA context is made in the child.
+
+The protocol is JSON lines on two private descriptors (requests on fd 3,
+replies on fd 4), never stdin/stdout, which preloaded modules may print to:
+
+  -> {"op": "preload", "modules": ["torch", ...]}
+  <- {"event": "preloaded", "loaded": [...], "dropped": [{"module", "reason"}],
+      "poisoned": bool}
+  -> {"op": "run", "argv": [...], "env": [...], "cwd": ..., "stdout": path,
+      "stderr": path, "cgroup": path or ""}
+  <- {"event": "started", "pid": N, "cgroup": bool} or {"event": "error", ...}
+  <- {"event": "exit", "pid": N, "code": C, "signal": S}   (later, unreaped)
+  -> {"op": "reap", "pid": N}
+
+A module that initialised a GPU runtime or started a thread on import
+"poisons" the server: imports cannot be undone, so batchfit starts a new one
+without it. The server stays single-threaded: fork copies only the calling
+thread, and a lock held by another thread would stay locked in the child.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import selectors
+import signal
+import sys
+import traceback
+import types
+from typing import Any
+
+REQUESTS_FD = 3
+REPLIES_FD = 4
+
+# Exit status of a child that failed before the program ran.
+_SETUP_FAILED = 127
+
+
+def gpu_state() -> str | None:
+    """Why forking now would share a GPU runtime with the children, or None.
+    Checks every runtime batchfit knows without starting one: torch's CUDA,
+    JAX's backends, and any open GPU device file (the driver was opened:
+    NVML, CUDA, ROCm)."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    is_init = getattr(cuda, "is_initialized", None)
+    if callable(is_init):
+        try:
+            if is_init():
+                return "torch initialised CUDA"
+        except Exception:
+            pass
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is not None and getattr(bridge, "_backends", None):
+        return "jax created a backend"
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/dev/nvidia") or target in ("/dev/kfd",) or target.startswith("/dev/dri/"):
+                return f"a GPU device is open ({target})"
+    except OSError:
+        pass
+    return None
+
+
+def thread_count() -> int:
+    """Threads of this process, the interpreter's and native ones alike."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def fork_hazard() -> str | None:
+    """Why this process must not fork a trial, or None."""
+    state = gpu_state()
+    if state is not None:
+        return state
+    return thread_hazard()
+
+
+def thread_hazard() -> str | None:
+    """Threads that a fork would leave behind, or None. fork copies only the
+    calling thread: whatever another thread held (a lock, half-updated
+    state) stays held in the child. A Python thread is always a hazard.
+    Native thread pools that know this stop themselves in a pthread_atfork
+    prepare handler and start again when next needed (OpenBLAS does), so
+    native threads count only when they survive a throwaway fork."""
+    import threading
+
+    if threading.active_count() > 1:
+        return f"{threading.active_count() - 1} Python thread(s) running"
+    if thread_count() == 1:
+        return None
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    n = thread_count()
+    if n > 1:
+        return f"{n - 1} native thread(s) running that a fork does not stop"
+    return None
+
+
+class Server:
+    def __init__(self, requests: int = REQUESTS_FD, replies: int = REPLIES_FD) -> None:
+        self.requests = os.fdopen(requests, "rb", buffering=0)
+        self.replies = replies
+        self.children: set[int] = set()
+        self.exited: set[int] = set()
+        self.poisoned: str | None = None
+        self.buffer = b""
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+        for fd in (self.wake_r, self.wake_w):
+            os.set_inheritable(fd, False)
+        signal.set_wakeup_fd(self.wake_w)
+        # A handler (not SIG_IGN, which would let the kernel reap the
+        # children) so that the wakeup fd hears of every exit.
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+
+    def reply(self, msg: dict[str, Any]) -> None:
+        data = (json.dumps(msg) + "\n").encode()
+        while data:
+            n = os.write(self.replies, data)
+            data = data[n:]
+
+    def serve(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self.requests, selectors.EVENT_READ, "requests")
+        sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        self.reply({"event": "ready", "pid": os.getpid(), "python": sys.executable,
+                    "hazard": fork_hazard()})
+        while True:
+            for key, _ in sel.select(timeout=1.0):
+                if key.data == "wake":
+                    try:
+                        while os.read(self.wake_r, 512):
+                            pass
+                    except BlockingIOError:
+                        pass
+                elif not self.read_requests():
+                    return
+            self.check_children()
+
+    def read_requests(self) -> bool:
+        chunk = self.requests.read(65536)
+        if not chunk:
+            return False  # batchfit closed the channel: the search is over
+        self.buffer += chunk
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            if line.strip():
+                self.handle(json.loads(line))
+        return True
+
+    def handle(self, req: dict[str, Any]) -> None:
+        op = req.get("op")
+        if op == "preload":
+            self.reply(self.preload(req.get("modules") or []))
+        elif op == "run":
+            try:
+                self.reply(self.run(req))
+            except Exception as e:
+                self.reply({"event": "error", "error": f"{type(e).__name__}: {e}"})
+        elif op == "reap":
+            pid = int(req["pid"])
+            if pid in self.exited:
+                os.waitpid(pid, 0)
+                self.exited.discard(pid)
+        else:
+            self.reply({"event": "error", "error": f"unknown op {op!r}"})
+
+    def preload(self, modules: list[str]) -> dict[str, Any]:
+        loaded, dropped = [], []
+        for name in modules:
+            if self.poisoned:
+                break
+            try:
+                importlib.import_module(name)
+            except BaseException as e:  # an import may call sys.exit
+                dropped.append({"module": name, "reason": f"import failed: {type(e).__name__}: {e}"})
+                continue
+            hazard = fork_hazard()
+            if hazard is not None:
+                self.poisoned = f"{name}: {hazard}"
+                dropped.append({"module": name, "reason": hazard})
+                break
+            loaded.append(name)
+        return {"event": "preloaded", "loaded": loaded, "dropped": dropped,
+                "poisoned": self.poisoned is not None}
+
+    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+        hazard = self.poisoned or fork_hazard()
+        if hazard is not None:
+            return {"event": "error", "error": f"refused to fork: {hazard}"}
+        go_r, go_w = os.pipe()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(go_w)
+                os.read(go_r, 1)  # the parent has put us in the trial's cgroup
+                os.close(go_r)
+                child(req, (self.requests.fileno(), self.replies, self.wake_r, self.wake_w))
+            except BaseException:
+                # Before the program ran (a log that cannot be opened, a
+                # working directory gone): said on stderr, the trial's log
+                # once it is redirected.
+                try:
+                    traceback.print_exc()
+                    sys.stderr.flush()
+                except BaseException:
+                    pass
+            finally:
+                os._exit(_SETUP_FAILED)
+        os.close(go_r)
+        # Both sides set the group, so that it exists before batchfit may
+        # signal it, whichever runs first.
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
+        in_cgroup = False
+        if req.get("cgroup"):
+            try:
+                with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
+                in_cgroup = True
+            except OSError:
+                pass
+        os.write(go_w, b"1")
+        os.close(go_w)
+        self.children.add(pid)
+        return {"event": "started", "pid": pid, "cgroup": in_cgroup}
+
+    def check_children(self) -> None:
+        for pid in list(self.children):
+            try:
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                self.children.discard(pid)
+                continue
+            if info is None or info.si_pid == 0:
+                continue
+            self.children.discard(pid)
+            self.exited.add(pid)
+            code, sig = (info.si_status, 0) if info.si_code == os.CLD_EXITED else (-1, info.si_status)
+            # Left unreaped until batchfit says so: the zombie keeps the
+            # pid, the trial's process group id, reserved while batchfit
+            # kills what is left of the group.
+            self.reply({"event": "exit", "pid": pid, "code": code, "signal": sig})
+
+
+def child(req: dict[str, Any], private: tuple[int, ...]) -> None:
+    """Become the trial and run its program; never returns."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    _die_with_parent()
+    signal.set_wakeup_fd(-1)
+    for fd in private:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _redirect(req["stdout"], req["stderr"])
+    os.environ.clear()
+    for kv in req["env"]:
+        k, _, v = kv.partition("=")
+        os.environ[k] = v
+    if req.get("cwd"):
+        os.chdir(req["cwd"])
+    _reseed()
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv = list(req["argv"])
+    argv = req["argv"][1:]  # without the interpreter
+    if argv[0] == "-m":
+        code = _run_module(argv[1], argv[2:])
+    else:
+        code = _run_script(argv[0], argv[1:])
+    _exit(code)
+
+
+def _reseed() -> None:
+    """Random state that a fresh process would seed from the OS at import:
+    Python's random reseeds itself after a fork, numpy's global generator
+    does not, and without this every forked trial would draw the same
+    numbers. (torch's default generator has a fixed seed in every process.)"""
+    np_random = sys.modules.get("numpy.random")
+    seed = getattr(np_random, "seed", None)
+    if callable(seed):
+        try:
+            seed()
+        except Exception:
+            pass
+
+
+def _die_with_parent() -> None:
+    """A fresh trial dies with batchfit (Pdeathsig); a forked one with the
+    server, which dies with batchfit."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _redirect(stdout: str, stderr: str) -> None:
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    out = os.open(stdout, os.O_WRONLY)
+    err = out if stderr == stdout else os.open(stderr, os.O_WRONLY)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    for fd in {out, err}:
+        if fd > 2:
+            os.close(fd)
+
+
+def _start_hook() -> None:
+    """What the adapter's sitecustomize does at start-up in a fresh trial;
+    install() does nothing without BATCHFIT_REPORT."""
+    try:
+        from batchfit import hook
+
+        hook.install()
+    except Exception:
+        pass
+
+
+def _fresh_main() -> types.ModuleType:
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main
+    return main
+
+
+def _run_script(script: str, args: list[str]) -> int:
+    # As the interpreter: argv[0] is the script as given, sys.path[0] its
+    # directory, made absolute (symlinks resolved).
+    sys.argv[:] = [script] + args
+    path = os.path.abspath(script)
+    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    _start_hook()
+    main = _fresh_main()
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+        code = compile(source, path, "exec")
+    except BaseException as e:
+        return _ended(e)
+    from importlib.machinery import SourceFileLoader
+
+    main.__dict__.update(__file__=path, __cached__=None, __spec__=None,
+                         __loader__=SourceFileLoader("__main__", path))
+    try:
+        exec(code, main.__dict__)
+    except BaseException as e:
+        return _ended(e)
+    return 0
+
+
+def _run_module(module: str, args: list[str]) -> int:
+    import runpy
+
+    # As the interpreter: sys.argv[0] is "-m" while start-up code (the hook)
+    # runs, and runpy sets it to the module's file once it has found it;
+    # sys.path[0] is the working directory.
+    sys.argv[:] = ["-m"] + args
+    sys.path[0] = os.getcwd()
+    _start_hook()
+    _fresh_main()
+    try:
+        # Says "<python>: No module named x" and exits 1 where `python -m`
+        # does (SystemExit).
+        runpy._run_module_as_main(module, alter_argv=True)  # type: ignore[attr-defined]
+    except BaseException as e:
+        return _ended(e)
+    return 0
+
+
+def _ended(exc: BaseException) -> int:
+    """The exit status the interpreter would give an uncaught exc, printing
+    what it would print."""
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code & 0xFF
+        try:
+            print(code, file=sys.stderr)
+        except Exception:
+            pass
+        return 1
+    tb = exc.__traceback__
+    # Our own frames are not the program's: a fresh process's traceback
+    # starts at the program's module.
+    ours = (_ended.__code__.co_filename, _runpy_file())
+    while tb is not None and tb.tb_frame.f_code.co_filename in ours:
+        tb = tb.tb_next
+    exc.__traceback__ = tb  # what the interpreter's printer reads
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = exc
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except Exception:
+        traceback.print_exception(type(exc), exc, tb)
+    if isinstance(exc, KeyboardInterrupt):
+        return -int(signal.SIGINT)
+    return 1
+
+
+def _runpy_file() -> str:
+    import runpy
+
+    return runpy.__file__
+
+
+def _exit(code: int) -> None:
+    """Leave as the interpreter does at the end of a program: wait for
+    non-daemon threads, run atexit handlers, flush, exit."""
+    try:
+        import threading
+
+        threading._shutdown()  # type: ignore[attr-defined]
+    except BaseException:
+        pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+def main() -> None:
+    try:
+        server = Server()
+    except OSError as e:
+        print(f"batchfit.forkserver: no channel on fds {REQUESTS_FD}/{REPLIES_FD}: {e}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        from batchfit import hook
+
+        hook.prepare_for_fork()
+    except Exception:
+        pass
+    server.serve()
+
+
+if __name__ == "__main__":
+    main()
