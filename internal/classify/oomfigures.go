@@ -45,33 +45,25 @@ func ParseOOMFigures(output []byte) OOMFigures {
 		return f
 	}
 	if xla > torch {
-		f.Tried, _ = parseSize(xlaTried, lineAt(output, xla))
+		f.Tried, _ = parseSize(lineAt(output, xla), xlaTried)
 		return f
 	}
 	line := lineAt(output, torch)
-	f.Tried, _ = parseSize(oomTried, line)
-	if c, ok := parseSize(oomCapacity, line); ok {
-		f.Capacity = c
-	} else {
-		f.Capacity, _ = parseSize(oomCapacityOld, line)
-	}
-	if v, ok := parseSize(oomFree, line); ok {
-		f.Free = v
-	} else {
-		f.Free, _ = parseSize(oomFreeOld, line)
-	}
-	f.Allowed, _ = parseSize(oomAllowed, line)
-	if a, ok := parseSize(oomAllocated, line); ok {
+	f.Tried, _ = parseSize(line, oomTried)
+	f.Capacity, _ = parseSize(line, oomCapacity, oomCapacityOld)
+	f.Free, _ = parseSize(line, oomFree, oomFreeOld)
+	f.Allowed, _ = parseSize(line, oomAllowed)
+	if a, ok := parseSize(line, oomAllocated); ok {
 		f.Allocated = a
-		if u, ok := parseSize(oomUnalloc, line); ok {
+		if u, ok := parseSize(line, oomUnalloc); ok {
 			f.Reserved = a + u
 		}
 		return f
 	}
-	f.Allocated, _ = parseSize(oomAllocatedOld, line)
-	if r, ok := parseSize(oomReservedOld, line); ok {
+	f.Allocated, _ = parseSize(line, oomAllocatedOld)
+	if r, ok := parseSize(line, oomReservedOld); ok {
 		f.Reserved = r
-	} else if c, ok := parseSize(oomCachedOld, line); ok && f.Allocated > 0 {
+	} else if c, ok := parseSize(line, oomCachedOld); ok && f.Allocated > 0 {
 		f.Reserved = f.Allocated + c
 	}
 	return f

@@ -36,23 +36,24 @@ func ParseTorchOOM(output []byte) (tried, capacity, free uint64, ok bool) {
 		return 0, 0, 0, false
 	}
 	line := lineAt(output, i)
-	tried, ok1 := parseSize(oomTried, line)
-	capacity, ok2 := parseSize(oomCapacity, line)
-	if !ok2 {
-		capacity, ok2 = parseSize(oomCapacityOld, line)
-	}
-	free, ok3 := parseSize(oomFree, line)
-	if !ok3 {
-		free, ok3 = parseSize(oomFreeOld, line)
-	}
+	tried, ok1 := parseSize(line, oomTried)
+	capacity, ok2 := parseSize(line, oomCapacity, oomCapacityOld)
+	free, ok3 := parseSize(line, oomFree, oomFreeOld)
 	if !ok1 || !ok2 || !ok3 {
 		return 0, 0, 0, false
 	}
 	return tried, capacity, free, true
 }
 
-func parseSize(re *regexp.Regexp, b []byte) (uint64, bool) {
-	m := re.FindSubmatch(b)
+// parseSize reads the size the first of res that matches b captured (its
+// two groups: a number and a unit); the others are older wordings.
+func parseSize(b []byte, res ...*regexp.Regexp) (uint64, bool) {
+	var m [][]byte
+	for _, re := range res {
+		if m = re.FindSubmatch(b); m != nil {
+			break
+		}
+	}
 	if m == nil {
 		return 0, false
 	}
