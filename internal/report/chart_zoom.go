@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -92,17 +93,10 @@ func chartZoom(run *record.Run, m memoryPoints, lines chartMemoryLines) *plot.Pl
 	if len(alloc) > 0 {
 		p.Add(chartPoints(alloc, draw.CircleGlyph{}, chartBlue, vg.Points(3.5)))
 	}
-	var fails, others []int
-	for _, n := range m.fails {
-		if float64(n) >= x0 && float64(n) <= x1 {
-			fails = append(fails, n)
-		}
+	within := func(sizes []int) []int {
+		return slices.DeleteFunc(slices.Clone(sizes), func(n int) bool { return float64(n) < x0 || float64(n) > x1 })
 	}
-	for _, n := range m.others {
-		if float64(n) >= x0 && float64(n) <= x1 {
-			others = append(others, n)
-		}
-	}
+	fails, others := within(m.fails), within(m.others)
 	failY := effective
 	if failY <= 0 {
 		failY = y1 - 0.1*(y1-y0)
