@@ -64,40 +64,20 @@ var _ trial.Launcher = (*server)(nil)
 // startServer starts the server for k with env, its own output going to logPath ("" discards it), and waits for it to
 // say it is ready.
 func startServer(k key, env []string, logPath string, timeout time.Duration) (*server, error) {
-	reqR, reqW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		reqR.Close()
-		reqW.Close()
-		return nil, err
-	}
 	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if logPath != "" {
 		out, err = os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	}
 	if err != nil {
-		reqR.Close()
-		reqW.Close()
-		repR.Close()
-		repW.Close()
 		return nil, err
 	}
 	cmd := exec.Command(k.path, "-m", "batchfit.forkserver")
 	cmd.Args[0] = k.argv0
 	cmd.Dir, cmd.Env = k.dir, env
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.ExtraFiles = []*os.File{reqR, repW} // fds 3 and 4
-	cmd.SysProcAttr = procgroup.Attr()
-	err = cmd.Start()
-	reqR.Close()
-	repW.Close()
+	reqW, repR, err := procgroup.StartPiped(cmd)
 	out.Close()
 	if err != nil {
-		reqW.Close()
-		repR.Close()
 		return nil, err
 	}
 	s := &server{

@@ -1,4 +1,4 @@
-// Package procgroup holds what trials and warm workers share about a child
+// Package procgroup holds what trials, warm workers and fork servers share about a child
 // that leads its own process group: the attributes it is started with, how
 // its exit is noticed without reaping it, so that its pid (the group's id)
 // stays reserved while the rest of the group is killed, and how the group
@@ -7,6 +7,8 @@ package procgroup
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"syscall"
 	"time"
 
@@ -68,4 +70,34 @@ func WaitExit(pid int) <-chan struct{} {
 func Exited(pid int) bool {
 	st, err := procfs.ReadStat(pid)
 	return err != nil || st.Dead()
+}
+
+// StartPiped starts cmd leading its own process group (Attr) with two pipes
+// to talk over: it reads requests on its fd 3 and writes replies on its fd
+// 4, the protocol of the warm worker and the fork server. It returns
+// batchfit's ends. os.Pipe makes them close-on-exec, so no other child of
+// batchfit inherits them; the child's ends are closed here once it has
+// them.
+func StartPiped(cmd *exec.Cmd) (requests, replies *os.File, err error) {
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		return nil, nil, err
+	}
+	cmd.ExtraFiles = []*os.File{reqR, repW} // fds 3 and 4
+	cmd.SysProcAttr = Attr()
+	err = cmd.Start()
+	reqR.Close()
+	repW.Close()
+	if err != nil {
+		reqW.Close()
+		repR.Close()
+		return nil, nil, err
+	}
+	return reqW, repR, nil
 }

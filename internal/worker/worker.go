@@ -200,35 +200,15 @@ func Start(ctx context.Context, argv []string, env []string, opts Options) (*Wor
 	defer stderr.Close()
 	w.stdout, w.stderr = stdout.Name(), stderr.Name()
 
-	// Two pipes: requests (batchfit writes, the worker reads on fd 3) and
-	// replies (the worker writes on fd 4). os.Pipe makes them close-on-exec,
-	// so no other child of batchfit inherits batchfit's ends.
-	reqR, reqW, err := os.Pipe()
-	if err != nil {
-		w.removeTemp()
-		return nil, &StartError{Stage: "start", Err: err}
-	}
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		reqR.Close()
-		reqW.Close()
-		w.removeTemp()
-		return nil, &StartError{Stage: "start", Err: err}
-	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(adapter.Without(env, FDsEnv), FDsEnv+"=3,4")
 	cmd.Dir = opts.Dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.ExtraFiles = []*os.File{reqR, repW}
 	// One group for the worker and its children (data loader workers),
-	// killable as a whole, that dies with batchfit.
-	cmd.SysProcAttr = procgroup.Attr()
-	err = cmd.Start()
-	reqR.Close()
-	repW.Close()
+	// killable as a whole, that dies with batchfit; requests on its fd 3,
+	// replies on its fd 4.
+	reqW, repR, err := procgroup.StartPiped(cmd)
 	if err != nil {
-		reqW.Close()
-		repR.Close()
 		w.removeTemp()
 		return nil, &StartError{Stage: "start", Err: err}
 	}
