@@ -1,8 +1,9 @@
-// Package procgroup holds what trials, warm workers and fork servers share about a child
-// that leads its own process group: the attributes it is started with, how
-// its exit is noticed without reaping it, so that its pid (the group's id)
-// stays reserved while the rest of the group is killed, and how the group
-// is killed.
+// Package procgroup holds what trials, warm workers and fork servers share
+// about a child that leads its own process group: the attributes it is
+// started with, the pipes of the worker's and the fork server's protocol,
+// how its exit is noticed without reaping it, so that its pid (the group's
+// id) stays reserved while the rest of the group is killed, and how the
+// group is killed.
 package procgroup
 
 import (
