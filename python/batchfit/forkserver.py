@@ -38,6 +38,8 @@ import traceback
 import types
 from typing import Any
 
+from batchfit.lines import write_line
+
 REQUESTS_FD = 3
 REPLIES_FD = 4
 
@@ -135,10 +137,7 @@ class Server:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
     def reply(self, msg: dict[str, Any]) -> None:
-        data = (json.dumps(msg) + "\n").encode()
-        while data:
-            n = os.write(self.replies, data)
-            data = data[n:]
+        write_line(self.replies, msg)
 
     def serve(self) -> None:
         sel = selectors.DefaultSelector()

@@ -43,6 +43,7 @@ import time
 from batchfit import hook as _hook
 from batchfit import trial as _trial
 from batchfit.hook import describe
+from batchfit.lines import write_line
 
 PROTOCOL_VERSION = 1
 FDS_ENV = "BATCHFIT_WORKER_FDS"
@@ -80,11 +81,7 @@ class Channel(object):
         return line
 
     def send(self, msg):
-        data = (json.dumps(msg, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
-        view = memoryview(data)
-        while view:
-            n = os.write(self._w, view)
-            view = view[n:]
+        write_line(self._w, msg)
 
 
 def _log(msg):
