@@ -14,11 +14,6 @@ import (
 	"github.com/batchfit/batchfit/internal/units"
 )
 
-// WriteJSON writes the whole record as indented JSON.
-func WriteJSON(w io.Writer, run *record.Run) error {
-	return WriteJSONValue(w, run)
-}
-
 // WriteJSONValue writes any value as indented JSON, the one JSON style of
 // batchfit's output.
 func WriteJSONValue(w io.Writer, v any) error {

@@ -1,0 +1,251 @@
+package record
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/gpu"
+)
+
+// The JSON form of a run is what --json prints and what the store keeps
+// (docs/json.md): every key is always there, null for what is unknown or
+// not set and [] for an empty list, so that scripts never test for a
+// missing key. The Marshal methods below shadow the fields whose zero value
+// means "none" with a nullable copy (an outer field wins over the embedded
+// one of the same name), and add what is derived: samples/s, the margins.
+// Decoding reads null as a plain field's zero, and [] as a nil list, so that
+// a run reads back as it was written.
+
+func str(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func num[T int | int64 | uint64 | float64](n T) *T {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+func list[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
+
+// unlist is list undone: a decoded [] is nil again.
+func unlist[T any](xs *[]T) {
+	if len(*xs) == 0 {
+		*xs = nil
+	}
+}
+
+func when(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// MarshalJSON writes the run with every key present (docs/json.md).
+func (r Run) MarshalJSON() ([]byte, error) {
+	type plain Run // no methods: no recursion
+	return json.Marshal(struct {
+		plain
+		ID           *string     `json:"id"`
+		Fingerprint  *string     `json:"fingerprint"`
+		Finished     *time.Time  `json:"finished"`
+		Torch        *string     `json:"torch"`
+		Answer       *int        `json:"answer"`
+		FirstFailure *int        `json:"first_failure"`
+		Margins      []marginOut `json:"margins"`
+		Recommended  *int        `json:"recommended"`
+		Trials       []Trial     `json:"trials"`
+		NonMonotonic []Pair      `json:"non_monotonic"`
+		Flaky        []FlakySize `json:"flaky"`
+		Error        *string     `json:"error"`
+		LogDir       *string     `json:"log_dir"`
+		CachedFrom   *string     `json:"cached_from"`
+		Warnings     []string    `json:"warnings"`
+		Soaks        []Soak      `json:"soaks"`
+	}{
+		plain: plain(r), ID: str(r.ID), Fingerprint: str(r.Fingerprint), Finished: when(r.Finished),
+		Torch: str(r.Torch), Answer: num(r.Answer), FirstFailure: num(r.FirstFailure),
+		Margins: marginsOut(r.Margins()), Recommended: num(r.Recommended), Trials: list(r.Trials),
+		NonMonotonic: list(r.NonMonotonic), Flaky: list(r.Flaky), Error: str(r.Error),
+		LogDir: str(r.LogDir), CachedFrom: str(r.CachedFrom), Warnings: list(r.Warnings), Soaks: list(r.Soaks),
+	})
+}
+
+// UnmarshalJSON reads a run as MarshalJSON writes it, and as older
+// batchfit versions stored it: the --margin answer is the searched one of
+// "margins", or the old "margin_size".
+func (r *Run) UnmarshalJSON(b []byte) error {
+	type plain Run
+	var aux struct {
+		*plain
+		Margins    []Margin `json:"margins"`
+		MarginSize int      `json:"margin_size"`
+	}
+	aux.plain = (*plain)(r)
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	unlist(&r.NonMonotonic)
+	unlist(&r.Flaky)
+	unlist(&r.Warnings)
+	unlist(&r.Soaks)
+	r.Margin = aux.MarginSize
+	for _, m := range aux.Margins {
+		if m.Basis == MarginSearched {
+			r.Margin = m.Size
+		}
+	}
+	return nil
+}
+
+type marginOut struct {
+	Percent float64 `json:"percent"`
+	Size    *int    `json:"batch_size"`
+	Basis   string  `json:"basis"`
+	Why     *string `json:"why"`
+}
+
+func marginsOut(ms []Margin) []marginOut {
+	out := make([]marginOut, len(ms))
+	for i, m := range ms {
+		out[i] = marginOut{Percent: m.Percent, Size: num(m.Size), Basis: m.Basis, Why: str(m.Why)}
+	}
+	return out
+}
+
+// MarshalJSON writes the settings with every key present.
+func (s Settings) MarshalJSON() ([]byte, error) {
+	type plain Settings
+	return json.Marshal(struct {
+		plain
+		Start       *int     `json:"start"`
+		MemoryLimit *uint64  `json:"memory_limit_bytes"`
+		Margin      *float64 `json:"margin_percent"`
+		SoakSecs    *float64 `json:"soak_seconds"`
+		Framework   *string  `json:"framework"`
+	}{plain(s), num(s.Start), num(s.MemoryLimit), num(s.Margin), num(s.SoakSecs), str(s.Framework)})
+}
+
+// MarshalJSON writes the GPUs with every key of a device present.
+func (g GPUInfo) MarshalJSON() ([]byte, error) {
+	type device struct {
+		gpu.Device
+		UUID   *string `json:"uuid"`
+		Driver *string `json:"driver"`
+		CUDA   *string `json:"cuda"`
+	}
+	devices := make([]device, len(g.Devices))
+	for i, d := range g.Devices {
+		devices[i] = device{d, str(d.UUID), str(d.Driver), str(d.CUDA)}
+	}
+	return json.Marshal(struct {
+		Devices  []device `json:"devices"`
+		Capacity uint64   `json:"capacity_bytes"`
+	}{devices, g.Capacity})
+}
+
+// MarshalJSON writes the trial with every key present, and its samples/s.
+func (t Trial) MarshalJSON() ([]byte, error) {
+	type plain Trial
+	var retained *int64
+	if t.WorkerPID != 0 {
+		retained = &t.Retained
+	}
+	return json.Marshal(struct {
+		plain
+		Reason      *string   `json:"reason"`
+		Signal      *string   `json:"signal"`
+		Phase       *string   `json:"phase"`
+		GPUs        []int     `json:"gpus"`
+		Allocated   *uint64   `json:"peak_allocated_bytes"`
+		Reserved    *uint64   `json:"peak_reserved_bytes"`
+		Device      *uint64   `json:"peak_device_bytes"`
+		Foreign     *uint64   `json:"foreign_bytes"`
+		ForeignPIDs []int     `json:"foreign_pids"`
+		StepTimes   []float64 `json:"step_seconds"`
+		Steps       *int      `json:"steps"`
+		StepPeaks   []uint64  `json:"step_peak_bytes"`
+		Rising      *uint64   `json:"rising_bytes"`
+		Throughput  *float64  `json:"samples_per_second"`
+		WorkerPID   *int      `json:"worker_pid"`
+		Retained    *int64    `json:"retained_bytes"`
+		Recycled    *string   `json:"recycled"`
+		Stdout      *string   `json:"stdout_log"`
+		Stderr      *string   `json:"stderr_log"`
+		Tail        *string   `json:"stderr_tail"`
+	}{
+		plain: plain(t), Reason: str(t.Reason), Signal: str(t.Signal), Phase: str(t.Phase), GPUs: list(t.GPUs),
+		Allocated: num(t.Allocated), Reserved: num(t.Reserved), Device: num(t.Device), Foreign: num(t.Foreign),
+		ForeignPIDs: list(t.ForeignPIDs), StepTimes: list(t.StepTimes), Steps: num(t.Steps),
+		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), Throughput: num(t.Throughput()),
+		WorkerPID: num(t.WorkerPID), Retained: retained, Recycled: str(t.Recycled),
+		Stdout: str(t.Stdout), Stderr: str(t.Stderr), Tail: str(t.Tail),
+	})
+}
+
+// UnmarshalJSON reads a trial as MarshalJSON writes it.
+func (t *Trial) UnmarshalJSON(b []byte) error {
+	type plain Trial
+	if err := json.Unmarshal(b, (*plain)(t)); err != nil {
+		return err
+	}
+	unlist(&t.GPUs)
+	unlist(&t.ForeignPIDs)
+	unlist(&t.StepTimes)
+	unlist(&t.StepPeaks)
+	return nil
+}
+
+// MarshalJSON writes the soak with every key present.
+func (s Soak) MarshalJSON() ([]byte, error) {
+	type plain Soak
+	return json.Marshal(struct {
+		plain
+		Reason    *string  `json:"reason"`
+		StepPeaks []uint64 `json:"step_peak_bytes"`
+		Rising    *uint64  `json:"rising_bytes"`
+	}{plain(s), str(s.Reason), list(s.StepPeaks), num(s.Rising)})
+}
+
+// UnmarshalJSON reads a soak as MarshalJSON writes it.
+func (s *Soak) UnmarshalJSON(b []byte) error {
+	type plain Soak
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+		return err
+	}
+	unlist(&s.StepPeaks)
+	return nil
+}
+
+// MarshalJSON writes the inputs with every key present.
+func (in Inputs) MarshalJSON() ([]byte, error) {
+	type plain Inputs
+	return json.Marshal(struct {
+		plain
+		Files  []File   `json:"files"`
+		Env    []string `json:"env"`
+		Loaded []File   `json:"loaded"`
+	}{plain(in), list(in.Files), list(in.Env), list(in.Loaded)})
+}
+
+// UnmarshalJSON reads inputs as MarshalJSON writes them.
+func (in *Inputs) UnmarshalJSON(b []byte) error {
+	type plain Inputs
+	if err := json.Unmarshal(b, (*plain)(in)); err != nil {
+		return err
+	}
+	unlist(&in.Files)
+	unlist(&in.Env)
+	unlist(&in.Loaded)
+	return nil
+}
