@@ -1,7 +1,12 @@
 package record
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/gpu"
@@ -12,9 +17,56 @@ import (
 // not set and [] for an empty list, so that scripts never test for a
 // missing key. The Marshal methods below shadow the fields whose zero value
 // means "none" with a nullable copy (an outer field wins over the embedded
-// one of the same name), and add what is derived: samples/s, the margins.
+// one of the same name), and add what is derived: samples/s, the margins;
+// ordered puts the keys back in the order of the struct's fields.
 // Decoding reads null as a plain field's zero, and [] as a nil list, so that
 // a run reads back as it was written.
+
+// ordered marshals v, a T whose nullable copies shadow some fields, with
+// its keys in the order of T's fields, each key of after written after the
+// key it names: the encoder writes shadowing fields last, which would
+// scatter a run's keys.
+func ordered[T any](v any, after map[string]string) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	write := func(k string) {
+		raw, ok := m[k]
+		if !ok {
+			return
+		}
+		delete(m, k)
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		key, _ := json.Marshal(k)
+		out.Write(key)
+		out.WriteByte(':')
+		out.Write(raw)
+	}
+	t := reflect.TypeFor[T]()
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		write(name)
+		for _, d := range slices.Sorted(maps.Keys(after)) {
+			if after[d] == name {
+				write(d)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		write(k)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
 
 func str(s string) *string {
 	if s == "" {
@@ -54,7 +106,7 @@ func when(t time.Time) *time.Time {
 // MarshalJSON writes the run with every key present (docs/json.md).
 func (r Run) MarshalJSON() ([]byte, error) {
 	type plain Run // no methods: no recursion
-	return json.Marshal(struct {
+	return ordered[Run](struct {
 		plain
 		ID           *string     `json:"id"`
 		Fingerprint  *string     `json:"fingerprint"`
@@ -62,7 +114,7 @@ func (r Run) MarshalJSON() ([]byte, error) {
 		Torch        *string     `json:"torch"`
 		Answer       *int        `json:"answer"`
 		FirstFailure *int        `json:"first_failure"`
-		Margins      []marginOut `json:"margins"`
+		Margins      []Margin    `json:"margins"`
 		Recommended  *int        `json:"recommended"`
 		Trials       []Trial     `json:"trials"`
 		NonMonotonic []Pair      `json:"non_monotonic"`
@@ -75,10 +127,10 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	}{
 		plain: plain(r), ID: str(r.ID), Fingerprint: str(r.Fingerprint), Finished: when(r.Finished),
 		Torch: str(r.Torch), Answer: num(r.Answer), FirstFailure: num(r.FirstFailure),
-		Margins: marginsOut(r.Margins()), Recommended: num(r.Recommended), Trials: list(r.Trials),
+		Margins: r.Margins(), Recommended: num(r.Recommended), Trials: list(r.Trials),
 		NonMonotonic: list(r.NonMonotonic), Flaky: list(r.Flaky), Error: str(r.Error),
 		LogDir: str(r.LogDir), CachedFrom: str(r.CachedFrom), Warnings: list(r.Warnings), Soaks: list(r.Soaks),
-	})
+	}, map[string]string{"margins": "first_failure"})
 }
 
 // UnmarshalJSON reads a run as MarshalJSON writes it, and as older
@@ -108,45 +160,47 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-type marginOut struct {
-	Percent float64 `json:"percent"`
-	Size    *int    `json:"batch_size"`
-	Basis   string  `json:"basis"`
-	Why     *string `json:"why"`
-}
-
-func marginsOut(ms []Margin) []marginOut {
-	out := make([]marginOut, len(ms))
-	for i, m := range ms {
-		out[i] = marginOut{Percent: m.Percent, Size: num(m.Size), Basis: m.Basis, Why: str(m.Why)}
-	}
-	return out
+// MarshalJSON writes the margin with every key present.
+func (m Margin) MarshalJSON() ([]byte, error) {
+	type plain Margin
+	return ordered[Margin](struct {
+		plain
+		Size *int    `json:"batch_size"`
+		Why  *string `json:"why"`
+	}{plain(m), num(m.Size), str(m.Why)}, nil)
 }
 
 // MarshalJSON writes the settings with every key present.
 func (s Settings) MarshalJSON() ([]byte, error) {
 	type plain Settings
-	return json.Marshal(struct {
+	return ordered[Settings](struct {
 		plain
 		Start       *int     `json:"start"`
 		MemoryLimit *uint64  `json:"memory_limit_bytes"`
 		Margin      *float64 `json:"margin_percent"`
 		SoakSecs    *float64 `json:"soak_seconds"`
 		Framework   *string  `json:"framework"`
-	}{plain(s), num(s.Start), num(s.MemoryLimit), num(s.Margin), num(s.SoakSecs), str(s.Framework)})
+	}{plain(s), num(s.Start), num(s.MemoryLimit), num(s.Margin), num(s.SoakSecs), str(s.Framework)}, nil)
 }
 
-// MarshalJSON writes the GPUs with every key of a device present.
-func (g GPUInfo) MarshalJSON() ([]byte, error) {
-	type device struct {
+// device is a gpu.Device in a run's JSON.
+type device gpu.Device
+
+// MarshalJSON writes the device with every key present.
+func (d device) MarshalJSON() ([]byte, error) {
+	return ordered[gpu.Device](struct {
 		gpu.Device
 		UUID   *string `json:"uuid"`
 		Driver *string `json:"driver"`
 		CUDA   *string `json:"cuda"`
-	}
+	}{gpu.Device(d), str(d.UUID), str(d.Driver), str(d.CUDA)}, nil)
+}
+
+// MarshalJSON writes the GPUs with every key of a device present.
+func (g GPUInfo) MarshalJSON() ([]byte, error) {
 	devices := make([]device, len(g.Devices))
 	for i, d := range g.Devices {
-		devices[i] = device{d, str(d.UUID), str(d.Driver), str(d.CUDA)}
+		devices[i] = device(d)
 	}
 	return json.Marshal(struct {
 		Devices  []device `json:"devices"`
@@ -161,7 +215,7 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 	if t.WorkerPID != 0 {
 		retained = &t.Retained
 	}
-	return json.Marshal(struct {
+	return ordered[Trial](struct {
 		plain
 		Reason      *string   `json:"reason"`
 		Signal      *string   `json:"signal"`
@@ -190,7 +244,7 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), Throughput: num(t.Throughput()),
 		WorkerPID: num(t.WorkerPID), Retained: retained, Recycled: str(t.Recycled),
 		Stdout: str(t.Stdout), Stderr: str(t.Stderr), Tail: str(t.Tail),
-	})
+	}, map[string]string{"samples_per_second": "step_seconds"})
 }
 
 // UnmarshalJSON reads a trial as MarshalJSON writes it.
@@ -209,12 +263,12 @@ func (t *Trial) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the soak with every key present.
 func (s Soak) MarshalJSON() ([]byte, error) {
 	type plain Soak
-	return json.Marshal(struct {
+	return ordered[Soak](struct {
 		plain
 		Reason    *string  `json:"reason"`
 		StepPeaks []uint64 `json:"step_peak_bytes"`
 		Rising    *uint64  `json:"rising_bytes"`
-	}{plain(s), str(s.Reason), list(s.StepPeaks), num(s.Rising)})
+	}{plain(s), str(s.Reason), list(s.StepPeaks), num(s.Rising)}, nil)
 }
 
 // UnmarshalJSON reads a soak as MarshalJSON writes it.
@@ -230,12 +284,12 @@ func (s *Soak) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the inputs with every key present.
 func (in Inputs) MarshalJSON() ([]byte, error) {
 	type plain Inputs
-	return json.Marshal(struct {
+	return ordered[Inputs](struct {
 		plain
 		Files  []File   `json:"files"`
 		Env    []string `json:"env"`
 		Loaded []File   `json:"loaded"`
-	}{plain(in), list(in.Files), list(in.Env), list(in.Loaded)})
+	}{plain(in), list(in.Files), list(in.Env), list(in.Loaded)}, nil)
 }
 
 // UnmarshalJSON reads inputs as MarshalJSON writes them.

@@ -227,3 +227,22 @@ func TestJSONInSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONKeyOrder: keys come in the order of the struct's fields, derived
+// ones beside what they derive from, as a person reads a run.
+func TestJSONKeyOrder(t *testing.T) {
+	b, err := json.Marshal(fullRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	last := -1
+	for _, k := range []string{`"id"`, `"status"`, `"settings"`, `"answer"`, `"first_failure"`, `"margins"`,
+		`"recommended"`, `"trials"`, `"step_seconds"`, `"samples_per_second"`, `"stderr_tail"`, `"rounds"`, `"inputs"`} {
+		i := strings.Index(s, k)
+		if i < last {
+			t.Errorf("%s comes before the key above it in %s", k, s)
+		}
+		last = i
+	}
+}
