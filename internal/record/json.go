@@ -224,6 +224,7 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		Allocated   *uint64   `json:"peak_allocated_bytes"`
 		Reserved    *uint64   `json:"peak_reserved_bytes"`
 		Device      *uint64   `json:"peak_device_bytes"`
+		PoolLimit   *uint64   `json:"pool_limit_bytes"`
 		Foreign     *uint64   `json:"foreign_bytes"`
 		ForeignPIDs []int     `json:"foreign_pids"`
 		StepTimes   []float64 `json:"step_seconds"`
@@ -239,7 +240,7 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		Tail        *string   `json:"stderr_tail"`
 	}{
 		plain: plain(t), Reason: str(t.Reason), Signal: str(t.Signal), Phase: str(t.Phase), GPUs: list(t.GPUs),
-		Allocated: num(t.Allocated), Reserved: num(t.Reserved), Device: num(t.Device), Foreign: num(t.Foreign),
+		Allocated: num(t.Allocated), Reserved: num(t.Reserved), Device: num(t.Device), PoolLimit: num(t.PoolLimit), Foreign: num(t.Foreign),
 		ForeignPIDs: list(t.ForeignPIDs), StepTimes: list(t.StepTimes), Steps: num(t.Steps),
 		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), Throughput: num(t.Throughput()),
 		WorkerPID: num(t.WorkerPID), Retained: retained, Recycled: str(t.Recycled),

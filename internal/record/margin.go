@@ -66,8 +66,8 @@ func (r *Run) ShownMargin() Margin {
 // the next size up above it (or failing) were both measured; else the
 // memory model's prediction, kept between what was measured; else unknown.
 // It never runs a trial: --margin does, for an exact answer. Peaks are the
-// figure the model fits (torch's allocated peak, else NVML's), as the
-// search's --margin measures them.
+// figure the model fits (torch's allocated peak, else NVML's) against the
+// capacity (a framework's pool, when smaller), as --margin measures them.
 func (r *Run) Headroom(percent float64) Margin {
 	m := Margin{Percent: percent, Basis: MarginUnknown}
 	if r.Status != Found || r.Answer == 0 {
@@ -83,7 +83,7 @@ func (r *Run) Headroom(percent float64) Margin {
 		m.Why = "no memory figures"
 		return m
 	}
-	limit := float64(r.GPU.Capacity) * (1 - percent/100)
+	limit := float64(r.capacity()) * (1 - percent/100)
 	step := max(r.Settings.MultipleOf, 1)
 	// lo: the largest size seen within the limit; hi: the smallest seen
 	// above it or failing, the size past the answer at most.
@@ -127,6 +127,19 @@ func (r *Run) Headroom(percent float64) Margin {
 	}
 	m.Size = pred
 	return m
+}
+
+// capacity is the memory a trial's peak must fit in: the card's (or
+// --memory-limit), or a framework's pool limit when a trial reported a
+// smaller one, as the search takes it.
+func (r *Run) capacity() uint64 {
+	c := r.GPU.Capacity
+	for _, t := range r.Trials {
+		if t.PoolLimit > 0 && t.PoolLimit < c {
+			c = t.PoolLimit
+		}
+	}
+	return c
 }
 
 // peakFigure returns how to read the peak the margin compares: the memory

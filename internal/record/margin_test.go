@@ -56,6 +56,15 @@ func TestHeadroom(t *testing.T) {
 			r.Answer, r.FirstFailure = 50, 51
 			return r
 		}(), 50, MarginMeasured},
+		{"a framework's pool is the capacity", func() *Run {
+			// JAX's pool is 75 GiB of the card: 5 % free is 71.25 GiB.
+			r := base(trial(1, 71, classify.OK), trial(2, 72, classify.OK), trial(3, 74, classify.OK), trial(4, 75, classify.OOM))
+			r.Answer, r.FirstFailure = 74, 75
+			for i := range r.Trials {
+				r.Trials[i].PoolLimit = 75 * gib
+			}
+			return r
+		}(), 71, MarginMeasured},
 		{"no answer", &Run{Status: NothingFits, GPU: &GPUInfo{Capacity: 100 * gib}}, 0, MarginUnknown},
 		{"a busy trial is not believed", func() *Run {
 			r := base(trial(1, 95, classify.OK), trial(2, 96, classify.OK), trial(3, 99, classify.OK), trial(4, 100, classify.OOM))

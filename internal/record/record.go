@@ -142,6 +142,10 @@ type Trial struct {
 	Allocated uint64           `json:"peak_allocated_bytes"`
 	Reserved  uint64           `json:"peak_reserved_bytes"`
 	Device    uint64           `json:"peak_device_bytes"` // NVML, whole process tree
+	// PoolLimit is the framework's own pool limit, when it reported one
+	// (JAX's bytes_limit, 75 % of the card unless told otherwise): the
+	// capacity its allocated peak must fit in, below the card's.
+	PoolLimit uint64 `json:"pool_limit_bytes"`
 	// Foreign is the memory other processes gained on the trial's GPU
 	// while it ran (gpu.Peak.Foreign). Busy marks a trial they disturbed
 	// past the threshold: it is not believed, and runs again.
