@@ -66,7 +66,6 @@ type Executor struct {
 	// a server started anew for another environment (rekey).
 	modules []string
 	rekeys  int
-	next    *key // the environment to start anew for once the server now starting is up
 }
 
 // maxRekeys bounds how often a server is started anew because the trials'
@@ -120,27 +119,33 @@ func (e *Executor) server(k key, forkable bool) *server {
 	if !forkable {
 		return nil
 	}
-	e.mu.Lock()
-	ready, learned, same := e.ready, e.learned, e.key == k
-	e.mu.Unlock()
-	if learned && !same {
-		e.rekey(k)
-		return nil
+	for {
+		e.mu.Lock()
+		ready, learned, same := e.ready, e.learned, e.key == k
+		e.mu.Unlock()
+		if !learned {
+			return nil
+		}
+		if !same {
+			e.rekey(k)
+			return nil
+		}
+		if e.opts.Wait {
+			<-ready
+		}
+		select {
+		case <-ready:
+		default:
+			return nil // still preloading: this trial runs fresh
+		}
+		e.mu.Lock()
+		srv, anew := e.srv, e.ready != ready || e.key != k
+		e.mu.Unlock()
+		if !anew {
+			return srv
+		}
+		// A server was started anew meanwhile: wait for that one.
 	}
-	if !learned {
-		return nil
-	}
-	if e.opts.Wait {
-		<-ready
-	}
-	select {
-	case <-ready:
-	default:
-		return nil // still preloading: this trial runs fresh
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.srv
 }
 
 // learn starts a server for k in the background, preloading the packages
@@ -160,25 +165,33 @@ func (e *Executor) learn(k key, spec trial.Spec) {
 		close(e.ready)
 		return
 	}
-	go e.serve(k, serverEnv(envOf(spec)), modules, e.ready)
+	go e.serve(k, modules, e.ready)
 }
 
-// serve starts a server for k and makes it the one to fork from, then
-// closes ready.
-func (e *Executor) serve(k key, env, modules []string, ready chan struct{}) {
-	srv := e.start(k, env, modules)
+// serve starts a server for k, makes it the one to fork from and closes
+// ready. When the trials' environment changed while it started (rekey),
+// the server is not used: one for the new environment starts at once.
+func (e *Executor) serve(k key, modules []string, ready chan struct{}) {
+	srv := e.start(k, strings.Split(k.env, "\x00"), modules)
 	e.mu.Lock()
-	if e.closed && srv != nil {
-		srv.close()
-		srv = nil
+	stale := e.closed || e.key != k
+	restart := !e.closed && e.key != k
+	next, nextReady := e.key, ready
+	if restart {
+		nextReady = make(chan struct{})
+		e.ready = nextReady
 	}
-	e.srv = srv
-	next := e.next
-	e.next = nil
+	if !stale {
+		e.srv = srv
+	}
+	modules = slices.Clone(e.modules)
 	e.mu.Unlock()
+	if stale && srv != nil {
+		srv.close()
+	}
 	close(ready)
-	if next != nil {
-		e.rekey(*next)
+	if restart {
+		e.serve(next, modules, nextReady)
 	}
 }
 
@@ -186,33 +199,32 @@ func (e *Executor) serve(k key, env, modules []string, ready chan struct{}) {
 // environment is k's rather than the one the server was started with: the
 // trials of a search hold one environment but for a change or two early on
 // (the allocator cap that the first trial's measurement fixes). The old
-// server is closed, one still starting is killed; the trial that asked
-// runs fresh. Nothing happens after maxRekeys.
+// server is closed, one still importing is killed (its starter then starts
+// the new one); the trial that asked runs fresh. Nothing happens after
+// maxRekeys.
 func (e *Executor) rekey(k key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed || e.key == k || len(e.modules) == 0 || e.rekeys >= maxRekeys {
 		return
 	}
+	e.rekeys++
+	e.key = k
 	select {
 	case <-e.ready:
 	default:
-		// Its imports are for an environment no trial will have again:
-		// stop them, and start anew as soon as its starter has seen it die.
-		e.next = &k
 		if e.pending != nil {
 			e.pending.kill()
 		}
 		return
 	}
-	e.rekeys++
 	old := e.srv
-	e.srv, e.key = nil, k
+	e.srv = nil
 	e.ready = make(chan struct{})
 	if old != nil {
 		go old.close()
 	}
-	go e.serve(k, strings.Split(k.env, "\x00"), slices.Clone(e.modules), e.ready)
+	go e.serve(k, slices.Clone(e.modules), e.ready)
 }
 
 // start starts a server that preloads modules, restarting it without any
@@ -236,7 +248,7 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 		e.setPending(nil)
 		if err != nil {
 			srv.close()
-			if !e.superseded() {
+			if !e.superseded(k) {
 				e.opts.Notice(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
 			}
 			return nil
@@ -258,12 +270,12 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 	return nil
 }
 
-// superseded says the server being started was stopped for another
+// superseded says the server being started for k was stopped for another
 // environment (rekey): its failure is no news.
-func (e *Executor) superseded() bool {
+func (e *Executor) superseded(k key) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.next != nil
+	return e.key != k
 }
 
 // setPending names the server being preloaded, so that Close can stop it;
