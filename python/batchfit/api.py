@@ -181,7 +181,7 @@ class Run:
             command=list(d.get("command") or []),
             id=d.get("id") or None,
             cached=bool(d.get("cached")),
-            error=d.get("error") or None,
+            error=_message(d.get("error")),
             warnings=list(d.get("warnings") or []),
             raw=dict(d),
         )
@@ -265,6 +265,13 @@ class Result:
             doc = html.escape(self.report_html, quote=True)
             return f'<iframe srcdoc="{doc}" sandbox style="width: 100%; height: 720px; border: 0"></iframe>'
         return "".join(_run_table(r) for r in self.runs) or html.escape(repr(self))
+
+
+def _message(error: Any) -> str | None:
+    """A run's error: a string, or an object with its message."""
+    if isinstance(error, Mapping):
+        error = error.get("message")
+    return str(error) if error else None
 
 
 def _run_table(run: Run) -> str:
@@ -386,7 +393,7 @@ def doctor(
 
 def _result(args: list[str], argv: list[str], *, cwd, env, progress: bool, report) -> Result:
     with tempfile.TemporaryDirectory(prefix="batchfit-") as tmp:
-        path = os.fspath(report) if report is not None else os.path.join(tmp, "report.html")
+        path = os.path.abspath(os.fspath(report)) if report is not None else os.path.join(tmp, "report.html")
         full = [*args, "--json", "--report", path]
         if argv:
             full += ["--", *argv]
