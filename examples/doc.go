@@ -1,9 +1,10 @@
 // Package examples holds real training workloads for batchfit, as Python
 // programs in the folders beside this file: simclr_resnet50 (the workload of
 // the question batchfit answers), transformer_lm, caught_oom (a script that
-// catches its own out-of-memory error), jax_optax and hf_trainer. The package
-// has no Go code of its own; its tests smoke-test each PyTorch workload on the
-// CPU, under the adapter's hook where batchfit would run it, so that CI
-// notices when one stops running. JAX and transformers are not installed where
-// CI runs, so their scripts are only compiled there.
+// catches its own out-of-memory error), jax_optax, hf_trainer and
+// lightning_resnet. The package has no Go code of its own; its tests
+// smoke-test each PyTorch workload on the CPU, under the adapter's hook where
+// batchfit would run it, so that CI notices when one stops running. JAX,
+// transformers and Lightning are not installed where CI runs, so their
+// scripts are only compiled there.
 package examples

@@ -194,13 +194,16 @@ func TestCaughtOOMFormsCPU(t *testing.T) {
 	}
 }
 
-// JAX and transformers have no Debian package, so where CI runs their
-// examples are only compiled; the tests below run them wherever the packages
-// are (BATCHFIT_TEST_PYTHON), and bench/gpu_issue10.sh runs them on a GPU.
-func TestJAXAndHFScriptsCompile(t *testing.T) {
+// JAX, transformers and Lightning have no Debian package, so where CI runs
+// their examples and batchfit's callbacks are only compiled; the tests below
+// run them wherever the packages are (BATCHFIT_TEST_PYTHON), and
+// bench/gpu_issue10.sh and bench/gpu_issue13.sh run them on a GPU.
+func TestJAXHFAndLightningScriptsCompile(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	for _, script := range []string{filepath.Join("jax_optax", "train.py"), filepath.Join("hf_trainer", "train.py")} {
+	for _, script := range []string{filepath.Join("jax_optax", "train.py"), filepath.Join("hf_trainer", "train.py"),
+		filepath.Join("lightning_resnet", "train.py"), filepath.Join("..", "python", "batchfit", "lightning.py"),
+		filepath.Join("..", "python", "batchfit", "hf.py")} {
 		cmd := exec.Command(py, "-m", "py_compile", script)
 		cmd.Env = append(os.Environ(), "PYTHONPYCACHEPREFIX="+t.TempDir())
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -52,8 +52,9 @@ func release(t *testing.T) string {
 	return dist.dir
 }
 
-// TestPythonAPI runs the Python API's unit tests (python/tests), end to end
-// too: through the released binary, on its simulated GPU.
+// TestPythonAPI runs the Python package's unit tests (python/tests: the API,
+// scripts/wheel's parts, batchfit.apply), the API's end to end too: through
+// the released binary, on its simulated GPU.
 func TestPythonAPI(t *testing.T) {
 	py := python(t)
 	bin := filepath.Join(release(t), "batchfit_"+runtime.GOOS+"_"+runtime.GOARCH, "batchfit")

@@ -227,7 +227,7 @@ that the exact answer takes a handful of trials.
 	}
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
-	root.AddCommand(newDoctorCommand(io), newCacheCommand(io))
+	root.AddCommand(newDoctorCommand(io), newCacheCommand(io), newCardsCommand(io))
 	strictCommandLine(root)
 	return root
 }

@@ -25,7 +25,7 @@ func TestExitCodeAndHint(t *testing.T) {
 		hint string
 	}{
 		{"usage", usageError("fix it", "bad flag"), exitUsage, "fix it"},
-		{"config", limitErr, exitUsage, "give --memory-limit as a size"},
+		{"config", limitErr, exitUsage, "give --memory-limit as a GPU"},
 		{"nothing fits", &runner.NothingFitsError{Size: 8, Min: 8, LogDir: "/logs"}, exitNothingFits, "/logs"},
 		{"nothing fits, wrapped", fmt.Errorf("settle: %w", search.ErrNothingFits), exitNothingFits, ""},
 		{"ignores the batch size", fmt.Errorf("probe: %w", &runner.IgnoresBatchSizeError{Small: 8, Large: 8192}), exitError, "pass the size with {}"},

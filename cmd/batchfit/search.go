@@ -32,6 +32,7 @@ type searchOptions struct {
 	confirm                     int
 	strategy                    string
 	memoryLimit                 string
+	limitScope                  string
 	margin                      string
 	globalBatch, trainGPUs      int
 	json, quiet                 bool
@@ -44,7 +45,8 @@ type searchOptions struct {
 	cacheMaxAge                 maxAge
 	gpus                        string
 	worker, keepAfterOOM        bool
-	preload                     bool
+	preload                     bool // asked for explicitly (the default anyway)
+	noPreload                   bool
 	gpusPerTrial                int
 	perGPUModel                 bool
 	db                          dbOptions
@@ -65,12 +67,15 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
 	fs.BoolVar(&o.worker, "worker", false, "run trials in a warm PyTorch worker (python -m batchfit.worker module:Trial) whose reset is verified; the answer is confirmed in fresh processes")
 	fs.BoolVar(&o.keepAfterOOM, "keep-after-oom", false, "with --worker, keep a worker after an out-of-memory trial when its reset verified")
-	fs.BoolVar(&o.preload, "preload", false, "fork each trial of a Python command from a server that has imported the program's third-party packages (torch, ...) but not started CUDA; each trial is still a process of its own (experimental: off until proven equal to fresh processes on a GPU)")
-	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "preload")
+	fs.BoolVar(&o.noPreload, "no-preload", false, "start every trial of a Python command from scratch, instead of forking it from a server that has imported the program's third-party packages (torch, ...) but not started CUDA (the default: each forked trial is still a fresh process of its own, with its own CUDA context)")
+	fs.BoolVar(&o.preload, "preload", false, "fork the trials of a Python command from a preloading server (the default; see --no-preload)")
+	fs.MarkHidden("preload")
+	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
 
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card, held for the whole process: a GPU by name (l4, t4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, ...: batchfit cards), a size (24GiB; GB means GiB, as GPU makers use it) or a share of the GPU (80%)")
+	fs.StringVar(&o.limitScope, "memory-limit-scope", runner.LimitScopeProcess, "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
 	fs.StringVar(&o.margin, "margin", "", "also report the largest size that leaves this `share` of memory free: 10% or 0.10 (up to 90%); with -q, print that size")
-	flagGroup(fs, groupMemory, "memory-limit", "margin")
+	flagGroup(fs, groupMemory, "memory-limit", "memory-limit-scope", "margin")
 
 	fs.IntVar(&o.globalBatch, "global-batch", 0, "also say how to train at this global batch: the largest per-device size that fits × gradient accumulation steps × --train-gpus")
 	fs.IntVar(&o.trainGPUs, "train-gpus", 0, "with --global-batch, the GPUs the training runs on (default: --gpus-per-trial)")
@@ -260,6 +265,12 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	if err != nil {
 		return runner.Config{}, nil, err
 	}
+	if o.preload && o.noPreload {
+		return runner.Config{}, nil, usageError("give one of --preload and --no-preload", "--preload and --no-preload contradict each other")
+	}
+	if o.limitScope != runner.LimitScopeProcess && o.limitScope != runner.LimitScopeAllocator {
+		return runner.Config{}, nil, usageError("give --memory-limit-scope process or allocator", "--memory-limit-scope %q: not a scope", o.limitScope)
+	}
 	devices, err := t.backend.Devices()
 	if err != nil {
 		return runner.Config{}, nil, fmt.Errorf("list GPUs: %w", err)
@@ -270,8 +281,8 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	}
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
-		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, MemoryLimit: limit,
-		Preload: o.preload, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
+		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, MemoryLimit: limit, LimitAllocatorOnly: o.limitScope == runner.LimitScopeAllocator,
+		Preload: !o.noPreload, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {
 		cfg.Worker = &runner.WorkerOptions{KeepAfterOOM: o.keepAfterOOM}

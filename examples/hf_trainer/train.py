@@ -18,6 +18,7 @@ A CUDA out-of-memory error is not caught: the Trainer lets it end the process.
 """
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments, set_seed
@@ -36,6 +37,9 @@ class ModelArguments:
 class DataArguments:
     seq_len: int = field(default=512, metadata={"help": "tokens per training sequence"})
     num_samples: int = field(default=200_000, metadata={"help": "sequences in one epoch"})
+    batchfit_result: Optional[str] = field(default=None, metadata={
+        "help": "train at the batch size of this batchfit result (a file from batchfit search --json, a run id or "
+                "'latest'), through batchfit's TrainerCallback; refused when it was measured for another run"})
 
 
 class RandomTokens(torch.utils.data.Dataset):
@@ -70,7 +74,12 @@ def main() -> None:
     )
     model = LlamaForCausalLM(config)
     train_dataset = RandomTokens(data_args.num_samples, data_args.seq_len, model_args.vocab_size, training_args.seed)
-    trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
+    callbacks = []
+    if data_args.batchfit_result:
+        from batchfit.hf import BatchSizeFromBatchfit
+
+        callbacks.append(BatchSizeFromBatchfit(data_args.batchfit_result))
+    trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset, callbacks=callbacks)
     result = trainer.train()
     trainer.log_metrics("train", result.metrics)
 

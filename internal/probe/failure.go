@@ -39,6 +39,7 @@ func failureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) sea
 	}
 	switch {
 	case capped > 0:
+		out.Capped = true
 		if out.Reserved > 0 && capped > out.Reserved {
 			out.Free = capped - out.Reserved
 		}

@@ -48,6 +48,13 @@ type Config struct {
 	// switch for it, and a trial it did not hold to the limit counts as oom
 	// when its NVML peak exceeds it.
 	MemoryLimit, DeviceTotal uint64
+	// WholeProcess makes MemoryLimit hold for the whole process, as a real
+	// card's memory does: the allocator's cap is the limit less what the
+	// trials hold outside it (the CUDA context, kernels, library handles;
+	// measured by NVML), and a trial whose NVML peak exceeds the limit
+	// does not fit. Without it only the allocator is capped, as
+	// PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does.
+	WholeProcess bool
 
 	// Executor runs each trial; nil runs it here, as a local process group.
 	Executor Executor
@@ -102,6 +109,13 @@ type Prober struct {
 
 	sources          []adapter.Source
 	sourcesTruncated bool
+	// outside is the most memory a trial held outside its framework's
+	// allocator (NVML peak less the allocator's reserved peak), for
+	// WholeProcess.
+	outside uint64
+	// cudaTotal is the device's total as CUDA reports it (the adapter's
+	// device_total), for WholeProcess; 0 until a trial reported it.
+	cudaTotal uint64
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -251,8 +265,16 @@ func (e *GPUBusyError) Hint() string {
 // another process took memory on its GPU while it ran; soak, when above 0,
 // makes it a soak of that length (see Soak).
 func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Duration) (search.Observation, error) {
+	recapped := false
 	for runs := 1; ; runs++ {
-		o, t, err := p.attempt(ctx, size, gpus, soak)
+		o, t, recap, err := p.attempt(ctx, size, gpus, soak)
+		if err == nil && recap && !recapped && ctx.Err() == nil {
+			// Once: the cap this trial measured is what a real card leaves.
+			recapped, runs = true, runs-1
+			p.warn(fmt.Sprintf("trial %d at batch size %d: its allocator was allowed %s, but the process also held %s outside it; running it again with the allocator capped at %s",
+				t.N, size, units.Bytes(t.AllocatorCap), units.Bytes(t.Device-t.Reserved), units.Bytes(p.allocatorCap())))
+			continue
+		}
 		if err != nil || !t.Busy || ctx.Err() != nil {
 			return o, err
 		}
@@ -264,8 +286,10 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Durati
 	}
 }
 
-// attempt runs one trial and records it.
-func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Duration) (search.Observation, record.Trial, error) {
+// attempt runs one trial and records it. recap says it did not fit only
+// because its allocator was allowed more than the card leaves it (see
+// holdToLimit).
+func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Duration) (_ search.Observation, _ record.Trial, recap bool, _ error) {
 	p.mu.Lock()
 	p.n++
 	n := p.n
@@ -273,7 +297,8 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 	p.mu.Unlock()
 
 	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
-	spec := p.spec(n, size, gpus, soak, base)
+	allocCap := p.allocatorCap()
+	spec := p.spec(n, size, gpus, soak, allocCap, base)
 	if soak > 0 {
 		phase = record.PhaseSoak
 	}
@@ -290,7 +315,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 	}
 	res, err := p.cfg.Executor.Run(ctx, spec, watcher)
 	if err != nil {
-		return search.Observation{}, record.Trial{}, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
+		return search.Observation{}, record.Trial{}, false, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
 	}
 	var peak gpu.Peak
 	if watch != nil {
@@ -305,52 +330,55 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 	sum := adapter.Summarize(events)
 	c := classifyTrial(res, events, sum, soak)
 	peaks := p.cfg.Framework.Peaks(sum)
-	c = p.holdToLimit(c, peaks, sum, device)
+	p.noteDevice(peaks, device, sum.DeviceTotal)
+	c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
 
 	t := record.Trial{
-		N:           n,
-		Size:        size,
-		Outcome:     c.Outcome,
-		Reason:      c.Reason,
-		Seconds:     res.Duration.Seconds(),
-		ExitCode:    res.ExitCode,
-		Phase:       phase,
-		Retry:       phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
-		GPUs:        gpus,
-		Allocated:   peaks.Allocated,
-		Reserved:    peaks.Reserved,
-		Device:      device,
-		Foreign:     peak.Foreign,
-		ForeignPIDs: peak.ForeignPIDs,
-		Busy:        p.cfg.ForeignLimit > 0 && peak.Foreign > p.cfg.ForeignLimit,
-		StepTimes:   sum.StepTimes,
-		Steps:       sum.Steps,
-		StepPeaks:   sum.StepPeaks,
-		Rising:      record.Rising(sum.StepPeaks),
-		Forked:      res.Forked,
-		Stdout:      spec.StdoutPath,
-		Stderr:      spec.StderrPath,
+		N:            n,
+		Size:         size,
+		Outcome:      c.Outcome,
+		Reason:       c.Reason,
+		Seconds:      res.Duration.Seconds(),
+		ExitCode:     res.ExitCode,
+		Phase:        phase,
+		Retry:        phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
+		GPUs:         gpus,
+		Allocated:    peaks.Allocated,
+		Reserved:     peaks.Reserved,
+		Device:       device,
+		Foreign:      peak.Foreign,
+		ForeignPIDs:  peak.ForeignPIDs,
+		Busy:         p.cfg.ForeignLimit > 0 && peak.Foreign > p.cfg.ForeignLimit,
+		StepTimes:    sum.StepTimes,
+		Steps:        sum.Steps,
+		StepPeaks:    sum.StepPeaks,
+		Rising:       record.Rising(sum.StepPeaks),
+		Forked:       res.Forked,
+		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
+		Stdout:       spec.StdoutPath,
+		Stderr:       spec.StderrPath,
 	}
 	t.Signal, t.Tail = exitDetails(res, c.Outcome)
 	p.keep(t, sum)
 	return search.Observation{
 		Size:    size,
 		Outcome: c.Outcome,
-		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: peaks.Limit},
+		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: p.poolLimit(peaks, allocCap, sum)},
 		Failure: failureOf(c.Outcome, sum, res.Output()),
-	}, t, nil
+	}, t, recap, nil
 }
 
-// spec is trial n's at size: its command, environment, limits and logs
-// (named from base). A soak runs for its time with SoakSteps steps.
-func (p *Prober) spec(n, size int, gpus []int, soak time.Duration, base string) trial.Spec {
+// spec is trial n's at size: its command, environment, limits (the
+// allocator capped at allocCap) and logs (named from base). A soak runs for
+// its time with SoakSteps steps.
+func (p *Prober) spec(n, size int, gpus []int, soak time.Duration, allocCap uint64, base string) trial.Spec {
 	steps, timeout, grace := p.cfg.Steps, p.cfg.Timeout, p.cfg.Grace
 	if soak > 0 {
 		steps, timeout, grace = SoakSteps, soak, SoakGrace
 	}
 	return trial.Spec{
 		Argv:       Substitute(p.cfg.Command, size),
-		Env:        p.env(n, size, steps, soak > 0, gpus, base+".report.jsonl"),
+		Env:        p.env(n, size, steps, soak > 0, gpus, allocCap, base+".report.jsonl"),
 		Dir:        p.cfg.Dir,
 		Timeout:    timeout,
 		Grace:      grace,
@@ -393,25 +421,6 @@ func classifyTrial(res trial.Result, events []adapter.Event, sum adapter.Summary
 	return classify.Classify(in)
 }
 
-// holdToLimit fails a trial that ran past --memory-limit. A framework with
-// an allocator cap enforces the limit itself; other programs are held to it
-// by their measured peak. A framework's own peak above the limit means the
-// program got round the cap (a JAX program that sets its own memory
-// fraction, say).
-func (p *Prober) holdToLimit(c classify.Result, peaks adapter.Peaks, sum adapter.Summary, device uint64) classify.Result {
-	limit := p.cfg.MemoryLimit
-	if c.Outcome != classify.OK || limit == 0 {
-		return c
-	}
-	switch {
-	case peaks.Allocated > limit:
-		return classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (framework peak %s > %s)", units.Bytes(peaks.Allocated), units.Bytes(limit))}
-	case !p.cfg.Framework.EnforcesLimit(sum) && device > limit:
-		return classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(limit))}
-	}
-	return c
-}
-
 // keep records a finished trial, with what its report says of the
 // program, and tells OnDone.
 func (p *Prober) keep(t record.Trial, sum adapter.Summary) {
@@ -430,7 +439,7 @@ func (p *Prober) keep(t record.Trial, sum adapter.Summary) {
 // env builds the trial's environment: the base, then batchfit's variables,
 // which win over inherited ones of the same name; the adapter's PYTHONPATH
 // and report file go through adapter.Env, as for the warm worker.
-func (p *Prober) env(n, size, steps int, soak bool, gpus []int, reportPath string) []string {
+func (p *Prober) env(n, size, steps int, soak bool, gpus []int, allocCap uint64, reportPath string) []string {
 	set := map[string]string{
 		"BATCHFIT_BATCH_SIZE": strconv.Itoa(size),
 		"BATCHFIT_STEPS":      strconv.Itoa(steps),
@@ -466,7 +475,8 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, reportPath strin
 			env = append(env, k+"="+v)
 		}
 	}
-	env = p.cfg.Framework.LimitEnv(env, p.cfg.MemoryLimit, p.cfg.DeviceTotal)
+	total := p.fractionTotal()
+	env = p.cfg.Framework.LimitEnv(env, min(allocCap, total), total)
 	return adapter.Env(env, p.cfg.PythonPath, reportPath)
 }
 

@@ -29,6 +29,13 @@ func TestMain(m *testing.M) {
 // depend on how the scheduler interleaves trials and sampler.
 func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, fraction float64) (search.Result, *Prober, error) {
 	t.Helper()
+	return simSearchScope(t, w, card, cfg, fraction, false)
+}
+
+// simSearchScope is simSearch with the limit held for the whole process
+// (Config.WholeProcess) when whole is set.
+func simSearchScope(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, fraction float64, whole bool) (search.Result, *Prober, error) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +59,7 @@ func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, f
 	if fraction > 0 {
 		pc.Framework, pc.DeviceTotal = sim.Framework{}, devices[0].Total
 		pc.MemoryLimit = uint64(fraction * float64(devices[0].Total))
+		pc.WholeProcess = whole
 		cfg.Capacity = pc.MemoryLimit
 		cfg.AllocatorCap = true // as the CLI sets it for --memory-limit
 	}
@@ -148,7 +156,7 @@ func TestEnvOverridesAndPythonPath(t *testing.T) {
 		MemoryLimit: 1 << 30,
 		DeviceTotal: 4 << 30,
 	})
-	env := p.env(7, 128, 4, false, []int{2, 3}, filepath.Join("/logs", "r.jsonl"))
+	env := p.env(7, 128, 4, false, []int{2, 3}, 1<<30, filepath.Join("/logs", "r.jsonl"))
 	want := map[string]string{
 		"PATH":                    "/bin",
 		"BATCHFIT_BATCH_SIZE":     "128",

@@ -41,7 +41,7 @@ func TestStoppedTrial(t *testing.T) {
 // reject 0).
 func TestStepsZero(t *testing.T) {
 	p := New(Config{Steps: 0, Env: []string{"BATCHFIT_STEPS=5"}})
-	if v, ok := adapter.Lookup(p.env(1, 8, 0, false, nil, "/r"), "BATCHFIT_STEPS"); ok {
+	if v, ok := adapter.Lookup(p.env(1, 8, 0, false, nil, 0, "/r"), "BATCHFIT_STEPS"); ok {
 		t.Errorf("BATCHFIT_STEPS=%q, want it unset", v)
 	}
 }

@@ -115,11 +115,18 @@ type Settings struct {
 	Confirm     int     `json:"confirm,omitempty"`
 	TimeoutSecs float64 `json:"timeout_seconds"`
 	MemoryLimit uint64  `json:"memory_limit_bytes,omitempty"`
-	Margin      float64 `json:"margin_percent,omitempty"`
-	Parallel    int     `json:"parallel,omitempty"`
-	SoakSecs    float64 `json:"soak_seconds,omitempty"` // --soak
-	Framework   string  `json:"framework,omitempty"`    // adapter.Framework's name
-	Preload     bool    `json:"preload,omitempty"`      // --preload: trials may be forked (Trial.Forked)
+	// MemoryLimitScope is what MemoryLimit holds: "process" (the whole
+	// process, as a real card) or "allocator" (the framework's allocator
+	// only, as PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction); ""
+	// without a limit.
+	MemoryLimitScope string `json:"memory_limit_scope,omitempty"`
+	// MemoryLimitCard is the card --memory-limit named ("NVIDIA L4").
+	MemoryLimitCard string  `json:"memory_limit_card,omitempty"`
+	Margin          float64 `json:"margin_percent,omitempty"`
+	Parallel        int     `json:"parallel,omitempty"`
+	SoakSecs        float64 `json:"soak_seconds,omitempty"` // --soak
+	Framework       string  `json:"framework,omitempty"`    // adapter.Framework's name
+	Preload         bool    `json:"preload,omitempty"`      // --preload: trials may be forked (Trial.Forked)
 }
 
 // GPUInfo is the device the search ran on.
@@ -161,6 +168,10 @@ type Trial struct {
 	// Forked marks a trial forked from a server that had preloaded the
 	// program's modules (--preload), not started afresh.
 	Forked bool `json:"forked,omitempty"`
+	// AllocatorCap is what the framework's allocator was allowed when that
+	// was less than --memory-limit: the limit less what the process holds
+	// outside the allocator, so that the limit holds for the whole process.
+	AllocatorCap uint64 `json:"allocator_cap_bytes,omitempty"`
 	// Warm-worker trials: the worker's pid, the memory its reset left
 	// above the baseline, whether the reset verified, and why the worker
 	// was replaced after this trial.

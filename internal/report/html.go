@@ -278,7 +278,7 @@ func (f *factList) gpus(run *record.Run) {
 // settings adds the search's settings that were set.
 func (f *factList) settings(s record.Settings) {
 	if s.MemoryLimit > 0 {
-		f.add("Memory limit", units.Bytes(s.MemoryLimit)+" (--memory-limit)", false)
+		f.add("Memory limit", LimitText(s)+" (--memory-limit)", false)
 	}
 	if s.Max > 0 {
 		r := fmt.Sprintf("%d – %d", s.Min, s.Max)

@@ -147,7 +147,7 @@ func TestWriteHTMLContent(t *testing.T) {
 		{"non-monotonic, warnings, cached", nonMono, []string{
 			"Non-monotonic", "batch size 968 ran but 960 failed", "the CUDA context was not counted",
 			"Answered from the results store"}, nil},
-		{"memory limit", limited, []string{"24.00 GiB (--memory-limit)", "NVIDIA H200 · 141.00 GiB"}, nil},
+		{"memory limit", limited, []string{"24.00 GiB (25769803776 bytes) (--memory-limit)", "NVIDIA H200 · 141.00 GiB"}, nil},
 		{"soaked", chartSoaked(t), []string{
 			"<h2>Soak</h2>", "for up to 10 min (--soak)", "A soak that did not fit moved the answer down",
 			`aria-label="Peak memory by step during --soak"`, "moved the answer down to 967", "kept the answer",

@@ -97,7 +97,7 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 		}
 		fmt.Fprintf(&b, "  gpu: %s%s, %s", d.Name, sim, units.Bytes(d.Total))
 		if run.Settings.MemoryLimit > 0 {
-			fmt.Fprintf(&b, ", --memory-limit %s", units.Bytes(run.Settings.MemoryLimit))
+			fmt.Fprintf(&b, ", --memory-limit %s", LimitText(run.Settings))
 		}
 		b.WriteString("\n")
 	}
@@ -233,4 +233,21 @@ func SoakCurve(peaks []uint64) string {
 		parts = append(parts, fmt.Sprintf("%d: %s", at+1, units.Bytes(peaks[at])))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// LimitText describes --memory-limit as the run held it: the card it
+// emulates, its size with the exact bytes, and its scope, e.g. "NVIDIA L4,
+// 22.49 GiB (24152899584 bytes) for the whole process".
+func LimitText(s record.Settings) string {
+	text := fmt.Sprintf("%s (%d bytes)", units.Bytes(s.MemoryLimit), s.MemoryLimit)
+	if s.MemoryLimitCard != "" {
+		text = s.MemoryLimitCard + ", " + text
+	}
+	switch s.MemoryLimitScope {
+	case "process":
+		text += " for the whole process"
+	case "allocator":
+		text += " for the allocator only"
+	}
+	return text
 }

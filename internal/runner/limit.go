@@ -2,30 +2,62 @@ package runner
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/batchfit/batchfit/internal/cards"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
-// Limit is --memory-limit as given: a size in bytes or a share of the GPU.
-// The zero Limit is no limit.
+// Limit is --memory-limit as given: a size in bytes, a share of the GPU, or
+// a card by name (Bytes then its memory, Card the card). The zero Limit is
+// no limit.
 type Limit struct {
 	Bytes   uint64
 	Percent float64
+	Card    *cards.Card
 }
 
-const limitHint = "give --memory-limit as a size (24GiB, 40GB, 512MiB) or a share of the GPU (80%)"
+// The scopes of a memory limit (record.Settings.MemoryLimitScope).
+const (
+	LimitScopeProcess   = "process"
+	LimitScopeAllocator = "allocator"
+)
 
-// ParseLimit reads --memory-limit: "24GiB", "40GB", "80%"; "" is none.
+var limitHint = "give --memory-limit as a GPU (" + strings.Join(cards.Names(), ", ") +
+	"), a size (24GiB; GB means GiB, as on GPU boxes) or a share of the GPU (80%)"
+
+// ParseLimit reads --memory-limit: "l4", "a100-40gb", "24GiB", "24GB",
+// "80%"; "" is none.
 func ParseLimit(s string) (Limit, error) {
 	if s == "" {
 		return Limit{}, nil
 	}
+	if c, ok := cards.Lookup(s); ok {
+		return Limit{Bytes: c.Bytes(), Card: &c}, nil
+	}
 	b, p, err := units.ParseSize(s)
 	if err != nil {
+		if t := strings.TrimSpace(s); t != "" && (t[0] < '0' || t[0] > '9') && t[0] != '.' {
+			err = fmt.Errorf("not a GPU batchfit knows")
+		}
 		return Limit{}, configError(limitHint, "--memory-limit %q: %v", s, err)
 	}
 	return Limit{Bytes: b, Percent: p}, nil
+}
+
+// String says what the limit emulates: "NVIDIA L4 (22.49 GiB)", "24.00
+// GiB", "80 % of the GPU".
+func (l Limit) String() string {
+	switch {
+	case l.Card != nil:
+		return fmt.Sprintf("%s (%s)", l.Card.Model, units.Bytes(l.Bytes))
+	case l.Percent > 0:
+		return fmt.Sprintf("%g %% of the GPU", l.Percent)
+	case l.Bytes > 0:
+		return units.Bytes(l.Bytes)
+	}
+	return "none"
 }
 
 // IsZero reports whether l is no limit.

@@ -40,8 +40,11 @@ type Config struct {
 	// this long (to the program's end, at most) once the search has found
 	// it; an out-of-memory soak moves the answer down (see soak.go).
 	Soak time.Duration
-	// MemoryLimit emulates a smaller card; the zero Limit is none.
-	MemoryLimit Limit
+	// MemoryLimit emulates a smaller card; the zero Limit is none. It holds
+	// for the whole process (probe.Config.WholeProcess) unless
+	// LimitAllocatorOnly, which caps only the framework's allocator.
+	MemoryLimit        Limit
+	LimitAllocatorOnly bool
 	// Group is the GPUs the search runs on and how trials share them.
 	Group Group
 	// Worker runs trials in a warm PyTorch worker; nil runs each in a

@@ -95,6 +95,15 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 			Preload: cfg.Preload,
 		},
 	}
+	if s.limit > 0 {
+		run.Settings.MemoryLimitScope = LimitScopeProcess
+		if cfg.LimitAllocatorOnly {
+			run.Settings.MemoryLimitScope = LimitScopeAllocator
+		}
+		if c := cfg.MemoryLimit.Card; c != nil {
+			run.Settings.MemoryLimitCard = c.Model
+		}
+	}
 	if cfg.Shown != nil {
 		run.Command = cfg.Shown
 	}
@@ -189,17 +198,18 @@ func (s *session) probeConfig() (probe.Config, error) {
 		return probe.Config{}, err
 	}
 	pcfg := probe.Config{
-		Command:     cfg.Command,
-		Env:         cfg.Env,
-		Dir:         cfg.Dir,
-		Steps:       cfg.Steps,
-		Timeout:     cfg.Timeout,
-		LogDir:      s.run.LogDir,
-		Framework:   cfg.Framework,
-		MemoryLimit: s.limit,
-		DeviceTotal: s.total,
-		Slots:       cfg.Group.Slots,
-		Executor:    executor,
+		Command:      cfg.Command,
+		Env:          cfg.Env,
+		Dir:          cfg.Dir,
+		Steps:        cfg.Steps,
+		Timeout:      cfg.Timeout,
+		LogDir:       s.run.LogDir,
+		Framework:    cfg.Framework,
+		MemoryLimit:  s.limit,
+		WholeProcess: s.limit > 0 && !cfg.LimitAllocatorOnly,
+		DeviceTotal:  s.total,
+		Slots:        cfg.Group.Slots,
+		Executor:     executor,
 	}
 	if cfg.Framework.Hooked() {
 		pp, err := adapter.Install(filepath.Join(s.run.LogDir, "adapter"))

@@ -292,10 +292,31 @@ func (d *driver) proofRecheck(lo, hi int) (sizes []int, proven bool) {
 // model rules out that hi fits; otherwise it takes uncorroboratedFailures
 // (p⁴, 0.16 %).
 func (d *driver) failuresToProve(hi int) int {
-	if d.modelRulesOut(hi) {
+	if d.modelRulesOut(hi) || d.failuresRepeat(hi) {
 		return 2
 	}
 	return uncorroboratedFailures
+}
+
+// failuresRepeat reports whether the last two failures at s were the same
+// out-of-memory error to the byte under an allocator cap: the size asked
+// for, and what the allocator held and had reserved. A capped allocator
+// decides from that state alone, so the same state failing twice is no
+// accident of timing; a failure at random near the limit (fragmentation,
+// a varying allocation) leaves other figures each time.
+func (d *driver) failuresRepeat(s int) bool {
+	var seen []Failure
+	for _, o := range d.trials {
+		if o.Size == s && tooLarge(o) {
+			seen = append(seen, o.Failure)
+		}
+	}
+	n := len(seen)
+	if n < 2 {
+		return false
+	}
+	a, b := seen[n-2], seen[n-1]
+	return a.Capped && a.Request > 0 && a.Allocated > 0 && a.Reserved > 0 && a == b
 }
 
 // uncorroboratedFailures is how often a failure the model cannot vouch
@@ -325,28 +346,22 @@ func (d *driver) modelRulesOut(s int) bool {
 	return !math.IsNaN(most) && float64(s) > most
 }
 
-// recheckProof runs the proof pair again in fresh trials, in as few
-// rounds as Parallel allows. A disagreement makes the size flaky and ends
-// the re-check: a flaky size is not run again, and the proof is
-// reconsidered.
+// recheckProof runs the first round of the proof pair's re-check (as many
+// sizes as Parallel allows) in fresh trials; the caller reconsiders the
+// proof after it, as a repeated failure can settle it early
+// (failuresRepeat). A disagreement makes the size flaky: a flaky size is
+// not run again, and the proof is reconsidered.
 func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
-	for chunk := range slices.Chunk(sizes, d.k) {
-		obs, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
-		if err != nil {
-			return err
+	obs, err := d.probe(ctx, PhaseRecheck, sizes[:min(len(sizes), d.k)], 0, true)
+	if err != nil {
+		return err
+	}
+	for _, o := range obs {
+		if !agree(o, d.belief[o.Size]) {
+			d.markFlaky(o.Size)
+			continue
 		}
-		disagreed := false
-		for _, o := range obs {
-			if !agree(o, d.belief[o.Size]) {
-				d.markFlaky(o.Size)
-				disagreed = true
-				continue
-			}
-			d.believe(o)
-		}
-		if disagreed {
-			return nil
-		}
+		d.believe(o)
 	}
 	return nil
 }

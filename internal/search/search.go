@@ -46,6 +46,10 @@ type Failure struct {
 	// Free is what the allocator could still have taken: the cap less
 	// Reserved under an allocator cap, else the device's free memory.
 	Free uint64 `json:"free_bytes,omitempty"`
+	// Capped says an allocator cap decided the failure (a memory fraction,
+	// JAX's pool): the allocator's own state, not the device's, so the same
+	// figures mean the same state (see driver.failuresRepeat).
+	Capped bool `json:"capped,omitempty"`
 }
 
 // Reached returns the allocated memory the trial could have reached when

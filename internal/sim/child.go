@@ -351,7 +351,9 @@ func (c *child) tryAlloc(allocated, reserved uint64) (*oomInfo, error) {
 			process:   satAdd(c.w.Context, c.reserved),
 			others:    others,
 			allocated: c.allocated,
-			reserved:  c.reserved,
+			// Memory lost to fragmentation is held but unusable: it
+			// shows as reserved, as in torch's own message.
+			reserved: satAdd(c.reserved, c.lost),
 		}
 		if used := satAdd(satAdd(info.process, c.leak), sum(others)); used < c.card.Total {
 			info.free = c.card.Total - used

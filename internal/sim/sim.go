@@ -179,13 +179,15 @@ func (w Workload) part(batch int) uint64 {
 }
 
 // fragmentation is the memory a trial loses to fragmentation, given a
-// uniform draw r in [0, 1): FlakyBand samples' worth with probability
-// FlakyP, else none.
+// uniform draw r in [0, 1): with probability FlakyP, FlakyBand samples'
+// worth and up to half a sample more (how much varies from trial to trial,
+// as fragments do), else none.
 func (w Workload) fragmentation(r float64) uint64 {
 	if r >= w.FlakyP {
 		return 0
 	}
-	return satMul(uint64(w.FlakyBand), w.PerSample)
+	extra := uint64(r / w.FlakyP * float64(w.PerSample) / 2)
+	return satAdd(satMul(uint64(w.FlakyBand), w.PerSample), extra)
 }
 
 // Peak is the ground truth of what one trial at batch uses: PyTorch's peak
@@ -251,6 +253,16 @@ func (w Workload) runs(batch int, capBytes uint64) bool {
 	return w.Fits(batch, capBytes)
 }
 
+// TrueMaxWholeProcess is TrueMax for a memory limit of limit bytes held by
+// the whole process, as on a real card of that size: the CUDA context and
+// the allocator's reserved memory together within it.
+func (w Workload) TrueMaxWholeProcess(card Card, limit uint64, lo, hi, multipleOf int) int {
+	if limit <= w.Context {
+		return 0
+	}
+	return w.trueMax(lo, hi, multipleOf, min(limit-w.Context, w.Cap(card, 1)))
+}
+
 // TrueMax is the ground-truth answer of a search: the largest batch size B,
 // a multiple of multipleOf in [min, max], at which a lone first trial on card
 // (no leak, no other processes) exits ok — it fits in memory and reaches no
@@ -265,12 +277,16 @@ func (w Workload) TrueMax(card Card, limitFraction float64, min, max, multipleOf
 	if min < 1 {
 		min = 1
 	}
+	return w.trueMax(min, max, multipleOf, w.Cap(card, limitFraction))
+}
+
+// trueMax is the largest candidate that runs under capBytes (see TrueMax).
+func (w Workload) trueMax(min, max, multipleOf int, capBytes uint64) int {
 	lo := (min + multipleOf - 1) / multipleOf // first candidate index
 	hi := max / multipleOf                    // last candidate index
 	if lo > hi {
 		return 0
 	}
-	capBytes := w.Cap(card, limitFraction)
 	if !w.runs(lo*multipleOf, capBytes) {
 		return 0
 	}

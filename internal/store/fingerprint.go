@@ -34,7 +34,7 @@ import (
 //	multiple_of <n>
 //	simulated <0|1>
 //
-// Version 2, written now, is "batchfit fingerprint v2" and the lines of
+// Version 2 is "batchfit fingerprint v2" and the lines of
 // version 1 after its first, followed by what runs (record.Inputs):
 //
 //	files <n>
@@ -43,6 +43,15 @@ import (
 //	<commit string> <diff string> only when git is 1
 //	env <n>
 //	<string>                      one line per NAME=VALUE, sorted
+//
+// Version 3, written now, is "batchfit fingerprint v3" and the lines of
+// version 2 after its first, followed by
+//
+//	memory_limit_scope <string>   "process" (the limit holds for the whole
+//	                              process) or "allocator" (only the
+//	                              allocator is capped), "" without a limit
+//
+// Runs of earlier versions capped the allocator only.
 //
 // The files the program loaded (Inputs.Loaded) are not in it: they are
 // known only after a trial, and are hashed again when a cached answer is
@@ -76,7 +85,7 @@ func CommandKey(r *record.Run) string {
 }
 
 // fingerprintVersion is the version Fingerprint writes.
-const fingerprintVersion = 2
+const fingerprintVersion = 3
 
 func fingerprintText(r *record.Run, version int) []byte {
 	var c canon
@@ -104,6 +113,9 @@ func fingerprintText(r *record.Run, version int) []byte {
 	c.field("simulated").num(sim).end()
 	if version >= 2 {
 		c.inputs(r.Inputs)
+	}
+	if version >= 3 {
+		c.field("memory_limit_scope").str(r.Settings.MemoryLimitScope).end()
 	}
 	return c.b
 }

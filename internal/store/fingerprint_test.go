@@ -89,13 +89,49 @@ func TestFingerprintEncodingV2(t *testing.T) {
 		t.Fatalf("encoding changed\n got %q\nwant %q", got, want)
 	}
 	// Computed independently: printf '<the text above>' | sha256sum
-	if got, want := Fingerprint(r), "002ac81bcf8c22ab828b4e09d1a4129d379bafdb969ec8ddac063433a59c981a"; got != want {
+	if got, want := digest(fingerprintText(r, 2)), "002ac81bcf8c22ab828b4e09d1a4129d379bafdb969ec8ddac063433a59c981a"; got != want {
 		t.Fatalf("Fingerprint = %s, want %s (version 2)", got, want)
 	}
 	// No inputs at all (--no-db's runs, the demo) still differ from v1.
 	r.Inputs = nil
-	if Fingerprint(r) == digest(fingerprintText(r, 1)) {
+	if digest(fingerprintText(r, 2)) == digest(fingerprintText(r, 1)) {
 		t.Fatal("a version 2 fingerprint equals version 1's")
+	}
+}
+
+// TestFingerprintEncodingV3 pins version 3: version 2's lines and the
+// memory limit's scope, so that an answer found with only the allocator
+// capped never stands in for one held to the whole process.
+func TestFingerprintEncodingV3(t *testing.T) {
+	r := &record.Run{
+		Command:  []string{"python", "train.py"},
+		Dir:      "/w",
+		Settings: record.Settings{Min: 1, Max: 64, MultipleOf: 1, Steps: 3, MemoryLimit: 1 << 30, MemoryLimitScope: "process"},
+	}
+	const want = "batchfit fingerprint v3\n" +
+		"command 2\n" +
+		"6:python\n" +
+		"8:train.py\n" +
+		"dir 2:/w\n" +
+		"gpus 0\n" +
+		"memory_limit 1073741824\n" +
+		"steps 3\n" +
+		"torch 0:\n" +
+		"min 1\n" +
+		"max 64\n" +
+		"multiple_of 1\n" +
+		"simulated 0\n" +
+		"files 0\n" +
+		"git 0\n" +
+		"env 0\n" +
+		"memory_limit_scope 7:process\n"
+	if got := string(fingerprintText(r, 3)); got != want {
+		t.Fatalf("encoding changed\n got %q\nwant %q", got, want)
+	}
+	process := Fingerprint(r)
+	r.Settings.MemoryLimitScope = "allocator"
+	if Fingerprint(r) == process {
+		t.Fatal("the limit's scope is not in the fingerprint")
 	}
 }
 

@@ -30,16 +30,19 @@ func SignedBytes(b int64) string {
 	return Bytes(uint64(b))
 }
 
+// sizeUnits are powers of two whether or not they carry the "i": GPU makers
+// sell a card with 24 GiB of memory as "24GB", and a user who types 24GB
+// means that card, not 24×10⁹ bytes (7 % less at 100 GB).
 var sizeUnits = map[string]float64{
 	"": 1, "b": 1,
-	"k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+	"k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
 	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
 }
 
-// ParseSize reads a size as a user types it: "24GiB", "40GB", "1.5 TiB",
+// ParseSize reads a size as a user types it: "24GiB", "24GB", "1.5 TiB",
 // "123456" (bytes) or "80%" (a share of something the caller knows). Unit
-// names are case-insensitive; SI units are powers of ten, "i" units powers
-// of two. Exactly one of bytes and percent is non-zero on success.
+// names are case-insensitive and all powers of two, as GPU makers use GB
+// (see sizeUnits). Exactly one of bytes and percent is non-zero on success.
 func ParseSize(s string) (bytes uint64, percent float64, err error) {
 	s = strings.TrimSpace(s)
 	if p, ok := strings.CutSuffix(s, "%"); ok {

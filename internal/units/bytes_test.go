@@ -53,10 +53,11 @@ func TestParseSize(t *testing.T) {
 	}{
 		{in: "24GiB", bytes: 24 << 30},
 		{in: "24gib", bytes: 24 << 30},
-		{in: "40GB", bytes: 40e9},
+		{in: "40GB", bytes: 40 << 30},
+		{in: "24gb", bytes: 24 << 30},
 		{in: "1.5 TiB", bytes: 3 << 39},
 		{in: "512MiB", bytes: 512 << 20},
-		{in: "2k", bytes: 2000},
+		{in: "2k", bytes: 2048},
 		{in: "123456", bytes: 123456},
 		{in: "123456 B", bytes: 123456},
 		{in: " 7 ", bytes: 7},

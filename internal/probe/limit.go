@@ -1,0 +1,121 @@
+package probe
+
+import (
+	"fmt"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/units"
+)
+
+// allocatorCap is what the framework's allocator may hold: the limit, less
+// the most any trial so far held outside the allocator when the limit holds
+// for the whole process. The first trial, with nothing measured yet, gets
+// the whole limit; holdToLimit runs it again when that was too much.
+func (p *Prober) allocatorCap() uint64 {
+	limit := p.cfg.MemoryLimit
+	if limit == 0 || !p.cfg.WholeProcess {
+		return limit
+	}
+	p.mu.Lock()
+	outside := p.outside
+	p.mu.Unlock()
+	if outside >= limit {
+		// The process alone fills the card: leave the allocator a sliver,
+		// and the trial fails as it would on such a card.
+		return min(limit, 1<<20)
+	}
+	return limit - outside
+}
+
+// outsideOf is the memory a trial held outside its framework's allocator:
+// its NVML peak less the allocator's reserved peak (torch's reserved, JAX's
+// pool), 0 when either is unknown.
+func outsideOf(peaks adapter.Peaks, device uint64) uint64 {
+	if peaks.Reserved == 0 || device <= peaks.Reserved {
+		return 0
+	}
+	return device - peaks.Reserved
+}
+
+// noteDevice keeps what a trial told of the device: the most memory a
+// trial held outside its allocator, and CUDA's total (cudaTotal).
+func (p *Prober) noteDevice(peaks adapter.Peaks, device, cudaTotal uint64) {
+	o := outsideOf(peaks, device)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.outside = max(p.outside, o)
+	if cudaTotal > 0 && (p.cfg.DeviceTotal == 0 || cudaTotal <= p.cfg.DeviceTotal) {
+		p.cudaTotal = cudaTotal
+	}
+}
+
+// fractionTotal is the total a framework's memory fraction is a share of.
+// PyTorch and XLA take CUDA's total, which is less than NVML's
+// (DeviceTotal) by the driver's reservation (139.80 against 140.40 GiB on
+// an H200), so a fraction of NVML's total caps the allocator 0.4 % below
+// the limit. With WholeProcess the cap must be exact: CUDA's total once a
+// trial reported it. Without, the fraction stays limit / NVML's total, the
+// one PYTORCH_CUDA_ALLOC_CONF users compute and earlier answers used.
+func (p *Prober) fractionTotal() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cfg.WholeProcess && p.cudaTotal > 0 {
+		return p.cudaTotal
+	}
+	return p.cfg.DeviceTotal
+}
+
+// capOf is the cap to record for a trial: allocCap when it is less than the
+// limit, 0 (none besides the limit) otherwise.
+func capOf(allocCap, limit uint64) uint64 {
+	if allocCap < limit {
+		return allocCap
+	}
+	return 0
+}
+
+// poolLimit is the capacity the search should model a trial's framework
+// against: the pool limit it reported (JAX, TensorFlow), else the
+// allocator's cap when that is below the limit, so that the model leaves
+// room for what lies outside the allocator.
+func (p *Prober) poolLimit(peaks adapter.Peaks, allocCap uint64, sum adapter.Summary) uint64 {
+	if peaks.Limit > 0 {
+		return peaks.Limit
+	}
+	if allocCap < p.cfg.MemoryLimit && p.cfg.Framework.EnforcesLimit(sum) {
+		return allocCap
+	}
+	return 0
+}
+
+// holdToLimit fails a trial that ran past --memory-limit. A framework with
+// an allocator cap enforces the limit on its allocator itself; other
+// programs, and with WholeProcess every program, are held to it by their
+// NVML peak. A framework's own peak above the limit means the program got
+// round the cap (a JAX program that sets its own memory fraction, say).
+// recap says the trial failed only because its allocator was allowed more
+// than the card leaves it once this trial's memory outside the allocator is
+// counted: it should run again with the cap allocatorCap now gives.
+func (p *Prober) holdToLimit(c classify.Result, peaks adapter.Peaks, sum adapter.Summary, device, allocCap uint64) (_ classify.Result, recap bool) {
+	limit := p.cfg.MemoryLimit
+	if c.Outcome != classify.OK || limit == 0 {
+		return c, false
+	}
+	switch {
+	case peaks.Allocated > limit:
+		return classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (framework peak %s > %s)", units.Bytes(peaks.Allocated), units.Bytes(limit))}, false
+	case p.cfg.WholeProcess && device > limit:
+		outside := outsideOf(peaks, device)
+		reason := fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(limit))
+		if outside > 0 {
+			reason = fmt.Sprintf("exceeded --memory-limit for the whole process (peak %s > %s, %s of it outside the allocator)",
+				units.Bytes(device), units.Bytes(limit), units.Bytes(outside))
+		}
+		recap = outside > 0 && outside < limit && allocCap > limit-outside && p.cfg.Framework.EnforcesLimit(sum)
+		return classify.Result{Outcome: classify.OOM, Reason: reason}, recap
+	case !p.cfg.Framework.EnforcesLimit(sum) && device > limit:
+		return classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(limit))}, false
+	}
+	return c, false
+}
