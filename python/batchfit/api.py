@@ -39,6 +39,7 @@ __all__ = [
     "DoctorReport",
     "Finding",
     "GPU",
+    "Margin",
     "Peaks",
     "Result",
     "Run",
@@ -135,6 +136,21 @@ class GPU:
 
 
 @dataclass(frozen=True)
+class Margin:
+    """The largest batch size that leaves a share of memory free."""
+
+    percent: float
+    batch_size: int | None  # None when unknown, or when no size leaves that much
+    basis: str  # searched (--margin), measured (the trials prove it), model, unknown
+    why: str = ""  # why there is no size
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Margin:
+        return cls(percent=float(d.get("percent") or 0), batch_size=d.get("batch_size") or None,
+                   basis=str(d.get("basis") or ""), why=str(d.get("why") or ""))
+
+
+@dataclass(frozen=True)
 class Run:
     """One search: its answer, the trials that prove it, and the rest of the
     record (``raw``)."""
@@ -147,6 +163,7 @@ class Run:
     trials: list[Trial]
     gpu: GPU | None
     command: list[str]
+    margins: list[Margin] = field(default_factory=list)  # --margin's share, and the 5 % the summary shows
     id: str | None = None
     cached: bool = False
     error: str | None = None
@@ -179,6 +196,7 @@ class Run:
             trials=[Trial.from_json(t) for t in d.get("trials") or []],
             gpu=GPU.from_json(d.get("gpu")),
             command=list(d.get("command") or []),
+            margins=[Margin.from_json(m) for m in d.get("margins") or []],
             id=d.get("id") or None,
             cached=bool(d.get("cached")),
             error=_message(d.get("error")),
@@ -244,6 +262,10 @@ class Result:
     @property
     def margin_size(self) -> int | None:
         return self.run.margin_size
+
+    @property
+    def margins(self) -> list[Margin]:
+        return self.run.margins
 
     @property
     def status(self) -> str:

@@ -43,6 +43,10 @@ RUN = {
     "first_failure": 283,
     "recommended": 256,
     "margin_size": 268,
+    "margins": [
+        {"percent": 5, "batch_size": 268, "basis": "searched", "why": None},
+        {"percent": 10, "batch_size": None, "basis": "unknown", "why": "no model"},
+    ],
     "cached": False,
     "error": None,
     "warnings": None,
@@ -137,6 +141,7 @@ class SearchTest(unittest.TestCase):
         self.assertEqual(r.run.id, "r1a2b3")
         self.assertEqual(r.raw["runs"][0]["answer"], 282)
         self.assertEqual(r.run.warnings, [])
+        self.assertEqual(r.margins, [batchfit.Margin(5, 268, "searched"), batchfit.Margin(10, None, "unknown", "no model")])
         self.assertEqual(r.run.flaky, [])
         argv = fake.argv
         self.assertEqual(argv[:3], ["search", "--memory-limit", "24GiB"])
