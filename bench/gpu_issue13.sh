@@ -14,8 +14,11 @@
 #   hf               batchfit search on examples/hf_trainer (unmodified)
 #   hf-truth         independent fresh-process bisection of the same
 #   hf-apply         training with batchfit.hf.BatchSizeFromBatchfit
+# The searches cap only the allocator (--memory-limit-scope allocator), as
+# the bisection does with PYTORCH_CUDA_ALLOC_CONF, so that the two compare.
 # Writes summary.txt and all.tgz under OUTDIR.
 # Usage: bench/gpu_issue13.sh [BATCHFIT] [OUTDIR] [PARTS...]
+# Environment: LIMIT (24GiB), BF_ARGS (more flags for every search).
 set -u
 bf=${1:-batchfit}
 out=${2:-bench-out}
@@ -23,6 +26,7 @@ shift $(($# < 2 ? $# : 2))
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(lightning lightning-truth lightning-apply fraction hf hf-truth hf-apply)
 limit=${LIMIT:-24GiB}
+read -r -a bf_args <<<"${BF_ARGS:-}"
 py=$(command -v python3)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -60,7 +64,7 @@ truth() { # NAME START ARGS...: fresh-process bisection under the cap
 for part in "${parts[@]}"; do
 	case $part in
 	lightning)
-		"$bf" search --no-db --json --memory-limit "$limit" --steps 3 --log-dir "$w/logs-lightning" \
+		"$bf" search --no-db --json --memory-limit "$limit" --memory-limit-scope allocator --steps 3 "${bf_args[@]}" --log-dir "$w/logs-lightning" \
 			-- "$py" "${light[@]}" --data.batch_size {} >"$w/lightning.json" 2>"$w/lightning.err"
 		log "lightning search: exit $?"
 		summarize "$w/lightning.json" lightning
@@ -92,7 +96,7 @@ for part in "${parts[@]}"; do
 		done
 		;;
 	hf)
-		"$bf" search --no-db --json --memory-limit "$limit" --steps 3 --log-dir "$w/logs-hf" \
+		"$bf" search --no-db --json --memory-limit "$limit" --memory-limit-scope allocator --steps 3 "${bf_args[@]}" --log-dir "$w/logs-hf" \
 			-- "$py" "${hf[@]}" --per_device_train_batch_size {} >"$w/hf.json" 2>"$w/hf.err"
 		log "hf search: exit $?"
 		summarize "$w/hf.json" hf

@@ -47,6 +47,7 @@ type searchOptions struct {
 	worker, keepAfterOOM        bool
 	preload                     bool // asked for explicitly (the default anyway)
 	noPreload                   bool
+	throughput                  bool
 	gpusPerTrial                int
 	perGPUModel                 bool
 	db                          dbOptions
@@ -62,6 +63,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.steps, "steps", 3, "training steps per trial (BATCHFIT_STEPS): the adapter stops a PyTorch program after `N` optimizer steps (JAX: optax updates, see README); 0 lets it run to its end")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial; a trial past it is killed and counts as not fitting")
 	fs.DurationVar(&o.soak, "soak", 0, "after the search, run the answer in a fresh process for this long (10m), to the program's end at most, and show its memory per step; an out-of-memory soak moves the answer down")
+	fs.BoolVar(&o.throughput, "throughput", false, "after the search, measure samples/s at the answer and at ¾, ½ and ¼ of it in fresh trials of 14 steps (3 left out as warm-up), and recommend a smaller size only when it is faster beyond the measured noise")
 	fs.IntVar(&o.confirm, "confirm", 0, "re-run the answer this many more times in fresh processes")
 	fs.StringVar(&o.strategy, "strategy", "model", "search strategy: model (memory-model guided) or bisect")
 	fs.BoolVar(&o.fresh, "fresh", false, "search again even when the history has the answer")
@@ -70,7 +72,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.noPreload, "no-preload", false, "start every trial of a Python command from scratch, instead of forking it from a server that has imported the program's third-party packages (torch, ...) but not started CUDA (the default: each forked trial is still a fresh process of its own, with its own CUDA context)")
 	fs.BoolVar(&o.preload, "preload", false, "fork the trials of a Python command from a preloading server (the default; see --no-preload)")
 	fs.MarkHidden("preload")
-	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
+	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
 
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card, held for the whole process: a GPU by name (l4, t4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, ...: batchfit cards), a size (24GiB; GB means GiB, as GPU makers use it) or a share of the GPU (80%)")
 	fs.StringVar(&o.limitScope, "memory-limit-scope", runner.LimitScopeProcess, "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
@@ -281,7 +283,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	}
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
-		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, MemoryLimit: limit, LimitAllocatorOnly: o.limitScope == runner.LimitScopeAllocator,
+		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: limit, LimitAllocatorOnly: o.limitScope == runner.LimitScopeAllocator,
 		Preload: !o.noPreload, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {

@@ -188,7 +188,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 		go func() {
 			defer wg.Done()
 			defer func() { free <- gpus }()
-			obs[i], errs[i] = p.one(ctx, size, gpus, 0)
+			obs[i], errs[i] = p.one(ctx, size, gpus, special{})
 		}()
 	}
 	wg.Wait()
@@ -219,18 +219,44 @@ func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Tr
 	if len(p.cfg.Slots) > 0 {
 		gpus = p.cfg.Slots[0]
 	}
-	o, err := p.one(ctx, size, gpus, d)
-	if err != nil {
+	if _, err := p.one(ctx, size, gpus, special{soak: d}); err != nil {
 		return record.Trial{}, err
 	}
+	return p.last(size, record.PhaseSoak)
+}
+
+// special is how a trial departs from the search's: a soak of that length
+// (see Soak), or a throughput measurement of that many steps (see
+// Measure). The zero special is a search trial.
+type special struct {
+	soak  time.Duration
+	steps int
+}
+
+// Measure runs size once in a fresh trial of steps training steps, for its
+// step times (throughput), and returns its record; it runs on the first
+// slot.
+func (p *Prober) Measure(ctx context.Context, size, steps int) (record.Trial, error) {
+	var gpus []int
+	if len(p.cfg.Slots) > 0 {
+		gpus = p.cfg.Slots[0]
+	}
+	if _, err := p.one(ctx, size, gpus, special{steps: steps}); err != nil {
+		return record.Trial{}, err
+	}
+	return p.last(size, record.PhaseThroughput)
+}
+
+// last is the newest record of a trial at size in phase.
+func (p *Prober) last(size int, phase string) (record.Trial, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.trials) - 1; i >= 0; i-- {
-		if t := p.trials[i]; t.Size == o.Size && t.Phase == record.PhaseSoak {
+		if t := p.trials[i]; t.Size == size && t.Phase == phase {
 			return t, nil
 		}
 	}
-	return record.Trial{}, fmt.Errorf("soak at batch size %d left no record", size)
+	return record.Trial{}, fmt.Errorf("trial at batch size %d (%s) left no record", size, phase)
 }
 
 // MaxBusyReruns is how often a trial disturbed by another process is run
@@ -262,12 +288,12 @@ func (e *GPUBusyError) Hint() string {
 }
 
 // one runs a single trial at size on gpus, again in a fresh process when
-// another process took memory on its GPU while it ran; soak, when above 0,
-// makes it a soak of that length (see Soak).
-func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Duration) (search.Observation, error) {
+// another process took memory on its GPU while it ran; sp makes it a soak
+// or a throughput measurement.
+func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (search.Observation, error) {
 	recapped := false
 	for runs := 1; ; runs++ {
-		o, t, recap, err := p.attempt(ctx, size, gpus, soak)
+		o, t, recap, err := p.attempt(ctx, size, gpus, sp)
 		if err == nil && recap && !recapped && ctx.Err() == nil {
 			// Once: the cap this trial measured is what a real card leaves.
 			recapped, runs = true, runs-1
@@ -289,7 +315,7 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, soak time.Durati
 // attempt runs one trial and records it. recap says it did not fit only
 // because its allocator was allowed more than the card leaves it (see
 // holdToLimit).
-func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Duration) (_ search.Observation, _ record.Trial, recap bool, _ error) {
+func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) (_ search.Observation, _ record.Trial, recap bool, _ error) {
 	p.mu.Lock()
 	p.n++
 	n := p.n
@@ -298,9 +324,12 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 
 	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
 	allocCap := p.allocatorCap()
-	spec := p.spec(n, size, gpus, soak, allocCap, base)
-	if soak > 0 {
+	spec := p.spec(n, size, gpus, sp, allocCap, base)
+	switch {
+	case sp.soak > 0:
 		phase = record.PhaseSoak
+	case sp.steps > 0:
+		phase = record.PhaseThroughput
 	}
 	if p.cfg.OnStart != nil {
 		p.cfg.OnStart(n, size, gpus)
@@ -328,7 +357,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 		p.warn(fmt.Sprintf("trial %d: the adapter's report was unreadable (%d bad lines); classified from exit status and output", n, bad))
 	}
 	sum := adapter.Summarize(events)
-	c := classifyTrial(res, events, sum, soak)
+	c := classifyTrial(res, events, sum, sp.soak)
 	peaks := p.cfg.Framework.Peaks(sum)
 	p.noteDevice(peaks, device, sum.DeviceTotal)
 	c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
@@ -370,15 +399,18 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, soak time.Du
 
 // spec is trial n's at size: its command, environment, limits (the
 // allocator capped at allocCap) and logs (named from base). A soak runs for
-// its time with SoakSteps steps.
-func (p *Prober) spec(n, size int, gpus []int, soak time.Duration, allocCap uint64, base string) trial.Spec {
+// its time with SoakSteps steps; a throughput measurement its steps.
+func (p *Prober) spec(n, size int, gpus []int, sp special, allocCap uint64, base string) trial.Spec {
 	steps, timeout, grace := p.cfg.Steps, p.cfg.Timeout, p.cfg.Grace
-	if soak > 0 {
-		steps, timeout, grace = SoakSteps, soak, SoakGrace
+	switch {
+	case sp.soak > 0:
+		steps, timeout, grace = SoakSteps, sp.soak, SoakGrace
+	case sp.steps > 0:
+		steps = sp.steps
 	}
 	return trial.Spec{
 		Argv:       Substitute(p.cfg.Command, size),
-		Env:        p.env(n, size, steps, soak > 0, gpus, allocCap, base+".report.jsonl"),
+		Env:        p.env(n, size, steps, sp.soak > 0, gpus, allocCap, base+".report.jsonl"),
 		Dir:        p.cfg.Dir,
 		Timeout:    timeout,
 		Grace:      grace,

@@ -47,7 +47,9 @@ type Run struct {
 	Answer       int `json:"answer"`                  // 0 when nothing fits or not found
 	FirstFailure int `json:"first_failure,omitempty"` // the failing size that proves the answer
 	Margin       int `json:"margin_size,omitempty"`   // the --margin answer
-	Recommended  int `json:"recommended,omitempty"`   // smallest size within 2 % of the best throughput
+	// Recommended is the size to train at for speed, from --throughput's
+	// measurements (Throughput.Recommended); 0 when not measured.
+	Recommended int `json:"recommended,omitempty"`
 	// GlobalBatch is how to train at --global-batch with the answer.
 	GlobalBatch  *GlobalBatch `json:"global_batch,omitempty"`
 	Trials       []Trial      `json:"trials"`
@@ -67,6 +69,8 @@ type Run struct {
 	// Soaks are the --soak runs of the answer, in order: one that ran out
 	// of memory moved the answer down and the next soaked the new one.
 	Soaks []Soak `json:"soaks,omitempty"`
+	// Throughput is what --throughput measured.
+	Throughput *Throughput `json:"throughput,omitempty"`
 	// Inputs are what ran, beyond the command line and the settings: a
 	// cached answer is used only while they are unchanged.
 	Inputs *Inputs `json:"inputs,omitempty"`
@@ -292,6 +296,9 @@ func (r *Run) RisingAtAnswer() []Trial {
 // PhaseSoak labels the trials of --soak.
 const PhaseSoak = "soak"
 
+// PhaseThroughput labels the trials of --throughput.
+const PhaseThroughput = "throughput"
+
 // Pair is a contradiction that held after a retry.
 type Pair struct {
 	OK   int `json:"ok_size"`
@@ -340,26 +347,6 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// Recommend returns the smallest size that ran within 2 % of the best
-// measured throughput, or 0 when no trial has step times. Larger batches
-// past the knee of the curve cost memory without buying speed.
-func Recommend(trials []Trial) int {
-	best := 0.0
-	for _, t := range trials {
-		best = max(best, t.Throughput())
-	}
-	if best == 0 {
-		return 0
-	}
-	pick := 0
-	for _, t := range trials {
-		if v := t.Throughput(); v >= 0.98*best && (pick == 0 || t.Size < pick) {
-			pick = t.Size
-		}
-	}
-	return pick
 }
 
 // LastFailure returns the last trial at size that did not run, or nil: the

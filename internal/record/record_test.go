@@ -39,46 +39,6 @@ func TestThroughput(t *testing.T) {
 	}
 }
 
-// ran is a trial at size that fitted and ran at throughput samples per
-// second.
-func ran(size int, throughput float64) Trial {
-	return Trial{Size: size, Outcome: classify.OK, StepTimes: []float64{float64(size) / throughput}}
-}
-
-func TestRecommend(t *testing.T) {
-	oom := func(size int, throughput float64) Trial {
-		tr := ran(size, throughput)
-		tr.Outcome = classify.OOM
-		return tr
-	}
-	tests := []struct {
-		name   string
-		trials []Trial
-		want   int
-	}{
-		{"no trials", nil, 0},
-		{"no step times", []Trial{{Size: 64, Outcome: classify.OK}, {Size: 128, Outcome: classify.OK}}, 0},
-		{"only failures have step times", []Trial{oom(64, 900), oom(128, 1000)}, 0},
-		{"one trial", []Trial{ran(96, 500)}, 96},
-		{"the fastest when nothing else is close", []Trial{ran(32, 500), ran(64, 1000), ran(128, 700)}, 64},
-		{"the smallest of several within 2 %, largest listed first", []Trial{ran(256, 1000), ran(128, 995), ran(64, 990)}, 64},
-		{"the smallest of several within 2 %, smallest listed first", []Trial{ran(64, 990), ran(128, 995), ran(256, 1000)}, 64},
-		{"98.5 % of the best is within 2 %", []Trial{ran(64, 985), ran(128, 1000)}, 64},
-		{"97 % of the best is not", []Trial{ran(64, 970), ran(128, 1000)}, 128},
-		{"a faster trial that did not fit is ignored", []Trial{ran(64, 1000), oom(128, 2000)}, 64},
-		{"a smaller trial that did not fit is ignored", []Trial{oom(32, 1000), ran(64, 1000)}, 64},
-		{"a smaller trial without step times is ignored", []Trial{{Size: 16, Outcome: classify.OK}, ran(64, 1000)}, 64},
-		{"a size tried twice", []Trial{ran(64, 1000), ran(32, 700), ran(64, 999)}, 64},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Recommend(tt.trials); got != tt.want {
-				t.Errorf("Recommend = %d, want %d", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestLastFailure(t *testing.T) {
 	trial := func(n, size int, o classify.Outcome) Trial { return Trial{N: n, Size: size, Outcome: o} }
 	tests := []struct {

@@ -323,7 +323,7 @@ func TestThroughputChartContent(t *testing.T) {
 	if err := WriteThroughputChart(&buf, chartResNet(t), "svg", ChartWidth, ChartHeight); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"samples / s", "recommended: 512", "largest size: 968", "trials that fit"} {
+	for _, s := range []string{"samples / s", "recommended: 484", "largest size: 968", "trials that fit"} {
 		if !strings.Contains(buf.String(), s) {
 			t.Errorf("throughput chart lacks %q", s)
 		}

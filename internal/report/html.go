@@ -191,8 +191,8 @@ func htmlHeadline(v *htmlView, run *record.Run) {
 	if run.Margin > 0 {
 		v.Details = append(v.Details, fmt.Sprintf("With %s %% of memory left free (--margin): %d.", htmlNumber(run.Settings.Margin), run.Margin))
 	}
-	if run.Recommended > 0 {
-		v.Details = append(v.Details, fmt.Sprintf("Recommended for speed: %d, the smallest size within 2 %% of the best throughput.", run.Recommended))
+	if tp := run.Throughput; tp != nil {
+		v.Details = append(v.Details, strings.Split(strings.TrimSpace(ThroughputText(run.Answer, tp)), "\n")...)
 	}
 }
 

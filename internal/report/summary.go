@@ -69,8 +69,8 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 	if run.Margin > 0 {
 		fmt.Fprintf(&b, "  with %.0f %% of memory free: %d\n", run.Settings.Margin, run.Margin)
 	}
-	if run.Recommended > 0 {
-		fmt.Fprintf(&b, "  fastest (within 2 %% of the best samples/s): %d\n", run.Recommended)
+	if tp := run.Throughput; tp != nil {
+		b.WriteString(ThroughputText(run.Answer, tp))
 	}
 	if g := run.GlobalBatch; g != nil {
 		fmt.Fprintf(&b, "  %s\n", g)

@@ -40,6 +40,10 @@ type Config struct {
 	// this long (to the program's end, at most) once the search has found
 	// it; an out-of-memory soak moves the answer down (see soak.go).
 	Soak time.Duration
+	// Throughput measures samples/s at the answer and a few sizes below it
+	// in fresh trials once the search has found it, and recommends a
+	// smaller size only when it is measurably faster (throughput.go).
+	Throughput bool
 	// MemoryLimit emulates a smaller card; the zero Limit is none. It holds
 	// for the whole process (probe.Config.WholeProcess) unless
 	// LimitAllocatorOnly, which caps only the framework's allocator.

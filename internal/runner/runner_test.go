@@ -39,8 +39,9 @@ func TestRunFindsTheAnswerAndRecordsIt(t *testing.T) {
 	if len(f.store.begun) != 1 || !slices.Equal(f.store.finished, []record.Status{record.Found}) || run.ID != "run-1" {
 		t.Errorf("store: begun %d, finished %v, id %q", len(f.store.begun), f.store.finished, run.ID)
 	}
-	if run.Model == nil || run.Model.Figure != "allocated" || run.Recommended == 0 {
-		t.Errorf("model %+v, recommended %d: the adapter's figures did not reach the record", run.Model, run.Recommended)
+	if run.Model == nil || run.Model.Figure != "allocated" || run.Recommended != 0 || run.Throughput != nil {
+		t.Errorf("model %+v, recommended %d, throughput %+v: the adapter's figures did not reach the record, or a recommendation came without --throughput",
+			run.Model, run.Recommended, run.Throughput)
 	}
 	if run.Settings.Framework != "torch" || run.Version != "test" || !slices.Equal(run.Command, f.cfg.Command) {
 		t.Errorf("settings %+v, version %q, command %q", run.Settings, run.Version, run.Command)

@@ -40,6 +40,8 @@ type session struct {
 	fresh    *probe.Prober        // the fresh-process prober, whose trials report what the program loaded
 	preload  *forkserver.Executor // with --preload, the fork server's executor; nil without
 	soaks    []record.Soak
+	// throughput is what --throughput measured.
+	throughput *record.Throughput
 	// moved says why the soaks moved the answer, one line a move.
 	moved []string
 }
@@ -269,6 +271,9 @@ func (s *session) runSearch(ctx context.Context) (search.Result, error) {
 	if err == nil && s.cfg.Soak > 0 {
 		res, err = s.soakAnswer(ctx, cfg, res)
 	}
+	if err == nil && s.cfg.Throughput && res.Found {
+		s.throughput, err = s.measureThroughput(ctx, res.Max)
+	}
 	s.prog.Close()
 	return res, err
 }
@@ -326,7 +331,9 @@ func (s *session) record(res search.Result) {
 	run.Trials = s.prober.Trials()
 	run.Rounds = res.Rounds
 	run.Answer, run.FirstFailure, run.Margin = res.Max, res.FirstFailure, res.Margin
-	run.Recommended = record.Recommend(run.Trials)
+	if tp := s.throughput; tp != nil {
+		run.Throughput, run.Recommended = tp, tp.Recommended
+	}
 	if s.fresh != nil && run.Inputs != nil {
 		sources, truncated := s.fresh.Sources()
 		run.Inputs.Loaded, run.Inputs.LoadedTruncated = inputs.Loaded(sources), truncated
