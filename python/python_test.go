@@ -138,9 +138,10 @@ func TestWheel(t *testing.T) {
 	os.WriteFile(trainer, []byte("#!/bin/sh\n[ \"$1\" -gt 100 ] && { echo 'torch.OutOfMemoryError: CUDA out of memory.' >&2; exit 1; }\nexit 0\n"), 0o755)
 	snippet := `import sys, batchfit, batchfit.binary
 r = batchfit.search([sys.argv[1], "{}"], max=1000, progress=False)
-print(r.answer, r.first_failure, r.proof[1].outcome, batchfit.binary.installed() == sys.argv[2], batchfit.__file__.startswith(sys.argv[3]))`
+print(r.answer, r.first_failure, r.proof[1].outcome, batchfit.binary.installed() == sys.argv[2], batchfit.__file__.startswith(sys.argv[3]), batchfit.__version__)`
 	out = run(t, work, env, filepath.Join(venv, "bin", "python"), "-c", snippet, trainer, filepath.Join(venv, "bin", "batchfit"), venv)
-	if out != "100 101 oom True True\n" {
+	wheelVersion := strings.Split(filepath.Base(whl), "-")[1]
+	if out != "100 101 oom True True "+wheelVersion+"\n" {
 		t.Errorf("batchfit.search in the venv printed %q", out)
 	}
 
