@@ -14,7 +14,7 @@ import os
 
 __all__ = [
     "__version__", "REPORT_ENV", "report_path", "in_trial",
-    "search", "demo", "doctor", "Result", "Run", "Trial", "Peaks", "GPU", "Margin",
+    "search", "demo", "doctor", "Result", "Run", "Trial", "Peaks", "GPU", "Margin", "Throughput",
     "DoctorReport", "Finding", "BatchfitError",
 ]
 

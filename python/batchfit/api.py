@@ -43,7 +43,9 @@ __all__ = [
     "Peaks",
     "Result",
     "Run",
+    "Throughput",
     "SCHEMA_VERSION",
+    "SizeThroughput",
     "Trial",
     "demo",
     "doctor",
@@ -151,6 +153,44 @@ class Margin:
 
 
 @dataclass(frozen=True)
+class SizeThroughput:
+    """Samples/s at one size, measured by --throughput."""
+
+    batch_size: int
+    samples_per_second: float | None
+    noise: float  # relative standard error: 0.004 is ±0.4 %
+    trial: int | None = None
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What --throughput measured: samples/s at the answer and sizes below
+    it, and the size to train at for speed."""
+
+    recommended: int | None
+    gain: float  # recommended's samples/s over the answer's, less one
+    sizes: list[SizeThroughput]
+    steps: int = 0
+    warmup_intervals: int = 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> Throughput | None:
+        if not d:
+            return None
+        return cls(
+            recommended=d.get("recommended") or None,
+            gain=float(d.get("gain") or 0),
+            sizes=[
+                SizeThroughput(batch_size=int(x.get("batch_size") or 0), samples_per_second=x.get("samples_per_second") or None,
+                               noise=float(x.get("noise") or 0), trial=x.get("trial") or None)
+                for x in d.get("sizes") or []
+            ],
+            steps=int(d.get("steps") or 0),
+            warmup_intervals=int(d.get("warmup_intervals") or 0),
+        )
+
+
+@dataclass(frozen=True)
 class Run:
     """One search: its answer, the trials that prove it, and the rest of the
     record (``raw``)."""
@@ -158,12 +198,13 @@ class Run:
     status: str  # found, nothing_fits, failed, interrupted
     answer: int | None
     first_failure: int | None  # the size above the answer that failed: the proof's other half
-    recommended: int | None  # the smallest size within 2 % of the best samples/s
+    recommended: int | None  # the size to train at for speed (--throughput)
     margin_size: int | None  # the largest size leaving --margin free
     trials: list[Trial]
     gpu: GPU | None
     command: list[str]
     margins: list[Margin] = field(default_factory=list)  # --margin's share, and the 5 % the summary shows
+    throughput: Throughput | None = None
     id: str | None = None
     cached: bool = False
     error: str | None = None
@@ -197,6 +238,7 @@ class Run:
             gpu=GPU.from_json(d.get("gpu")),
             command=list(d.get("command") or []),
             margins=[Margin.from_json(m) for m in d.get("margins") or []],
+            throughput=Throughput.from_json(d.get("throughput")),
             id=d.get("id") or None,
             cached=bool(d.get("cached")),
             error=_message(d.get("error")),

@@ -47,6 +47,10 @@ RUN = {
         {"percent": 5, "batch_size": 268, "basis": "searched", "why": None},
         {"percent": 10, "batch_size": None, "basis": "unknown", "why": "no model"},
     ],
+    "throughput": {"steps": 14, "warmup_intervals": 3, "recommended": 256, "gain": 0.06, "sizes": [
+        {"batch_size": 282, "trial": 4, "samples_per_second": 500.0, "noise": 0.004, "intervals": 10},
+        {"batch_size": 256, "trial": 5, "samples_per_second": 530.0, "noise": 0.003, "intervals": 10},
+    ]},
     "cached": False,
     "error": None,
     "warnings": None,
@@ -141,6 +145,8 @@ class SearchTest(unittest.TestCase):
         self.assertEqual(r.run.id, "r1a2b3")
         self.assertEqual(r.raw["runs"][0]["answer"], 282)
         self.assertEqual(r.run.warnings, [])
+        self.assertEqual(r.run.throughput.recommended, 256)
+        self.assertEqual([(x.batch_size, x.samples_per_second) for x in r.run.throughput.sizes], [(282, 500.0), (256, 530.0)])
         self.assertEqual(r.margins, [batchfit.Margin(5, 268, "searched"), batchfit.Margin(10, None, "unknown", "no model")])
         self.assertEqual(r.run.flaky, [])
         argv = fake.argv
