@@ -127,13 +127,15 @@ def exit_code(name):
         return None
 
 def load(name):
-    """The run's JSON record, or None when it wrote none (batchfit prints
-    null or nothing on some errors)."""
+    """The run's JSON record: the first run of batchfit's --json document
+    (docs/json.md), or fresh_bisect.py's result; None when there is none."""
     try:
         with open(os.path.join(out, name + ".json")) as f:
             r = json.load(f)
     except (OSError, ValueError):
         return None
+    if isinstance(r, dict) and "schema_version" in r:
+        return r["runs"][0] if r["runs"] else None
     return r if isinstance(r, dict) else None
 
 # (workload, mode, run, reference run): a run agrees when its answer is its

@@ -62,11 +62,11 @@ soak() {
 	log "soak: exit $? (want 0)"
 	"$py" - "$w/soak.json" <<'PY' | tee -a "$w/summary.txt"
 import json, sys
-r = json.load(open(sys.argv[1]))
-for s in r.get("soaks") or []:
+r = json.load(open(sys.argv[1]))["runs"][0]  # docs/json.md
+for s in r["soaks"]:
     peaks = s.get("step_peak_bytes") or []
     print(f"soak at {s['batch_size']}: {s['outcome']} after {s['seconds']:.1f}s, {s.get('steps')} steps, "
-          f"peaks {peaks[0] / 2**30 if peaks else 0:.2f} -> {peaks[-1] / 2**30 if peaks else 0:.2f} GiB; {s.get('reason', '')}")
+          f"peaks {peaks[0] / 2**30 if peaks else 0:.2f} -> {peaks[-1] / 2**30 if peaks else 0:.2f} GiB; {s['reason'] or ''}")
 print(f"answer {r.get('answer')}, status {r.get('status')}, warnings {r.get('warnings')}")
 PY
 }

@@ -6,7 +6,7 @@
 #                    (bench/fresh_bisect.py, no batchfit)
 #   lightning-apply  training with batchfit.lightning.BatchSizeFromBatchfit
 #                    reading the search's JSON; then the same with another
-#                    --model.arch, which must be refused
+#                    --trainer.precision, which must be refused
 #   fraction         the Lightning script at the answer and answer+1 under
 #                    PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction and
 #                    under torch.cuda.set_per_process_memory_fraction (the
@@ -77,10 +77,10 @@ for part in "${parts[@]}"; do
 			>"$w/lightning-apply.out" 2>&1
 		log "lightning apply (answer $n): exit $?: $(grep -ao 'batchfit: batch_size.*' "$w/lightning-apply.out" | head -1)"
 		grep -a 'batchfit:' "$w/lightning-apply.out" | head -5 >>"$w/summary.txt"
-		"$py" "${light[@]}" --data.batch_size 8 --trainer.max_steps 2 --model.arch resnet34 \
+		"$py" "${light[@]/16-mixed/32-true}" --data.batch_size 8 --trainer.max_steps 2 \
 			--trainer.callbacks+=batchfit.lightning.BatchSizeFromBatchfit --trainer.callbacks.init_args.result "$w/lightning.json" \
 			>"$w/lightning-refuse.out" 2>&1
-		log "lightning apply with --model.arch resnet34: exit $? (want ≠ 0): $(grep -ao 'ResultMismatch.*' "$w/lightning-refuse.out" | head -1 | cut -c1-300)"
+		log "lightning apply with --trainer.precision 32-true: exit $? (want ≠ 0): $(grep -ao 'ResultMismatch.*' "$w/lightning-refuse.out" | head -1 | cut -c1-300)"
 		;;
 	fraction)
 		n=$(answer "$w/lightning.json")

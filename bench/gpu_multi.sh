@@ -22,12 +22,12 @@ print(f"{'run':28} {'answer':>6} {'trials':>6} {'rounds':>6} {'seconds':>8}")
 runs = {}
 for name, label in (("one", "1 GPU"), ("two", "--gpus 0,1"), ("ddp", "torchrun x2 (per-GPU size)")):
     try:
-        r = json.load(open(f"{out}/{name}.json"))
+        r = json.load(open(f"{out}/{name}.json"))["runs"][0]  # docs/json.md
     except Exception as e:
         print(f"{label:28} failed: {e}")
         continue
     runs[name] = r
-    print(f"{label:28} {r['answer']:>6} {len(r['trials']):>6} {r['rounds']:>6} {r['seconds']:>8.1f}")
+    print(f"{label:28} {r['answer'] or '-':>6} {len(r['trials']):>6} {r['rounds']:>6} {r['seconds']:>8.1f}")
 if "one" in runs and "two" in runs:
     print(f"time ratio two/one: {runs['two']['seconds'] / runs['one']['seconds']:.2f}")
 for name, r in runs.items():

@@ -50,7 +50,7 @@ out, loads = sys.argv[1], sys.argv[2:]
 G = 2**30
 def load(w, m):
     try:
-        return json.load(open(f"{out}/{w}-{m}.json"))
+        return json.load(open(f"{out}/{w}-{m}.json"))["runs"][0]  # docs/json.md
     except Exception as e:
         print(f"{w} {m}: no record ({e})")
         return None
@@ -59,9 +59,9 @@ for w in loads:
     runs = {m: load(w, m) for m in ("fresh", "preload")}
     for m, r in runs.items():
         if r:
-            ts = r.get("trials", [])
+            ts = r["trials"]
             forked = sum(1 for t in ts if t.get("forked"))
-            print(f"{w:8} {m:8} {r.get('answer', 0):>6} {len(ts):>6} {forked:>6} {r.get('seconds', 0):>8.1f} {r.get('seconds', 0) / max(len(ts), 1):>8.2f}")
+            print(f"{w:8} {m:8} {r['answer'] or '-':>6} {len(ts):>6} {forked:>6} {r['seconds']:>8.1f} {r['seconds'] / max(len(ts), 1):>8.2f}")
     a, b = runs["fresh"], runs["preload"]
     if not (a and b):
         continue
@@ -79,7 +79,7 @@ for w in loads:
             continue
         cells = []
         for k in worst:
-            x, y = f.get(k, 0), t.get(k, 0)
+            x, y = f[k] or 0, t[k] or 0
             worst[k] = max(worst[k], abs(x - y))
             cells.append(f"{x / G:7.3f} {y / G:7.3f}")
         print(f"  {t['batch_size']:5} {'':12} " + "  ".join(cells) + f"  {f['seconds']:6.1f} {t['seconds']:6.1f}")

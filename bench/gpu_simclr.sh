@@ -32,16 +32,16 @@ done
 python3 - "$out" "${modes[@]}" <<'PY'
 import json, sys
 out, modes = sys.argv[1], sys.argv[2:]
-runs = {m: json.load(open(f"{out}/{m}.json")) for m in modes}
+runs = {m: json.load(open(f"{out}/{m}.json"))["runs"][0] for m in modes}  # docs/json.md
 print(f"{'mode':8} {'answer':>6} {'trials':>6} {'seconds':>8}")
 for m, r in runs.items():
-    print(f"{m:8} {r['answer']:>6} {len(r['trials']):>6} {r['seconds']:>8.1f}")
+    print(f"{m:8} {r['answer'] or '-':>6} {len(r['trials']):>6} {r['seconds']:>8.1f}")
 for a, b in (("model", "bisect"), ("worker", "model"), ("preload", "model")):
     if a in runs and b in runs:
         print(f"time ratio {a}/{b}: {runs[a]['seconds'] / runs[b]['seconds']:.2f}")
 for m, r in runs.items():
     print(f"\n{m}: n size outcome seconds phase peak_alloc_GiB peak_reserved_GiB peak_nvml_GiB")
     for t in r["trials"]:
-        g = lambda k: t.get(k, 0) / 2**30
-        print(f"  {t['n']:2} {t['batch_size']:5} {t['outcome']:8} {t['seconds']:6.1f} {t.get('phase',''):8} {g('peak_allocated_bytes'):7.2f} {g('peak_reserved_bytes'):7.2f} {g('peak_device_bytes'):7.2f}")
+        g = lambda k: (t[k] or 0) / 2**30
+        print(f"  {t['n']:2} {t['batch_size']:5} {t['outcome']:8} {t['seconds']:6.1f} {t['phase'] or '':8} {g('peak_allocated_bytes'):7.2f} {g('peak_reserved_bytes'):7.2f} {g('peak_device_bytes'):7.2f}")
 PY

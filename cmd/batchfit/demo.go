@@ -29,7 +29,7 @@ search; only the GPU is simulated. Takes a few seconds.
 
 ` + exitCodesHelp,
 		Args: noArgs,
-		RunE: runJSON(&o.json, io, func(cmd *cobra.Command, args []string) error {
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if simGPUs < 1 {
 				return usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", simGPUs)
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -47,7 +46,7 @@ Exit codes:
 		Example: `  batchfit doctor -- python -m batchfit.worker mymodel:Trial
   batchfit doctor --size 64 --memory-limit 24GiB -- python -m batchfit.worker train.py:Trial
   batchfit doctor --json -- python -m batchfit.worker mymodel`,
-		RunE: runJSON(&o.json, io, func(cmd *cobra.Command, args []string) error {
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
 				return usageError("put the worker command after --: batchfit doctor -- python -m batchfit.worker mymodule:Trial", "no worker command")
 			}
@@ -62,7 +61,7 @@ Exit codes:
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial")
 	fs.DurationVar(&o.startTimeout, "start-timeout", worker.DefaultStartTimeout, "time limit for the worker to import, build the model and warm up")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
-	fs.BoolVar(&o.json, "json", false, "print the whole report as JSON")
+	fs.BoolVar(&o.json, "json", false, "print the report as one JSON document (docs/json.md)")
 	fs.BoolVar(&o.noFresh, "no-fresh", false, "skip the fresh-process comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the worker's and the fresh trial's output here (default: a temporary folder, kept only when the worker fails to start)")
 	return cmd
@@ -107,13 +106,11 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 	}
 	deps := runner.Deps{GPU: t.backend, Notice: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) }}
 	r, err := runner.Doctor(cmd.Context(), cfg, deps)
-	if err != nil {
-		return err
+	if o.json && r != nil {
+		io.document().Doctor = r
 	}
-	if o.json {
-		enc := json.NewEncoder(io.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+	if err != nil || o.json {
+		return err
 	}
 	return doctor.WriteText(io.stdout, r)
 }

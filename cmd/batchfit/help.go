@@ -77,9 +77,6 @@ func groupedFlags(cmd *cobra.Command) string {
 
 // isTerminal reports whether w is a terminal that shows a live display.
 func isTerminal(w any) bool {
-	if c, ok := w.(*countingWriter); ok {
-		w = c.w
-	}
 	f, ok := w.(*os.File)
 	return ok && isatty.IsTerminal(f.Fd()) && os.Getenv("TERM") != "dumb"
 }

@@ -87,7 +87,7 @@ func newHistoryCommand(io *streams) *cobra.Command {
 		Use:   "history",
 		Short: "List past searches",
 		Args:  noArgs,
-		RunE: runJSON(&asJSON, io, func(cmd *cobra.Command, args []string) error {
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return usageError("give --limit a number of runs, or 0 for all", "--limit must not be negative, got %d", limit)
 			}
@@ -101,16 +101,17 @@ func newHistoryCommand(io *streams) *cobra.Command {
 				return fmt.Errorf("list runs: %w", err)
 			}
 			if asJSON {
-				if runs == nil {
-					runs = []record.Run{}
+				doc := io.document()
+				for i := range runs {
+					doc.Runs = append(doc.Runs, &runs[i])
 				}
-				return writeJSON(io.stdout, runs)
+				return nil
 			}
 			return writeHistory(io.stdout, runs)
 		}),
 	}
 	db.register(cmd.Flags(), false)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as one JSON document (docs/json.md)")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "show at most this many runs (0: all)")
 	return cmd
 }
@@ -154,7 +155,7 @@ func newShowCommand(io *streams) *cobra.Command {
 RUN is a run's id as 'batchfit history' lists it (a unique prefix is
 enough), or "latest" for the newest run.`,
 		Example: "  batchfit show latest\n  batchfit show 1m8pz --report run.html",
-		RunE: runJSON(&out.json, io, func(cmd *cobra.Command, args []string) error {
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError("give a run id from 'batchfit history' (a unique prefix is enough), or latest", "show needs one run id")
 			}
@@ -181,14 +182,15 @@ enough), or "latest" for the newest run.`,
 				return err
 			}
 			if out.json {
-				return writeJSON(io.stdout, run)
+				io.document().Runs = []*record.Run{run}
+				return nil
 			}
 			return report.WriteSummary(io.stdout, run)
 		}),
 	}
 	db.register(cmd.Flags(), false)
 	out.register(cmd.Flags())
-	cmd.Flags().BoolVar(&out.json, "json", false, "print the run as JSON")
+	cmd.Flags().BoolVar(&out.json, "json", false, "print the run as one JSON document (docs/json.md)")
 	return cmd
 }
 
@@ -331,8 +333,4 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
-}
-
-func writeJSON(w io.Writer, v any) error {
-	return report.WriteJSONValue(w, v)
 }

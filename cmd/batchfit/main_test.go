@@ -7,18 +7,22 @@ import (
 	"encoding/xml"
 	"fmt"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/batchfit/batchfit/internal/browser"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/sim"
 	"github.com/batchfit/batchfit/internal/trial"
 )
@@ -94,6 +98,12 @@ func TestScripts(t *testing.T) {
 			// DIR (I.json, I.err, I.code) answer LIMIT or say they are flaky.
 			"flakyruns": func(ts *testscript.TestScript, neg bool, args []string) {
 				checkFlakyRuns(ts, args)
+			},
+			// envelope RUNS EXIT: stdout is one --json document, valid
+			// against docs/batchfit.schema.json, with RUNS runs ("*": any
+			// number) and the error of exit code EXIT (null for 0).
+			"envelope": func(ts *testscript.TestScript, neg bool, args []string) {
+				checkEnvelope(ts, args)
 			},
 			// status N: the last batchfit exited with code N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {
@@ -176,10 +186,11 @@ func checkFlakyRuns(ts *testscript.TestScript, args []string) {
 		base := filepath.Join(args[0], strconv.Itoa(i))
 		code := strings.TrimSpace(ts.ReadFile(base + ".code"))
 		stderr := ts.ReadFile(base + ".err")
-		var run record.Run
-		if err := json.Unmarshal([]byte(ts.ReadFile(base+".json")), &run); err != nil {
+		doc, err := parseDocument([]byte(ts.ReadFile(base + ".json")))
+		if err != nil || len(doc.Runs) != 1 {
 			ts.Fatalf("run %d: %v", i, err)
 		}
+		run := *doc.Runs[0]
 		if code != "0" || run.Status != record.Found || run.Cached {
 			ts.Fatalf("run %d: exit %s, status %s, cached %v; stderr:\n%s", i, code, run.Status, run.Cached, stderr)
 		}
@@ -201,6 +212,75 @@ func checkFlakyRuns(ts *testscript.TestScript, args []string) {
 	ts.Logf("%d of %d runs exact (%d wrong), the rest flaky with the safe side", exact, n, wrong)
 	if wrong > 1 {
 		ts.Fatalf("%d of %d runs exact but wrong", wrong, n)
+	}
+}
+
+var (
+	schemaOnce sync.Once
+	schema     *jsonschema.Schema
+	schemaErr  error
+)
+
+// docSchema is docs/batchfit.schema.json, compiled once.
+func docSchema() (*jsonschema.Schema, error) {
+	schemaOnce.Do(func() {
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		path, err := filepath.Abs("../../docs/batchfit.schema.json")
+		if err != nil {
+			schemaErr = err
+			return
+		}
+		schema, schemaErr = c.Compile(path)
+	})
+	return schema, schemaErr
+}
+
+// parseDocument reads out as exactly one --json document, valid against
+// the schema.
+func parseDocument(out []byte) (*report.Document, error) {
+	sch, err := docSchema()
+	if err != nil {
+		return nil, fmt.Errorf("compile the schema: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("not a JSON document: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("more than one JSON document on stdout")
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	if err := sch.Validate(inst); err != nil {
+		return nil, fmt.Errorf("not valid against docs/batchfit.schema.json: %w", err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	return &doc, nil
+}
+
+func checkEnvelope(ts *testscript.TestScript, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: envelope RUNS EXIT")
+	}
+	doc, err := parseDocument([]byte(ts.ReadFile("stdout")))
+	if err != nil {
+		ts.Fatalf("stdout: %v", err)
+	}
+	if args[0] != "*" && strconv.Itoa(len(doc.Runs)) != args[0] {
+		ts.Fatalf("%d runs, want %s", len(doc.Runs), args[0])
+	}
+	switch {
+	case args[1] == "0" && doc.Error != nil:
+		ts.Fatalf("error %+v, want null", *doc.Error)
+	case args[1] != "0" && (doc.Error == nil || strconv.Itoa(doc.Error.ExitCode) != args[1]):
+		ts.Fatalf("error %+v, want exit code %s", doc.Error, args[1])
 	}
 }
 

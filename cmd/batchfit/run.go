@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
@@ -39,11 +39,15 @@ const exitCodesHelp = `Exit codes:
 
 const outputHelp = `Output:
   stdout carries the result only; progress and errors go to stderr.
-  --json  exactly one JSON document: the run record, also on failure (its
-          status and error), or {"status", "error", "hint", "exit_code"}
-          when the search failed before it had a record; nothing on a
-          usage error (exit 2)
-  -q      the answer alone; nothing when there is none
+  --json  exactly one JSON document for every command line, usage errors
+          (exit 2) included: {"schema_version": 1, "runs": [...],
+          "doctor": null, "error": null}. "runs" holds the run record (one
+          per GPU model with --per-gpu-model; [] when the command failed
+          before a record began); "error" is null on exit 0, else
+          {"message", "hint", "exit_code"}, also when a run that failed
+          after trials says how in its own status and error (docs/json.md)
+  -q      the answer alone (the --margin size with --margin); nothing when
+          there is none
   default the summary, when the search reached an outcome (an answer,
           nothing fits, a crash or Ctrl-C after trials); nothing on an
           error before the first trial`
@@ -104,10 +108,21 @@ type streams struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// doc is the --json document run prints when the command ends, with
+	// the error it ended with; nil without --json.
+	doc *report.Document
+}
+
+// document returns the --json document the command's result goes into.
+func (s *streams) document() *report.Document {
+	if s.doc == nil {
+		s.doc = report.NewDocument()
+	}
+	return s.doc
 }
 
 // run is the whole program: it parses args, runs the command and returns the
-// exit code. Only here are errors printed.
+// exit code. Only here are errors printed, and the --json document.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// A closed terminal (SIGHUP) stops the search as Ctrl-C does: left to
 	// its default, SIGHUP would end batchfit with its trials still running.
@@ -115,15 +130,35 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer stop()
 
 	io := &streams{stdin: stdin, stdout: stdout, stderr: stderr}
+	if jsonRequested(args) {
+		// Before cobra parses anything: a command line it refuses still
+		// gets its document.
+		io.doc = report.NewDocument()
+	}
 	root := newRootCommand(io)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
-	if err == nil {
-		return exitFound
+	if err != nil {
+		err = printError(ctx, stderr, cmd, err)
 	}
+	if io.doc != nil && !cmd.Hidden && !askedForHelp(cmd) {
+		if err != nil {
+			io.doc.Error = &report.DocumentError{Message: err.Error(), ExitCode: exitCode(err)}
+			if hint := hintOf(err); hint != "" {
+				io.doc.Error.Hint = &hint
+			}
+		}
+		report.WriteJSONValue(stdout, io.doc)
+	}
+	return exitCode(err)
+}
+
+// printError writes err and its hint on stderr, and returns it marked with
+// its exit code.
+func printError(ctx context.Context, stderr io.Writer, cmd *cobra.Command, err error) error {
 	var ee *exitErr
 	if !errors.As(err, &ee) {
 		// Errors that reach here unmarked are cobra's own, about the
@@ -144,7 +179,39 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fmt.Fprintf(stderr, "batchfit: hint: %s\n", line)
 		}
 	}
-	return exitCode(err)
+	return err
+}
+
+// jsonRequested says whether the command line asks for --json before the
+// command to run (after "--"), as pflag would read it: "--json" or
+// "--json=BOOL".
+func jsonRequested(args []string) bool {
+	asked := false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--json"); ok {
+			switch b, err := strconv.ParseBool(strings.TrimPrefix(v, "=")); {
+			case v == "":
+				asked = true
+			case strings.HasPrefix(v, "=") && err == nil:
+				asked = b
+			}
+		}
+	}
+	return asked
+}
+
+// askedForHelp says whether the command line asked for help or the
+// version, which go to stdout instead of a document.
+func askedForHelp(cmd *cobra.Command) bool {
+	for _, name := range []string{"help", "version"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			return true
+		}
+	}
+	return cmd.Name() == "help"
 }
 
 // commandErr marks an error a command returned with its exit code, so that
@@ -160,54 +227,6 @@ func commandErr(err error) error {
 // runE wraps a command's body so its errors are marked (commandErr).
 func runE(f func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
 	return func(cmd *cobra.Command, args []string) error { return commandErr(f(cmd, args)) }
-}
-
-// runJSON is runE for a command with --json, which promises one JSON
-// document on stdout for every command line batchfit accepted: when the
-// command fails before it wrote one (a history that cannot be opened, a
-// search that stopped before its record began), the error is the
-// document. A usage error (exit 2) prints nothing on stdout, as for a
-// command line cobra refuses before --json is even read: the command line
-// is wrong, and there is no result.
-func runJSON(asJSON *bool, io *streams, f func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		out := &countingWriter{w: io.stdout}
-		io.stdout = out
-		defer func() { io.stdout = out.w }()
-		err := commandErr(f(cmd, args))
-		if err != nil && *asJSON && out.n == 0 && exitCode(err) != exitUsage {
-			writeErrorJSON(out.w, err)
-		}
-		return err
-	}
-}
-
-// errorDocument is what --json prints for a command that failed before it
-// had a record to print.
-type errorDocument struct {
-	Status   record.Status `json:"status"`
-	Error    string        `json:"error"`
-	Hint     string        `json:"hint,omitempty"`
-	ExitCode int           `json:"exit_code"`
-}
-
-func writeErrorJSON(w io.Writer, err error) {
-	doc := errorDocument{Status: record.Failed, Error: err.Error(), Hint: hintOf(err), ExitCode: exitCode(err)}
-	if doc.ExitCode == exitInterrupted {
-		doc.Status = record.Interrupted
-	}
-	report.WriteJSONValue(w, doc)
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func newRootCommand(io *streams) *cobra.Command {

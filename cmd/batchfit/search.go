@@ -86,7 +86,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
 	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
 	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_* and OMP_* always count)")
-	fs.BoolVar(&o.json, "json", false, "print the whole record as JSON")
+	fs.BoolVar(&o.json, "json", false, "print one JSON document: the run record, or the error (docs/json.md)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep every trial's stdout and stderr here (default: a temporary folder, kept only when something failed unexpectedly)")
 	o.out.register(fs)
@@ -127,7 +127,7 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
   batchfit search --worker -- python -m batchfit.worker mymodule:Trial
   batchfit search --gpus 0,1 --gpus-per-trial 2 -- torchrun --nproc_per_node=2 train.py --batch-size {}
   batchfit search --executor slurm --jobs 4 --partition gpu -- python train.py --batch-size {}`,
-		RunE: runJSON(&o.json, io, func(cmd *cobra.Command, args []string) error {
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
 				return usageError("put the training command after --: batchfit search -- python train.py --batch-size {}", "no command to search")
 			}
@@ -355,19 +355,15 @@ func (o *searchOptions) planGlobalBatch(run *record.Run) {
 	}
 }
 
-// printRuns prints the result on stdout (outputHelp): with --json one
-// document whatever happened (runJSON covers a search that has no record),
+// printRuns prints the result on stdout (outputHelp): with --json the runs
+// go into the document run prints with the error, if any,
 // with -q the answer (or the --margin size) or nothing, and otherwise the
 // summary of each run that reached an outcome.
 func (o *searchOptions) printRuns(io *streams, runs []*record.Run) error {
 	if o.json {
-		switch len(runs) {
-		case 0:
-			return nil
-		case 1:
-			return report.WriteJSON(io.stdout, runs[0])
-		}
-		return report.WriteJSONValue(io.stdout, runs)
+		doc := io.document()
+		doc.Runs = append(doc.Runs, runs...)
+		return nil
 	}
 	if o.quiet {
 		if len(runs) == 1 {

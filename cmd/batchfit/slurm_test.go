@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,11 +26,11 @@ func TestSearchThroughSlurm(t *testing.T) {
 		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 0 {
 			t.Fatalf("batchfit %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
 		}
-		var r record.Run
-		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-			t.Fatal(err)
+		doc, err := parseDocument(stdout.Bytes())
+		if err != nil || len(doc.Runs) != 1 {
+			t.Fatalf("batchfit %s: stdout: %v", strings.Join(args, " "), err)
 		}
-		return r
+		return *doc.Runs[0]
 	}
 	local := demo()
 	viaSlurm := demo("--executor", "slurm", "--jobs", "2", "--partition", "debug", "--sim-gpus", strconv.Itoa(slurmtest.GPUs))

@@ -16,12 +16,17 @@ minutes of training. Nothing is downloaded.
         --trainer.precision 16-mixed --trainer.logger false --trainer.enable_checkpointing false
 
 A CUDA out-of-memory error is not caught: Lightning lets it end the process.
+Where jsonargparse (LightningCLI's parser) is not installed, the script reads
+the same flags itself (plain_cli).
 To train with what batchfit found, add its callback (batchfit's Python
 package on the path):
 
     python train.py fit --trainer.callbacks+=batchfit.lightning.BatchSizeFromBatchfit \\
         --trainer.callbacks.init_args.result batchfit.json ...
 """
+
+import importlib
+import sys
 
 import lightning as L
 import torch
@@ -84,10 +89,71 @@ class ResNetClassifier(L.LightningModule):
 
 
 def main():
-    # LightningCLI saves the config to the log folder and refuses to
-    # overwrite one already there: every run after the first, a batch-size
-    # search's trials included, would stop with an error.
-    LightningCLI(ResNetClassifier, RandomImageData, seed_everything_default=0, save_config_kwargs={"overwrite": True})
+    try:
+        # LightningCLI saves the config to the log folder and refuses to
+        # overwrite one already there: every run after the first, a
+        # batch-size search's trials included, would stop with an error.
+        LightningCLI(ResNetClassifier, RandomImageData, seed_everything_default=0,
+                     save_config_kwargs={"overwrite": True})
+    except ModuleNotFoundError as e:
+        if "jsonargparse" not in str(e):
+            raise
+        # LightningCLI needs jsonargparse[signatures], which not every
+        # Lightning install has: read the same flags without it.
+        plain_cli(sys.argv[1:])
+
+
+def plain_cli(argv):
+    """The part of LightningCLI's command line this script uses, without
+    jsonargparse: `fit`, then --model.X, --data.X, --trainer.X and
+    --seed_everything values, and --trainer.callbacks+=CLASS with
+    --trainer.callbacks.init_args.X values for the last callback named."""
+    if not argv or argv[0] != "fit":
+        sys.exit("train.py: error: only the fit subcommand is supported without jsonargparse")
+    groups = {"model": {}, "data": {}, "trainer": {}}
+    callbacks, seed, args = [], 0, argv[1:]
+    while args:
+        flag, args = args[0], args[1:]
+        if not flag.startswith("--"):
+            sys.exit(f"train.py: error: unexpected argument {flag!r}")
+        name, eq, value = flag[2:].partition("=")
+        if not eq:
+            if not args:
+                sys.exit(f"train.py: error: {flag} needs a value")
+            value, args = args[0], args[1:]
+        if name == "trainer.callbacks+":
+            module, _, cls = value.rpartition(".")
+            callbacks.append((getattr(importlib.import_module(module), cls), {}))
+        elif name.startswith("trainer.callbacks.init_args.") or name.startswith("trainer.callbacks."):
+            if not callbacks:
+                sys.exit(f"train.py: error: {flag} before --trainer.callbacks+=CLASS")
+            callbacks[-1][1][name.rpartition(".")[2]] = plain_value(value)
+        elif name == "seed_everything":
+            seed = int(value)
+        elif name.partition(".")[0] in groups and "." in name:
+            group, _, key = name.partition(".")
+            groups[group][key] = plain_value(value)
+        else:
+            sys.exit(f"train.py: error: unrecognized argument {flag}")
+    L.seed_everything(seed)
+    model = ResNetClassifier(**groups["model"])
+    data = RandomImageData(**groups["data"])
+    trainer = L.Trainer(callbacks=[cls(**kw) for cls, kw in callbacks], **groups["trainer"])
+    trainer.fit(model, datamodule=data)
+
+
+def plain_value(text):
+    """A command-line value as jsonargparse would read it: true, false,
+    null, numbers, else the string."""
+    lowered = {"true": True, "false": False, "null": None, "none": None}
+    if text.lower() in lowered:
+        return lowered[text.lower()]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 if __name__ == "__main__":

@@ -124,6 +124,10 @@ type OOMRequest struct {
 	// it; Free is the device's free memory then (torch only).
 	Limit uint64 `json:"limit,omitempty"`
 	Free  uint64 `json:"free,omitempty"`
+	// Allocated and Reserved are the allocator's counters when it refused,
+	// to the byte (torch only).
+	Allocated uint64 `json:"allocated,omitempty"`
+	Reserved  uint64 `json:"reserved,omitempty"`
 }
 
 // Append writes ev as one JSON line to the report file at path. Each event is

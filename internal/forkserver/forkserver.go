@@ -62,7 +62,17 @@ type Executor struct {
 	srv     *server       // nil when none is usable
 	pending *server       // the server being started and preloaded, if any
 	closed  bool
+	// modules are what the server preloads (less those it dropped), for
+	// a server started anew for another environment (rekey).
+	modules []string
+	rekeys  int
+	next    *key // the environment to start anew for once the server now starting is up
 }
+
+// maxRekeys bounds how often a server is started anew because the trials'
+// environment changed (a memory limit's allocator cap once the first trial
+// measured what lies outside the allocator): each costs the imports again.
+const maxRekeys = 2
 
 // New returns an Executor; Close stops its server.
 func New(opts Options) *Executor {
@@ -113,7 +123,11 @@ func (e *Executor) server(k key, forkable bool) *server {
 	e.mu.Lock()
 	ready, learned, same := e.ready, e.learned, e.key == k
 	e.mu.Unlock()
-	if !learned || !same {
+	if learned && !same {
+		e.rekey(k)
+		return nil
+	}
+	if !learned {
 		return nil
 	}
 	if e.opts.Wait {
@@ -138,7 +152,7 @@ func (e *Executor) learn(k key, spec trial.Spec) {
 	if e.learned || e.closed {
 		return
 	}
-	e.learned, e.key = true, k
+	e.learned, e.key, e.modules = true, k, modules
 	e.ready = make(chan struct{})
 	if len(modules) == 0 {
 		// Nothing heavy to preload (or no report): a fork would save only
@@ -146,18 +160,59 @@ func (e *Executor) learn(k key, spec trial.Spec) {
 		close(e.ready)
 		return
 	}
-	env := serverEnv(envOf(spec))
-	go func() {
-		srv := e.start(k, env, modules)
-		e.mu.Lock()
-		if e.closed && srv != nil {
-			srv.close()
-			srv = nil
+	go e.serve(k, serverEnv(envOf(spec)), modules, e.ready)
+}
+
+// serve starts a server for k and makes it the one to fork from, then
+// closes ready.
+func (e *Executor) serve(k key, env, modules []string, ready chan struct{}) {
+	srv := e.start(k, env, modules)
+	e.mu.Lock()
+	if e.closed && srv != nil {
+		srv.close()
+		srv = nil
+	}
+	e.srv = srv
+	next := e.next
+	e.next = nil
+	e.mu.Unlock()
+	close(ready)
+	if next != nil {
+		e.rekey(*next)
+	}
+}
+
+// rekey starts a server anew, in the background, for trials whose
+// environment is k's rather than the one the server was started with: the
+// trials of a search hold one environment but for a change or two early on
+// (the allocator cap that the first trial's measurement fixes). The old
+// server is closed, one still starting is killed; the trial that asked
+// runs fresh. Nothing happens after maxRekeys.
+func (e *Executor) rekey(k key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.key == k || len(e.modules) == 0 || e.rekeys >= maxRekeys {
+		return
+	}
+	select {
+	case <-e.ready:
+	default:
+		// Its imports are for an environment no trial will have again:
+		// stop them, and start anew as soon as its starter has seen it die.
+		e.next = &k
+		if e.pending != nil {
+			e.pending.kill()
 		}
-		e.srv = srv
-		e.mu.Unlock()
-		close(e.ready)
-	}()
+		return
+	}
+	e.rekeys++
+	old := e.srv
+	e.srv, e.key = nil, k
+	e.ready = make(chan struct{})
+	if old != nil {
+		go old.close()
+	}
+	go e.serve(k, strings.Split(k.env, "\x00"), slices.Clone(e.modules), e.ready)
 }
 
 // start starts a server that preloads modules, restarting it without any
@@ -181,13 +236,18 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 		e.setPending(nil)
 		if err != nil {
 			srv.close()
-			e.opts.Notice(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
+			if !e.superseded() {
+				e.opts.Notice(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
+			}
 			return nil
 		}
 		for _, d := range dropped {
 			e.opts.Notice(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
 			modules = slices.DeleteFunc(modules, func(m string) bool { return m == d.Module })
 		}
+		e.mu.Lock()
+		e.modules = slices.Clone(modules)
+		e.mu.Unlock()
 		if !poisoned {
 			e.opts.Notice("preload: forking trials from a server that imported " + listed(loaded, 8))
 			return srv
@@ -196,6 +256,14 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 	}
 	e.opts.Notice("preload: every fork server was unsafe to fork from; trials run as fresh processes")
 	return nil
+}
+
+// superseded says the server being started was stopped for another
+// environment (rekey): its failure is no news.
+func (e *Executor) superseded() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.next != nil
 }
 
 // setPending names the server being preloaded, so that Close can stop it;

@@ -586,3 +586,29 @@ func TestForkedInParallel(t *testing.T) {
 		}
 	}
 }
+
+// A search's trials change their environment once early (the allocator cap
+// the first trial's measurement fixes, for a whole-process memory limit):
+// the trial with the new environment runs fresh and the server starts anew
+// for it, so that the trials after it are forked again.
+func TestServerStartsAnewForANewEnvironment(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	withCap := func(n int, fraction string) trial.Spec {
+		spec := h.spec(n, "show.py")
+		spec.Env = append(spec.Env, "PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:"+fraction)
+		return spec
+	}
+	for i, tc := range []struct {
+		fraction string
+		forked   bool
+	}{{"0.5", false}, {"0.4", false}, {"0.4", true}, {"0.4", true}} {
+		r := h.run(e, withCap(i+1, tc.fraction))
+		if r.res.Forked != tc.forked || r.res.ExitCode != 0 {
+			t.Fatalf("trial %d (fraction %s): forked %v, exit %d, want forked %v: %s\n%s", i+1, tc.fraction, r.res.Forked, r.res.ExitCode, tc.forked, r.stderr, h.notices())
+		}
+		if !strings.Contains(r.stdout, "per_process_memory_fraction:"+tc.fraction) {
+			t.Errorf("trial %d saw another environment than its own: %s", i+1, r.stdout)
+		}
+	}
+}

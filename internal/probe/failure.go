@@ -9,7 +9,8 @@ import (
 // failureOf is what a trial that ran out of memory said about it: the
 // figures of its OOM message (the exception the adapter reported, else the
 // last in its output), and the allocation torch's OOM observer saw refused
-// where the message gives none. What the allocator could still take is
+// where the message gives none; the observer's counters, to the byte,
+// where it read them (Exact), over the message's rounded ones. What the allocator could still take is
 // the cap less what it had reserved under a cap (the message's "allowed",
 // or the observer's limit below the device's total), else the device's
 // free memory.
@@ -28,6 +29,9 @@ func failureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) sea
 	out := search.Failure{Request: f.Tried, Allocated: f.Allocated, Reserved: f.Reserved}
 	if out.Request == 0 {
 		out.Request = req.Bytes
+	}
+	if req.Bytes > 0 && req.Allocated > 0 && req.Reserved > 0 {
+		out.Request, out.Allocated, out.Reserved, out.Exact = req.Bytes, req.Allocated, req.Reserved, true
 	}
 	total := f.Capacity
 	if total == 0 {

@@ -375,6 +375,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Allocated:    peaks.Allocated,
 		Reserved:     peaks.Reserved,
 		Device:       device,
+		PoolLimit:    peaks.Limit,
 		Foreign:      peak.Foreign,
 		ForeignPIDs:  peak.ForeignPIDs,
 		Busy:         p.cfg.ForeignLimit > 0 && peak.Foreign > p.cfg.ForeignLimit,

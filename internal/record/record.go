@@ -4,7 +4,6 @@
 package record
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,51 +28,51 @@ const (
 
 // Run is one batchfit search, as recorded.
 type Run struct {
-	ID          string    `json:"id,omitempty"`
-	Fingerprint string    `json:"fingerprint,omitempty"`
+	ID          string    `json:"id"`
+	Fingerprint string    `json:"fingerprint"`
 	Status      Status    `json:"status"`
 	Started     time.Time `json:"started"`
-	Finished    time.Time `json:"finished,omitempty"`
+	Finished    time.Time `json:"finished"`
 	Seconds     float64   `json:"seconds"`
 
 	Command   []string `json:"command"` // with the {} placeholder kept
 	Dir       string   `json:"dir"`
-	Simulated bool     `json:"simulated,omitempty"`
+	Simulated bool     `json:"simulated"`
 	Settings  Settings `json:"settings"`
-	GPU       *GPUInfo `json:"gpu,omitempty"`
-	Torch     string   `json:"torch,omitempty"` // version the adapter reported
+	GPU       *GPUInfo `json:"gpu"`
+	Torch     string   `json:"torch"` // version the adapter reported
 	Version   string   `json:"batchfit_version"`
 
-	Answer       int `json:"answer"`                  // 0 when nothing fits or not found
-	FirstFailure int `json:"first_failure,omitempty"` // the failing size that proves the answer
-	Margin       int `json:"margin_size,omitempty"`   // the --margin answer
+	Answer       int `json:"answer"`        // 0 when nothing fits or not found
+	FirstFailure int `json:"first_failure"` // the failing size that proves the answer
+	Margin       int `json:"-"`             // the --margin answer, in JSON as one of "margins"
 	// Recommended is the size to train at for speed, from --throughput's
 	// measurements (Throughput.Recommended); 0 when not measured.
-	Recommended int `json:"recommended,omitempty"`
+	Recommended int `json:"recommended"`
 	// GlobalBatch is how to train at --global-batch with the answer.
-	GlobalBatch  *GlobalBatch `json:"global_batch,omitempty"`
+	GlobalBatch  *GlobalBatch `json:"global_batch"`
 	Trials       []Trial      `json:"trials"`
 	Rounds       int          `json:"rounds"`
-	NonMonotonic []Pair       `json:"non_monotonic,omitempty"`
+	NonMonotonic []Pair       `json:"non_monotonic"`
 	// Flaky lists the sizes at the boundary whose trials disagreed. When
 	// set, Answer is the safe side below them, not exact, and the run is
 	// never answered from the cache.
-	Flaky  []FlakySize `json:"flaky,omitempty"`
-	Model  *Model      `json:"model,omitempty"`
-	Error  string      `json:"error,omitempty"`
-	LogDir string      `json:"log_dir,omitempty"`
-	Cached bool        `json:"cached,omitempty"` // answered from the store
+	Flaky  []FlakySize `json:"flaky"`
+	Model  *Model      `json:"model"`
+	Error  string      `json:"error"`
+	LogDir string      `json:"log_dir"`
+	Cached bool        `json:"cached"` // answered from the store
 	// CachedFrom is the run a cached answer came from.
-	CachedFrom string   `json:"cached_from,omitempty"`
-	Warnings   []string `json:"warnings,omitempty"`
+	CachedFrom string   `json:"cached_from"`
+	Warnings   []string `json:"warnings"`
 	// Soaks are the --soak runs of the answer, in order: one that ran out
 	// of memory moved the answer down and the next soaked the new one.
-	Soaks []Soak `json:"soaks,omitempty"`
-	// Throughput is what --throughput measured.
-	Throughput *Throughput `json:"throughput,omitempty"`
+	Soaks []Soak `json:"soaks"`
+	// Throughput is what --throughput measured; nil without it.
+	Throughput *Throughput `json:"throughput"`
 	// Inputs are what ran, beyond the command line and the settings: a
 	// cached answer is used only while they are unchanged.
-	Inputs *Inputs `json:"inputs,omitempty"`
+	Inputs *Inputs `json:"inputs"`
 }
 
 // Inputs are what a run's answer depends on besides its command line and
@@ -81,15 +80,15 @@ type Run struct {
 // of the fingerprint; Loaded is only known once a trial has run, so it is
 // checked again (hashed anew) before a cached answer is used.
 type Inputs struct {
-	Files []File   `json:"files,omitempty"` // files named in the command's arguments
-	Git   *Git     `json:"git,omitempty"`   // nil outside a git repository or without git
-	Env   []string `json:"env,omitempty"`   // memory-relevant NAME=VALUE, sorted
+	Files []File   `json:"files"` // files named in the command's arguments
+	Git   *Git     `json:"git"`   // nil outside a git repository or without git
+	Env   []string `json:"env"`   // memory-relevant NAME=VALUE, sorted
 	// Loaded are the source files the program loaded outside the standard
 	// library and site-packages, as the adapter reported them.
-	Loaded []File `json:"loaded,omitempty"`
+	Loaded []File `json:"loaded"`
 	// LoadedTruncated says the adapter reported only some of them, so they
 	// cannot all be checked.
-	LoadedTruncated bool `json:"loaded_truncated,omitempty"`
+	LoadedTruncated bool `json:"loaded_truncated"`
 }
 
 // File is one file an answer depends on. Hash is "sha256:<hex>" of its
@@ -112,25 +111,25 @@ type Git struct {
 type Settings struct {
 	Min         int     `json:"min"`
 	Max         int     `json:"max"`
-	Start       int     `json:"start,omitempty"`
+	Start       int     `json:"start"`
 	MultipleOf  int     `json:"multiple_of"`
 	Steps       int     `json:"steps"`
 	Strategy    string  `json:"strategy"`
-	Confirm     int     `json:"confirm,omitempty"`
+	Confirm     int     `json:"confirm"`
 	TimeoutSecs float64 `json:"timeout_seconds"`
-	MemoryLimit uint64  `json:"memory_limit_bytes,omitempty"`
+	MemoryLimit uint64  `json:"memory_limit_bytes"`
 	// MemoryLimitScope is what MemoryLimit holds: "process" (the whole
 	// process, as a real card) or "allocator" (the framework's allocator
 	// only, as PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction); ""
 	// without a limit.
-	MemoryLimitScope string `json:"memory_limit_scope,omitempty"`
+	MemoryLimitScope string `json:"memory_limit_scope"`
 	// MemoryLimitCard is the card --memory-limit named ("NVIDIA L4").
-	MemoryLimitCard string  `json:"memory_limit_card,omitempty"`
-	Margin          float64 `json:"margin_percent,omitempty"`
-	Parallel        int     `json:"parallel,omitempty"`
-	SoakSecs        float64 `json:"soak_seconds,omitempty"` // --soak
-	Framework       string  `json:"framework,omitempty"`    // adapter.Framework's name
-	Preload         bool    `json:"preload,omitempty"`      // --preload: trials may be forked (Trial.Forked)
+	MemoryLimitCard string  `json:"memory_limit_card"`
+	Margin          float64 `json:"margin_percent"`
+	Parallel        int     `json:"parallel"`
+	SoakSecs        float64 `json:"soak_seconds"` // --soak
+	Framework       string  `json:"framework"`    // adapter.Framework's name
+	Preload         bool    `json:"preload"`      // --preload: trials may be forked (Trial.Forked)
 }
 
 // GPUInfo is the device the search ran on.
@@ -144,49 +143,53 @@ type Trial struct {
 	N         int              `json:"n"` // 1, 2, … in start order
 	Size      int              `json:"batch_size"`
 	Outcome   classify.Outcome `json:"outcome"`
-	Reason    string           `json:"reason,omitempty"`
+	Reason    string           `json:"reason"`
 	Seconds   float64          `json:"seconds"`
 	ExitCode  int              `json:"exit_code"`
-	Signal    string           `json:"signal,omitempty"`
-	Retry     bool             `json:"retry,omitempty"`
-	Phase     string           `json:"phase,omitempty"`
-	GPUs      []int            `json:"gpus,omitempty"`
-	Allocated uint64           `json:"peak_allocated_bytes,omitempty"`
-	Reserved  uint64           `json:"peak_reserved_bytes,omitempty"`
-	Device    uint64           `json:"peak_device_bytes,omitempty"` // NVML, whole process tree
+	Signal    string           `json:"signal"`
+	Retry     bool             `json:"retry"`
+	Phase     string           `json:"phase"`
+	GPUs      []int            `json:"gpus"`
+	Allocated uint64           `json:"peak_allocated_bytes"`
+	Reserved  uint64           `json:"peak_reserved_bytes"`
+	Device    uint64           `json:"peak_device_bytes"` // NVML, whole process tree
+	// PoolLimit is the framework's own pool limit, when it reported one
+	// (JAX's bytes_limit, 75 % of the card unless told otherwise): the
+	// capacity its allocated peak must fit in, below the card's.
+	PoolLimit uint64 `json:"pool_limit_bytes"`
 	// Foreign is the memory other processes gained on the trial's GPU
 	// while it ran (gpu.Peak.Foreign). Busy marks a trial they disturbed
 	// past the threshold: it is not believed, and runs again.
-	Foreign     uint64    `json:"foreign_bytes,omitempty"`
-	ForeignPIDs []int     `json:"foreign_pids,omitempty"`
-	Busy        bool      `json:"gpu_busy,omitempty"`
-	StepTimes   []float64 `json:"step_seconds,omitempty"`
-	Steps       int       `json:"steps,omitempty"` // training steps the adapter counted
+	Foreign     uint64    `json:"foreign_bytes"`
+	ForeignPIDs []int     `json:"foreign_pids"`
+	Busy        bool      `json:"gpu_busy"`
+	StepTimes   []float64 `json:"step_seconds"`
+	Steps       int       `json:"steps"` // training steps the adapter counted
 	// StepPeaks are the framework's peak memory after each step, from the
 	// adapter, so that memory still rising at the last step shows.
-	StepPeaks []uint64 `json:"step_peak_bytes,omitempty"`
+	StepPeaks []uint64 `json:"step_peak_bytes"`
 	// Rising is how much the peak grew at the last step, when it grew by
 	// more than noise (see Rising): memory not yet settled, which a longer
 	// run may take past the card.
-	Rising uint64 `json:"rising_bytes,omitempty"`
+	Rising uint64 `json:"rising_bytes"`
 	// Forked marks a trial forked from a server that had preloaded the
 	// program's modules (--preload), not started afresh.
-	Forked bool `json:"forked,omitempty"`
+	Forked bool `json:"forked"`
 	// AllocatorCap is what the framework's allocator was allowed when that
 	// was less than --memory-limit: the limit less what the process holds
 	// outside the allocator, so that the limit holds for the whole process.
-	AllocatorCap uint64 `json:"allocator_cap_bytes,omitempty"`
+	AllocatorCap uint64 `json:"allocator_cap_bytes"`
 	// Warm-worker trials: the worker's pid, the memory its reset left
 	// above the baseline, whether the reset verified, and why the worker
 	// was replaced after this trial.
-	WorkerPID int    `json:"worker_pid,omitempty"`
-	Retained  int64  `json:"retained_bytes,omitempty"`
-	Verified  *bool  `json:"reset_verified,omitempty"`
-	Recycled  string `json:"recycled,omitempty"`
+	WorkerPID int    `json:"worker_pid"`
+	Retained  int64  `json:"retained_bytes"`
+	Verified  *bool  `json:"reset_verified"`
+	Recycled  string `json:"recycled"`
 
-	Stdout string `json:"stdout_log,omitempty"`
-	Stderr string `json:"stderr_log,omitempty"`
-	Tail   string `json:"stderr_tail,omitempty"` // kept for crashes only
+	Stdout string `json:"stdout_log"`
+	Stderr string `json:"stderr_log"`
+	Tail   string `json:"stderr_tail"` // kept for crashes only
 }
 
 // StepSeconds is the median step time, or 0 when none was reported.
@@ -214,10 +217,10 @@ type Soak struct {
 	Limit     float64          `json:"limit_seconds"` // how long it was to run
 	Seconds   float64          `json:"seconds"`       // how long it ran
 	Outcome   classify.Outcome `json:"outcome"`       // ok: it survived
-	Reason    string           `json:"reason,omitempty"`
+	Reason    string           `json:"reason"`
 	Steps     int              `json:"steps"`
-	StepPeaks []uint64         `json:"step_peak_bytes,omitempty"`
-	Rising    uint64           `json:"rising_bytes,omitempty"`
+	StepPeaks []uint64         `json:"step_peak_bytes"`
+	Rising    uint64           `json:"rising_bytes"`
 }
 
 // SoakText says what a soak did: "soaked 10m at 282: out of memory after
@@ -374,15 +377,4 @@ func (r *Run) Smallest() int {
 		return r.Settings.Min
 	}
 	return n
-}
-
-// MarshalJSON writes a run whose search never started a trial with an
-// empty list of trials, not null: scripts can always range over "trials".
-func (r Run) MarshalJSON() ([]byte, error) {
-	type plain Run // no methods: no recursion
-	p := plain(r)
-	if p.Trials == nil {
-		p.Trials = []Trial{}
-	}
-	return json.Marshal(p)
 }

@@ -188,8 +188,9 @@ func htmlHeadline(v *htmlView, run *record.Run) {
 	if run.Cached {
 		v.Details = append(v.Details, "Answered from the results store, without running trials again.")
 	}
-	if run.Margin > 0 {
-		v.Details = append(v.Details, fmt.Sprintf("With %s %% of memory left free (--margin): %d.", htmlNumber(run.Settings.Margin), run.Margin))
+	if run.Status == record.Found {
+		text := MarginText(run.ShownMargin())
+		v.Details = append(v.Details, strings.ToUpper(text[:1])+text[1:]+".")
 	}
 	if tp := run.Throughput; tp != nil {
 		v.Details = append(v.Details, strings.Split(strings.TrimSpace(ThroughputText(run.Answer, tp)), "\n")...)

@@ -134,7 +134,7 @@ func TestWriteHTMLContent(t *testing.T) {
 	}{
 		{"found", resnet, []string{
 			`<div class="number">968</div>`, "968 ran ok; 969 does not (oom).",
-			"With 5 % of memory left free (--margin): 920.",
+			"With 5 % of memory free: 920.",
 			"fastest: 484, 5.0 % more samples/s than 968 (beyond the measured noise)",
 			"NVIDIA A100-SXM4-80GB · 80.00 GiB · driver 550.54.15 · CUDA 12.4",
 			"/home/ana/simclr", "2.6.0+cu124", "0.1.0", "2025-03-14 09:30:00 UTC", "1 min 43 s", "10 min",

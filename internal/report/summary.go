@@ -14,11 +14,6 @@ import (
 	"github.com/batchfit/batchfit/internal/units"
 )
 
-// WriteJSON writes the whole record as indented JSON.
-func WriteJSON(w io.Writer, run *record.Run) error {
-	return WriteJSONValue(w, run)
-}
-
 // WriteJSONValue writes any value as indented JSON, the one JSON style of
 // batchfit's output.
 func WriteJSONValue(w io.Writer, v any) error {
@@ -66,8 +61,8 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 		}
 		b.WriteString("\n")
 	}
-	if run.Margin > 0 {
-		fmt.Fprintf(&b, "  with %.0f %% of memory free: %d\n", run.Settings.Margin, run.Margin)
+	if run.Status == record.Found {
+		fmt.Fprintf(&b, "  %s\n", MarginText(run.ShownMargin()))
 	}
 	if tp := run.Throughput; tp != nil {
 		b.WriteString(ThroughputText(run.Answer, tp))
@@ -169,6 +164,22 @@ func TrialLine(t record.Trial, capacity uint64) string {
 		fmt.Fprintf(&b, " (%s)", termtext.Line(t.Reason, 100))
 	}
 	return b.String()
+}
+
+// MarginText says a margin size in words, and how it is known: "with 5 %
+// of memory free: 904 (predicted by the memory model)". A size the run
+// cannot know is said to be unknown, never made up.
+func MarginText(m record.Margin) string {
+	head := fmt.Sprintf("with %s %% of memory free", htmlNumber(m.Percent))
+	switch {
+	case m.Basis == record.MarginUnknown:
+		return fmt.Sprintf("%s: unknown (%s)", head, m.Why)
+	case m.Size == 0:
+		return fmt.Sprintf("%s: none (%s)", head, m.Why)
+	case m.Basis == record.MarginModel:
+		return fmt.Sprintf("%s: %d (predicted by the memory model; --margin %s%% measures it)", head, m.Size, htmlNumber(m.Percent))
+	}
+	return fmt.Sprintf("%s: %d", head, m.Size)
 }
 
 func failureOf(run *record.Run, size int) string {

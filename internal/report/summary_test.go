@@ -38,3 +38,60 @@ func TestSummaryShowsTheSoaks(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryShowsTheHeadroom: beside the maximum, the largest size that
+// leaves 5 % free (or the --margin share), said honestly when the run
+// cannot know it.
+func TestSummaryShowsTheHeadroom(t *testing.T) {
+	const gib = 1 << 30
+	found := func() *record.Run {
+		return &record.Run{Status: record.Found, Answer: 99, FirstFailure: 100, Settings: record.Settings{Min: 1, MultipleOf: 1},
+			GPU: &record.GPUInfo{Capacity: 100 * gib},
+			Trials: []record.Trial{
+				{N: 1, Size: 64, Outcome: classify.OK, Allocated: 64 * gib},
+				{N: 2, Size: 99, Outcome: classify.OK, Allocated: 99 * gib},
+				{N: 3, Size: 100, Outcome: classify.OOM},
+			}}
+	}
+	measured := found()
+	measured.Trials = append(measured.Trials, record.Trial{N: 4, Size: 95, Outcome: classify.OK, Allocated: 95 * gib},
+		record.Trial{N: 5, Size: 96, Outcome: classify.OK, Allocated: 96 * gib})
+	modelled := found()
+	modelled.Model = &record.Model{Figure: "allocated", Intercept: 0.5 * gib, Slope: gib}
+	noFigures := found()
+	for i := range noFigures.Trials {
+		noFigures.Trials[i].Allocated = 0
+	}
+	margin := found()
+	margin.Settings.Margin, margin.Margin = 10, 90
+	nothing := &record.Run{Status: record.NothingFits, Trials: []record.Trial{{N: 1, Size: 1, Outcome: classify.OOM}}}
+	tests := []struct {
+		name string
+		run  *record.Run
+		want string
+	}{
+		{"measured", measured, "  with 5 % of memory free: 95\n"},
+		{"modelled", modelled, "  with 5 % of memory free: 94 (predicted by the memory model; --margin 5% measures it)\n"},
+		{"no memory figures", noFigures, "  with 5 % of memory free: unknown (no memory figures)\n"},
+		{"--margin", margin, "  with 10 % of memory free: 90\n"},
+		{"nothing fits", nothing, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteSummaryHead(&b, tc.run); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if tc.want == "" {
+				if strings.Contains(out, "memory free") {
+					t.Errorf("summary of a run without an answer shows a margin:\n%s", out)
+				}
+				return
+			}
+			if !strings.Contains(out, tc.want) || strings.Count(out, "memory free") != 1 {
+				t.Errorf("summary lacks %q, once:\n%s", tc.want, out)
+			}
+		})
+	}
+}

@@ -94,7 +94,7 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 			Strategy: string(sc.Strategy), Confirm: sc.Confirm, TimeoutSecs: cfg.Timeout.Seconds(),
 			SoakSecs:    cfg.Soak.Seconds(),
 			MemoryLimit: s.limit, Margin: sc.MarginPercent, Framework: cfg.Framework.Name(),
-			Preload: cfg.Preload,
+			Preload: cfg.Preload, Parallel: max(1, len(cfg.Group.Slots)),
 		},
 	}
 	if s.limit > 0 {

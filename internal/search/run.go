@@ -300,10 +300,11 @@ func (d *driver) failuresToProve(hi int) int {
 
 // failuresRepeat reports whether the last two failures at s were the same
 // out-of-memory error to the byte under an allocator cap: the size asked
-// for, and what the allocator held and had reserved. A capped allocator
-// decides from that state alone, so the same state failing twice is no
-// accident of timing; a failure at random near the limit (fragmentation,
-// a varying allocation) leaves other figures each time.
+// for, and what the allocator held and had reserved, from its own counters
+// (Failure.Exact; a message's figures are rounded to 10 MiB). A capped
+// allocator decides from that state alone, so the same state failing twice
+// is no accident of timing; a failure at random near the limit
+// (fragmentation, a varying allocation) leaves other figures each time.
 func (d *driver) failuresRepeat(s int) bool {
 	var seen []Failure
 	for _, o := range d.trials {
@@ -316,7 +317,7 @@ func (d *driver) failuresRepeat(s int) bool {
 		return false
 	}
 	a, b := seen[n-2], seen[n-1]
-	return a.Capped && a.Request > 0 && a.Allocated > 0 && a.Reserved > 0 && a == b
+	return a.Capped && a.Exact && a.Request > 0 && a.Allocated > 0 && a.Reserved > 0 && a == b
 }
 
 // uncorroboratedFailures is how often a failure the model cannot vouch

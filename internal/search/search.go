@@ -50,6 +50,9 @@ type Failure struct {
 	// JAX's pool): the allocator's own state, not the device's, so the same
 	// figures mean the same state (see driver.failuresRepeat).
 	Capped bool `json:"capped,omitempty"`
+	// Exact says Request, Allocated and Reserved are the allocator's own
+	// counters, to the byte, not an error message's rounded figures.
+	Exact bool `json:"exact,omitempty"`
 }
 
 // Reached returns the allocated memory the trial could have reached when

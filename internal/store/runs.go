@@ -241,14 +241,14 @@ func (s *Store) List(ctx context.Context, limit int) ([]record.Run, error) {
 // that proved it; so are flaky runs, whose answer is not exact, and runs
 // taken out of use by ClearCache.
 func (s *Store) Cached(ctx context.Context, fingerprint string) (*record.Run, error) {
-	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, `AND json_extract(json, '$.flaky') IS NULL AND reusable = 1`)
+	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, `AND COALESCE(json_array_length(json, '$.flaky'), 0) = 0 AND reusable = 1`)
 }
 
 // ClearCache takes every run's answer out of use as a cached answer and
 // returns how many it took. The runs stay in the history (history, show)
 // and still seed the start of a close search.
 func (s *Store) ClearCache(ctx context.Context) (int, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0 AND json_extract(json, '$.flaky') IS NULL`)
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0 AND COALESCE(json_array_length(json, '$.flaky'), 0) = 0`)
 	if err != nil {
 		return 0, s.fail(ctx, "clear the cache", err)
 	}

@@ -127,7 +127,9 @@ def check(run, argv=None, device=None, env=None, force=False):
         problems.append(f"the search did not find an answer (status {run.get('status')!r})")
     if run.get("flaky"):
         notes.append("the boundary was flaky: the answer is the safe side below it")
-    problems += _check_args(run, argv)
+    p, n = _check_args(run, argv)
+    problems += p
+    notes += n
     problems += _check_files(run)
     problems += _check_env(run, env)
     if device is not None:
@@ -152,33 +154,47 @@ def _script_and_args(argv):
 
 
 def _check_args(run, argv):
+    """(problems, notes) of argv against the searched command: every
+    recorded argument must come, in order (the batch size's may have any
+    value); arguments added since are noted, those of batchfit's callbacks
+    aside, as they may change memory too."""
     recorded = _script_and_args(run.get("command") or [])
     if not recorded:
-        return []
+        return [], []
     current = list(argv)
     if recorded[0] == "-m" and len(recorded) > 1:
         # python -m pkg.mod: sys.argv[0] is the module's file
         mod = recorded[1].replace(".", os.sep)
         if not current or not (current[0].endswith(mod + ".py") or current[0].endswith(os.path.join(mod, "__main__.py"))):
-            return [f"the search ran module {recorded[1]}, this is {current[0] if current else '?'}"]
+            return [f"the search ran module {recorded[1]}, this is {current[0] if current else '?'}"], []
         recorded, current = recorded[2:], current[1:]
     else:
         script = recorded[0]
         if not os.path.isabs(script):
             script = os.path.join(run.get("dir") or "", script)
         if not current or os.path.realpath(script) != os.path.realpath(current[0]):
-            return [f"the search ran {recorded[0]}, this is {current[0] if current else '?'}"]
+            return [f"the search ran {recorded[0]}, this is {current[0] if current else '?'}"], []
         recorded, current = recorded[1:], current[1:]
-    # Every recorded argument must come in order; the batch size's ({}) may
-    # have any value. Arguments added since (a callback's, say) are allowed.
-    i = 0
+    used, i = set(), 0
     for want in recorded:
         while i < len(current) and not _arg_matches(want, current[i]):
             i += 1
         if i == len(current):
-            return [f"the argument {want!r} of the searched command is missing or changed"]
+            return [f"the argument {want!r} of the searched command is missing or changed"], []
+        used.add(i)
         i += 1
-    return []
+    extra, skip = [], False
+    for j, arg in enumerate(current):
+        if j in used or skip:
+            skip = False
+            continue
+        if "batchfit" in arg or "callbacks" in arg:
+            skip = "=" not in arg and arg.startswith("--") and "+=" not in arg
+            continue
+        extra.append(arg)
+    if extra:
+        return [], [f"arguments not in the search: {' '.join(extra)} (if they change memory use, search again)"]
+    return [], []
 
 
 def _arg_matches(want, got):

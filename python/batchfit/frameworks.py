@@ -213,9 +213,21 @@ def _torch_oom_observed(device: int, alloc: int, limit: int, free: int) -> None:
     names it device_allocated) and the device's free bytes. An error here
     would replace the program's OOM, so nothing escapes."""
     try:
-        _add_request({"device": int(device), "bytes": int(alloc), "limit": int(limit), "free": int(free)})
+        req = {"device": int(device), "bytes": int(alloc), "limit": int(limit), "free": int(free)}
+    except Exception:
+        return
+    try:
+        # The allocator's own counters, to the byte (its message rounds to
+        # 0.01 GiB): batchfit tells a failure that repeats exactly from one
+        # at random. The allocator has let go of its lock by now.
+        import torch
+
+        stats = torch.cuda.memory_stats(device)
+        req["allocated"] = int(stats["allocated_bytes.all.current"])
+        req["reserved"] = int(stats["reserved_bytes.all.current"])
     except Exception:
         pass
+    _add_request(req)
 
 
 # JAX

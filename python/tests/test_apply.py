@@ -79,8 +79,11 @@ class ApplyTest(unittest.TestCase):
             apply.load(path)
 
     def test_arguments(self):
-        extra = self.argv + ["--trainer.callbacks+=batchfit.lightning.BatchSizeFromBatchfit"]
-        self.assertEqual(self.check(argv=extra), [])
+        callback = ["--trainer.callbacks+=batchfit.lightning.BatchSizeFromBatchfit",
+                    "--trainer.callbacks.init_args.result", "r.json", "--batchfit_result=r.json"]
+        self.assertEqual(self.check(argv=self.argv + callback), [])
+        notes = self.check(argv=self.argv + ["--model.arch", "resnet34"] + callback)
+        self.assertEqual(notes, ["arguments not in the search: --model.arch resnet34 (if they change memory use, search again)"])
         self.refused("'--config=conf.yaml'", argv=self.argv[:-1])
         self.refused("'fit'", argv=[self.script, "validate", "--data.batch_size", "64", "--config=conf.yaml"])
         self.refused("the search ran train.py", argv=["/elsewhere/train.py"] + self.argv[1:])

@@ -23,6 +23,7 @@ def show():
         "executable": sys.executable,
         "size": os.environ.get("BATCHFIT_BATCH_SIZE"),
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         "stdin": sys.stdin.read(),
         "pgrp": os.getpgrp() == os.getpid(),
     }
