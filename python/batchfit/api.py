@@ -6,8 +6,8 @@
     result.proof           # (Trial 282 ok, Trial 283 oom)
 
 Each function runs the binary (``batchfit.binary.find``) with ``--json`` and
-reads its one JSON document: ``{"schema_version", "runs": [RUN, ...],
-"error"}``. Keyword options become flags (``memory_limit="24GiB"`` is
+reads its one JSON document (docs/json.md): ``{"schema_version", "runs":
+[RUN, ...], "doctor", "error"}``. Keyword options become flags (``memory_limit="24GiB"`` is
 ``--memory-limit 24GiB``); progress goes to ``sys.stderr`` as the binary
 writes it. A search that ends without an answer raises BatchfitError, which
 carries the partial Result when trials ran. Standard library only.
@@ -199,7 +199,7 @@ class Run:
     answer: int | None
     first_failure: int | None  # the size above the answer that failed: the proof's other half
     recommended: int | None  # the size to train at for speed (--throughput)
-    margin_size: int | None  # the largest size leaving --margin free
+    margin_size: int | None  # the largest size leaving --margin (else 5 %) free: margins[0]'s
     trials: list[Trial]
     gpu: GPU | None
     command: list[str]
@@ -228,16 +228,18 @@ class Run:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Run:
+        margins = [Margin.from_json(m) for m in d.get("margins") or []]
         return cls(
             status=str(d.get("status") or ""),
             answer=d.get("answer") or None,
             first_failure=d.get("first_failure") or None,
             recommended=d.get("recommended") or None,
-            margin_size=d.get("margin_size") or None,
+            # Binaries before schema_version 1 wrote --margin's size as margin_size.
+            margin_size=margins[0].batch_size if margins else d.get("margin_size") or None,
             trials=[Trial.from_json(t) for t in d.get("trials") or []],
             gpu=GPU.from_json(d.get("gpu")),
             command=list(d.get("command") or []),
-            margins=[Margin.from_json(m) for m in d.get("margins") or []],
+            margins=margins,
             throughput=Throughput.from_json(d.get("throughput")),
             id=d.get("id") or None,
             cached=bool(d.get("cached")),
@@ -545,7 +547,7 @@ def _document(out: str, err: str, code: int) -> Any:
 
 
 def _envelope(doc: Any, code: int, err: str) -> dict:
-    """The document as the envelope {"schema_version", "runs", "error"}.
+    """The document as the envelope {"schema_version", "runs", "doctor", "error"}.
 
     Binaries before schema_version 1 printed a run (an object), a list of
     runs (--per-gpu-model), or {"status", "error", "hint", "exit_code"} for a

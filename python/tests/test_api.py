@@ -42,7 +42,6 @@ RUN = {
     "answer": 282,
     "first_failure": 283,
     "recommended": 256,
-    "margin_size": 268,
     "margins": [
         {"percent": 5, "batch_size": 268, "basis": "searched", "why": None},
         {"percent": 10, "batch_size": None, "basis": "unknown", "why": "no model"},
@@ -70,7 +69,7 @@ RUN = {
 
 
 def envelope(runs=None, error=None) -> dict:
-    return {"schema_version": 1, "runs": [RUN] if runs is None else runs, "error": error}
+    return {"schema_version": 1, "runs": [RUN] if runs is None else runs, "doctor": None, "error": error}
 
 
 class FakeBinary:
@@ -220,7 +219,7 @@ class SearchTest(unittest.TestCase):
 class ErrorTest(unittest.TestCase):
     def test_nothing_fits(self):
         run = {**RUN, "status": "nothing_fits", "answer": None, "first_failure": None, "recommended": None,
-               "margin_size": None, "error": "nothing fits: batch size 64 does not run: out of GPU memory"}
+               "margins": [{"percent": 5, "batch_size": None, "basis": "unknown", "why": "no answer"}], "error": "nothing fits: batch size 64 does not run: out of GPU memory"}
         error = {"message": run["error"], "hint": "lower --min", "exit_code": 3}
         FakeBinary(self, stdout=envelope(runs=[run], error=error), code=3)
         with self.assertRaises(batchfit.BatchfitError) as cm:
@@ -268,6 +267,7 @@ class ErrorTest(unittest.TestCase):
         env = api._envelope(RUN, 0, "")
         self.assertEqual((env["runs"], env["error"]), ([RUN], None))
         self.assertEqual(api._envelope([RUN, RUN], 0, "")["runs"], [RUN, RUN])
+        self.assertEqual(api.Run.from_json({"margin_size": 268}).margin_size, 268)
         failed = {"status": "failed", "error": "open the history: locked", "hint": "use --no-db", "exit_code": 1}
         env = api._envelope(failed, 1, "")
         self.assertEqual((env["runs"], env["error"]), ([], {"message": "open the history: locked", "hint": "use --no-db", "exit_code": 1}))
@@ -327,11 +327,12 @@ class DoctorTest(unittest.TestCase):
         self.assertEqual(fake.argv, ["doctor", "--json", "--size", "8", "--no-fresh", "--", "python", "-m", "batchfit.worker", "leaky:Trial"])
 
     def test_enveloped(self):
-        FakeBinary(self, stdout={"schema_version": 1, "runs": [self.REPORT], "error": None})
+        FakeBinary(self, stdout={"schema_version": 1, "runs": [], "doctor": self.REPORT, "error": None})
         self.assertEqual(batchfit.doctor(["x"], progress=False).oom_size, 64)
 
     def test_error(self):
-        FakeBinary(self, stdout={"status": "failed", "error": "the worker did not start", "hint": "see its log", "exit_code": 1}, code=1)
+        error = {"message": "the worker did not start", "hint": "see its log", "exit_code": 1}
+        FakeBinary(self, stdout={"schema_version": 1, "runs": [], "doctor": None, "error": error}, code=1)
         with self.assertRaisesRegex(batchfit.BatchfitError, "the worker did not start"):
             batchfit.doctor(["x"], progress=False)
 
@@ -382,7 +383,10 @@ class RealBinaryTest(unittest.TestCase):
 
     def test_demo(self):
         r = batchfit.demo(progress=False)
-        self.assertEqual(r.status, "found")
+        self.assertEqual((r.schema_version, r.status), (1, "found"))
+        self.assertEqual(r.margins[0].percent, 5)
+        self.assertEqual(r.margin_size, r.margins[0].batch_size)
+        self.assertTrue(all(t.samples_per_second for t in r.trials if t.ok))
         ok, failed = r.proof
         self.assertEqual((ok.batch_size, ok.outcome), (r.answer, "ok"))
         self.assertEqual(failed.batch_size, r.answer + 1)
