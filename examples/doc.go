@@ -6,5 +6,6 @@
 // smoke-test each PyTorch workload on the CPU, under the adapter's hook where
 // batchfit would run it, so that CI notices when one stops running. JAX,
 // transformers and Lightning are not installed where CI runs, so their
-// scripts are only compiled there.
+// scripts are only compiled there. python_api is not a workload but the
+// Python API run on the simulated GPU; go test ./python runs it.
 package examples

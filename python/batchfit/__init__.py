@@ -4,11 +4,19 @@ The batchfit binary embeds this package and, for every trial, puts its start-up
 hook (batchfit/_hook/sitecustomize.py) on PYTHONPATH; a trial needs no code
 change. This module holds the small public API that trial code may use; it
 imports only the standard library, never torch.
+
+Every trial imports this module, so it imports nothing but os: the API that
+runs the batchfit binary from Python (batchfit.search, demo, doctor and their
+result types, in batchfit.api) is imported on first use.
 """
 
 import os
 
-__all__ = ["__version__", "REPORT_ENV", "report_path", "in_trial"]
+__all__ = [
+    "__version__", "REPORT_ENV", "report_path", "in_trial",
+    "search", "demo", "doctor", "Result", "Run", "Trial", "Peaks", "GPU", "Margin", "Throughput",
+    "DoctorReport", "Finding", "BatchfitError",
+]
 
 __version__ = "0.1.0"
 
@@ -25,3 +33,18 @@ def report_path():
 def in_trial():
     """Whether the process runs as a batchfit trial."""
     return report_path() is not None
+
+
+_API = frozenset(__all__[4:])
+
+
+def __getattr__(name):
+    if name in _API:
+        from batchfit import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'batchfit' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _API)

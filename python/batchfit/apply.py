@@ -17,7 +17,6 @@ for) and says which batch size to use.
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -48,10 +47,15 @@ def load(source, binary=None):
 
 
 def _show(run_id, binary):
-    exe = binary or os.environ.get("BATCHFIT_BINARY") or shutil.which("batchfit")
+    exe = binary
     if not exe:
-        raise ResultMismatch(f"cannot look up run {run_id!r}: no batchfit command on PATH (set BATCHFIT_BINARY, "
-                             "or give the path of a file written with batchfit search --json)")
+        from batchfit.binary import find  # $BATCHFIT_BINARY, the wheel's, PATH: as the API finds it
+
+        try:
+            exe = find()
+        except FileNotFoundError as e:
+            raise ResultMismatch(f"cannot look up run {run_id!r}: {e}; or give the path of a file written with "
+                                 "batchfit search --json") from None
     p = subprocess.run([exe, "show", run_id, "--json"], capture_output=True, text=True)
     try:
         doc = json.loads(p.stdout)

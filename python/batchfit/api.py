@@ -1,0 +1,647 @@
+"""batchfit from Python: run the batchfit binary and read its results.
+
+    import batchfit
+    result = batchfit.search("python train.py --batch-size {}", memory_limit="24GiB")
+    result.answer          # 282
+    result.proof           # (Trial 282 ok, Trial 283 oom)
+
+Each function runs the binary (``batchfit.binary.find``) with ``--json`` and
+reads its one JSON document (docs/json.md): ``{"schema_version", "runs":
+[RUN, ...], "doctor", "error"}``. Keyword options become flags (``memory_limit="24GiB"`` is
+``--memory-limit 24GiB``); progress goes to ``sys.stderr`` as the binary
+writes it. A search that ends without an answer raises BatchfitError, which
+carries the partial Result when trials ran. Standard library only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from batchfit import binary
+
+#: The version of the JSON document this module reads.
+SCHEMA_VERSION = 1
+
+__all__ = [
+    "BatchfitError",
+    "DoctorReport",
+    "Finding",
+    "GPU",
+    "Margin",
+    "Peaks",
+    "Result",
+    "Run",
+    "Throughput",
+    "SCHEMA_VERSION",
+    "SizeThroughput",
+    "Trial",
+    "demo",
+    "doctor",
+    "search",
+]
+
+
+class BatchfitError(Exception):
+    """batchfit ended without an answer: an error, nothing fits (exit code 3),
+    a usage error (2), an interrupted search (130). ``result`` holds what the
+    run recorded, when it recorded anything."""
+
+    def __init__(self, message: str, hint: str = "", exit_code: int = 1, result: Result | None = None, stderr: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.exit_code = exit_code
+        self.result = result
+        #: The end of what the binary wrote on stderr.
+        self.stderr = stderr
+
+    def __str__(self) -> str:
+        return f"{self.message}\nhint: {self.hint}" if self.hint else self.message
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """A trial's peak memory in bytes; None where it was not measured."""
+
+    allocated: int | None  # the framework's own peak (torch's max_memory_allocated)
+    reserved: int | None  # torch's max_memory_reserved
+    device: int | None  # NVML: the trial's whole process tree on the GPU
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial: the program run once at one batch size."""
+
+    n: int
+    batch_size: int
+    outcome: str  # ok, oom, host_oom, size_limit, timeout, crash, canceled
+    seconds: float
+    peaks: Peaks
+    samples_per_second: float | None
+    reason: str = ""
+    phase: str = ""
+    retry: bool = False
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Trial:
+        return cls(
+            n=int(d.get("n") or 0),
+            batch_size=int(d.get("batch_size") or 0),
+            outcome=str(d.get("outcome") or ""),
+            seconds=float(d.get("seconds") or 0),
+            peaks=Peaks(
+                allocated=d.get("peak_allocated_bytes"),
+                reserved=d.get("peak_reserved_bytes"),
+                device=d.get("peak_device_bytes"),
+            ),
+            samples_per_second=d.get("samples_per_second"),
+            reason=str(d.get("reason") or ""),
+            phase=str(d.get("phase") or ""),
+            retry=bool(d.get("retry")),
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class GPU:
+    """The GPU(s) a run measured on."""
+
+    name: str
+    count: int
+    capacity_bytes: int | None  # what a trial may use: the card or --memory-limit
+    devices: list = field(default_factory=list, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> GPU | None:
+        if not d:
+            return None
+        devices = list(d.get("devices") or [])
+        names = sorted({str(x.get("name") or "") for x in devices})
+        return cls(name=", ".join(names), count=len(devices), capacity_bytes=d.get("capacity_bytes"), devices=devices)
+
+
+@dataclass(frozen=True)
+class Margin:
+    """The largest batch size that leaves a share of memory free."""
+
+    percent: float
+    batch_size: int | None  # None when unknown, or when no size leaves that much
+    basis: str  # searched (--margin), measured (the trials prove it), model, unknown
+    why: str = ""  # why there is no size
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Margin:
+        return cls(percent=float(d.get("percent") or 0), batch_size=d.get("batch_size") or None,
+                   basis=str(d.get("basis") or ""), why=str(d.get("why") or ""))
+
+
+@dataclass(frozen=True)
+class SizeThroughput:
+    """Samples/s at one size, measured by --throughput."""
+
+    batch_size: int
+    samples_per_second: float | None
+    noise: float  # relative standard error: 0.004 is ±0.4 %
+    trial: int | None = None
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What --throughput measured: samples/s at the answer and sizes below
+    it, and the size to train at for speed."""
+
+    recommended: int | None
+    gain: float  # recommended's samples/s over the answer's, less one
+    sizes: list[SizeThroughput]
+    steps: int = 0
+    warmup_intervals: int = 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> Throughput | None:
+        if not d:
+            return None
+        return cls(
+            recommended=d.get("recommended") or None,
+            gain=float(d.get("gain") or 0),
+            sizes=[
+                SizeThroughput(batch_size=int(x.get("batch_size") or 0), samples_per_second=x.get("samples_per_second") or None,
+                               noise=float(x.get("noise") or 0), trial=x.get("trial") or None)
+                for x in d.get("sizes") or []
+            ],
+            steps=int(d.get("steps") or 0),
+            warmup_intervals=int(d.get("warmup_intervals") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    """One search: its answer, the trials that prove it, and the rest of the
+    record (``raw``)."""
+
+    status: str  # found, nothing_fits, failed, interrupted
+    answer: int | None
+    first_failure: int | None  # the size above the answer that failed: the proof's other half
+    recommended: int | None  # the size to train at for speed (--throughput)
+    margin_size: int | None  # the largest size leaving --margin (else 5 %) free: margins[0]'s
+    trials: list[Trial]
+    gpu: GPU | None
+    command: list[str]
+    margins: list[Margin] = field(default_factory=list)  # --margin's share, and the 5 % the summary shows
+    throughput: Throughput | None = None
+    id: str | None = None
+    cached: bool = False
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def proof(self) -> tuple[Trial, Trial] | None:
+        """The trial that ran at the answer and the first that failed at the
+        size above it; None without both (an answer that is --max)."""
+        ok = [t for t in self.trials if t.batch_size == self.answer and t.ok]
+        failed = [t for t in self.trials if t.batch_size == self.first_failure and not t.ok]
+        if self.answer is None or self.first_failure is None or not ok or not failed:
+            return None
+        return ok[-1], failed[0]
+
+    @property
+    def flaky(self) -> list[dict]:
+        """Sizes seen both to run and to fail; the answer is then the safe side."""
+        return list(self.raw.get("flaky") or [])
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Run:
+        margins = [Margin.from_json(m) for m in d.get("margins") or []]
+        return cls(
+            status=str(d.get("status") or ""),
+            answer=d.get("answer") or None,
+            first_failure=d.get("first_failure") or None,
+            recommended=d.get("recommended") or None,
+            # Binaries before schema_version 1 wrote --margin's size as margin_size.
+            margin_size=margins[0].batch_size if margins else d.get("margin_size") or None,
+            trials=[Trial.from_json(t) for t in d.get("trials") or []],
+            gpu=GPU.from_json(d.get("gpu")),
+            command=list(d.get("command") or []),
+            margins=margins,
+            throughput=Throughput.from_json(d.get("throughput")),
+            id=d.get("id") or None,
+            cached=bool(d.get("cached")),
+            error=_message(d.get("error")),
+            warnings=list(d.get("warnings") or []),
+            raw=dict(d),
+        )
+
+    def describe(self) -> str:
+        """One line: the answer and what proves it, or how the run ended."""
+        where = f" on {self.gpu.name}" if self.gpu else ""
+        trials = f"{len(self.trials)} trial{'' if len(self.trials) == 1 else 's'}"
+        if self.status == "found" and self.answer is not None:
+            if self.flaky:
+                why = "flaky boundary, the safe side"
+            elif self.cached:
+                why = "from the history"
+            elif self.first_failure:
+                why = f"{self.first_failure} failed"
+            else:
+                why = "the --max bound"
+            return f"answer {self.answer} ({why}), {trials}{where}"
+        return f"{self.status}{': ' + self.error if self.error else ''}, {trials}{where}"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a batchfit command printed: its runs (one, or one per GPU model
+    with ``per_gpu_model=True``). ``answer``, ``proof``, ``trials`` and the
+    other run fields are the first run's."""
+
+    runs: list[Run]
+    schema_version: int = SCHEMA_VERSION
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+    #: The run's HTML report (what ``--report`` writes), when there is one.
+    report_html: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def run(self) -> Run:
+        if not self.runs:
+            raise ValueError("the result holds no run")
+        return self.runs[0]
+
+    @property
+    def answer(self) -> int | None:
+        return self.run.answer
+
+    @property
+    def first_failure(self) -> int | None:
+        return self.run.first_failure
+
+    @property
+    def proof(self) -> tuple[Trial, Trial] | None:
+        return self.run.proof
+
+    @property
+    def trials(self) -> list[Trial]:
+        return self.run.trials
+
+    @property
+    def recommended(self) -> int | None:
+        return self.run.recommended
+
+    @property
+    def margin_size(self) -> int | None:
+        return self.run.margin_size
+
+    @property
+    def margins(self) -> list[Margin]:
+        return self.run.margins
+
+    @property
+    def status(self) -> str:
+        return self.run.status
+
+    @property
+    def gpu(self) -> GPU | None:
+        return self.run.gpu
+
+    def __repr__(self) -> str:
+        if not self.runs:
+            return "<batchfit.Result: no run>"
+        return "<batchfit.Result " + "; ".join(r.describe() for r in self.runs) + ">"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: batchfit's own HTML report, in a frame that keeps
+        its styles off the notebook's; a table of the trials without one."""
+        if self.report_html:
+            doc = html.escape(self.report_html, quote=True)
+            return f'<iframe srcdoc="{doc}" sandbox style="width: 100%; height: 720px; border: 0"></iframe>'
+        return "".join(_run_table(r) for r in self.runs) or html.escape(repr(self))
+
+
+def _message(error: Any) -> str | None:
+    """A run's error: a string, or an object with its message."""
+    if isinstance(error, Mapping):
+        error = error.get("message")
+    return str(error) if error else None
+
+
+def _run_table(run: Run) -> str:
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+            t.n, t.batch_size, t.outcome, f"{t.seconds:.1f}",
+            "" if t.peaks.allocated is None else f"{t.peaks.allocated / 2**30:.2f}",
+            "" if t.samples_per_second is None else f"{t.samples_per_second:.1f}",
+        )) + "</tr>"
+        for t in run.trials
+    )
+    head = "".join(f"<th>{h}</th>" for h in ("trial", "batch size", "outcome", "seconds", "peak GiB", "samples/s"))
+    return f"<p>{html.escape(run.describe())}</p><table><tr>{head}</tr>{rows}</table>"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing ``batchfit doctor`` found, with its likely cause and fix."""
+
+    kind: str
+    severity: str
+    summary: str
+    bytes: int | None = None
+    cause: str = ""
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """What ``batchfit doctor`` measured of a warm worker (``raw``) and found."""
+
+    findings: list[Finding]
+    size: int | None
+    oom_size: int | None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DoctorReport:
+        return cls(
+            findings=[
+                Finding(
+                    kind=str(f.get("kind") or ""),
+                    severity=str(f.get("severity") or ""),
+                    summary=str(f.get("summary") or ""),
+                    bytes=f.get("bytes"),
+                    cause=str(f.get("cause") or ""),
+                    fix=str(f.get("fix") or ""),
+                )
+                for f in d.get("findings") or []
+            ],
+            size=d.get("size") or None,
+            oom_size=d.get("oom_size") or None,
+            raw=dict(d),
+        )
+
+
+def search(
+    command: str | Sequence[str],
+    *,
+    cwd: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    progress: bool = True,
+    report: str | os.PathLike | None = None,
+    extra_args: Iterable[str] = (),
+    **options: Any,
+) -> Result:
+    """Find the largest batch size ``command`` runs at (``batchfit search``).
+
+    ``command`` is a list of arguments or a string split as a shell would
+    (no shell runs it); ``{}`` in it is replaced by the batch size. Options
+    are ``batchfit search`` flags: ``memory_limit="24GiB"``, ``steps=3``,
+    ``margin=0.05``, ``gpus=[0, 1]``, ``fresh=True``, ``timeout=600``
+    (seconds) ...; ``extra_args`` are passed as they are. ``report`` keeps
+    the HTML report in that file (it is read into ``Result.report_html``
+    either way). ``progress=False`` keeps batchfit's progress lines off
+    ``sys.stderr``.
+    """
+    argv = _command(command)
+    return _result(["search", *_flags(options), *extra_args], argv, cwd=cwd, env=env, progress=progress, report=report)
+
+
+def demo(
+    *,
+    progress: bool = True,
+    report: str | os.PathLike | None = None,
+    extra_args: Iterable[str] = (),
+    **options: Any,
+) -> Result:
+    """A whole search on batchfit's simulated GPU (``batchfit demo``): no GPU
+    needed. Takes the options of ``search`` and ``sim_gpus``, ``sim_flaky``."""
+    return _result(["demo", *_flags(options), *extra_args], [], cwd=None, env=None, progress=progress, report=report)
+
+
+def doctor(
+    command: str | Sequence[str],
+    *,
+    cwd: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    progress: bool = True,
+    extra_args: Iterable[str] = (),
+    **options: Any,
+) -> DoctorReport:
+    """Run a warm worker (``python -m batchfit.worker module:Trial``) through
+    ``batchfit doctor``'s protocol and return what leaks between trials.
+    Options: ``size``, ``repeat``, ``max``, ``steps``, ``memory_limit``,
+    ``no_fresh`` ..."""
+    args = ["doctor", "--json", *_flags(options), *extra_args, "--", *_command(command)]
+    out, err, code = _execute(args, cwd=cwd, env=env, progress=progress)
+    doc = _document(out, err, code)
+    if isinstance(doc, Mapping) and "schema_version" in doc:
+        _raise_for(doc.get("error"), code, err, None)
+        body = doc.get("doctor") or next(iter(doc.get("runs") or []), None) or {}
+    else:
+        body = doc
+        if code != 0:
+            _raise_for(_legacy_error(body, code, err), code, err, None)
+    return DoctorReport.from_json(body)
+
+
+def _result(args: list[str], argv: list[str], *, cwd, env, progress: bool, report) -> Result:
+    with tempfile.TemporaryDirectory(prefix="batchfit-") as tmp:
+        path = os.path.abspath(os.fspath(report)) if report is not None else os.path.join(tmp, "report.html")
+        full = [*args, "--json", "--report", path]
+        if argv:
+            full += ["--", *argv]
+        out, err, code = _execute(full, cwd=cwd, env=env, progress=progress)
+        try:
+            with open(path, encoding="utf-8") as f:
+                page: str | None = f.read()
+        except OSError:
+            page = None
+    envelope = _envelope(_document(out, err, code), code, err)
+    runs = [Run.from_json(r) for r in envelope.get("runs") or []]
+    result = Result(runs=runs, schema_version=int(envelope.get("schema_version") or 0), raw=envelope, report_html=page)
+    _raise_for(envelope.get("error"), code, err, result if runs else None)
+    if not runs:
+        raise BatchfitError("batchfit printed no run", exit_code=code, stderr=err)
+    return result
+
+
+def _execute(args: list[str], *, cwd, env, progress: bool) -> tuple[str, str, int]:
+    """Runs the binary with args; returns its stdout, the end of its stderr
+    and its exit status. Its progress lines go to sys.stderr as they come
+    (when progress), so that a notebook shows them too. Ctrl-C (a
+    KeyboardInterrupt here) is passed on to batchfit, which stops its trials
+    before it exits; a second one kills it."""
+    try:
+        exe = binary.find()
+    except FileNotFoundError as e:
+        raise BatchfitError(str(e), hint=f"set ${binary.ENV} to a batchfit binary", exit_code=1) from None
+    full_env = None
+    if env is not None:
+        full_env = {**os.environ, **env}
+    proc = subprocess.Popen(
+        [exe, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=full_env,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        # Its own session: a Ctrl-C in the terminal reaches Python only, and
+        # is passed on once, as it is from a notebook's interrupt.
+        start_new_session=True,
+    )
+    tail: deque[str] = deque(maxlen=200)
+
+    def relay() -> None:
+        for line in proc.stderr:
+            tail.append(line)
+            if progress:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
+    try:
+        out = proc.stdout.read()
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.kill()
+            raise
+        raise
+    finally:
+        reader.join(timeout=5)
+        proc.stdout.close()
+        proc.stderr.close()
+    return out, "".join(tail), code
+
+
+def _document(out: str, err: str, code: int) -> Any:
+    """The JSON document on stdout; a usage error (exit 2) prints none, and
+    is read from stderr."""
+    if not out.strip():
+        message, hint = _stderr_error(err)
+        raise BatchfitError(message or f"batchfit exited with status {code} and printed nothing", hint=hint, exit_code=code or 1, stderr=err)
+    try:
+        return json.loads(out)
+    except json.JSONDecodeError as e:
+        raise BatchfitError(f"batchfit printed no JSON document: {e}", exit_code=code or 1, stderr=err) from None
+
+
+def _envelope(doc: Any, code: int, err: str) -> dict:
+    """The document as the envelope {"schema_version", "runs", "doctor", "error"}.
+
+    Binaries before schema_version 1 printed a run (an object), a list of
+    runs (--per-gpu-model), or {"status", "error", "hint", "exit_code"} for a
+    failure before any run; they are read into the same shape, so that a
+    batchfit on PATH from before the envelope still works.
+    """
+    if isinstance(doc, Mapping) and "schema_version" in doc:
+        if doc.get("schema_version") != SCHEMA_VERSION:
+            raise BatchfitError(
+                f"batchfit printed JSON schema version {doc.get('schema_version')}; this module reads version {SCHEMA_VERSION}",
+                hint="use the batchfit binary of the same release as this Python package",
+                exit_code=code or 1,
+                stderr=err,
+            )
+        return dict(doc)
+    if isinstance(doc, list):
+        runs = doc
+    elif isinstance(doc, Mapping) and ("trials" in doc or "command" in doc):
+        runs = [doc]
+    else:
+        runs = []
+    error = _legacy_error(doc if not runs else runs[0], code, err) if code != 0 else None
+    return {"schema_version": 0, "runs": runs, "error": error}
+
+
+def _legacy_error(doc: Any, code: int, err: str) -> dict:
+    message, hint = _stderr_error(err)
+    if isinstance(doc, Mapping):
+        message = doc.get("error") or message
+        hint = doc.get("hint") or hint
+        code = doc.get("exit_code") or code
+    return {"message": message or f"batchfit exited with status {code}", "hint": hint, "exit_code": code}
+
+
+def _raise_for(error: Mapping[str, Any] | None, code: int, err: str, result: Result | None) -> None:
+    if error:
+        raise BatchfitError(
+            str(error.get("message") or "batchfit failed"),
+            hint=str(error.get("hint") or ""),
+            exit_code=int(error.get("exit_code") or code or 1),
+            result=result,
+            stderr=err,
+        )
+    if code != 0:
+        message, hint = _stderr_error(err)
+        raise BatchfitError(message or f"batchfit exited with status {code}", hint=hint, exit_code=code, result=result, stderr=err)
+
+
+def _stderr_error(err: str) -> tuple[str, str]:
+    """The last "batchfit: error: ..." and "batchfit: hint: ..." lines."""
+    message = hint = ""
+    for line in err.splitlines():
+        if line.startswith("batchfit: error: "):
+            message = line[len("batchfit: error: "):]
+        elif line.startswith("batchfit: hint: "):
+            hint = line[len("batchfit: hint: "):]
+    return message, hint
+
+
+def _command(command: str | Sequence[str]) -> list[str]:
+    argv = shlex.split(command) if isinstance(command, str) else [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in command]
+    if not argv:
+        raise ValueError("batchfit: the command is empty")
+    return argv
+
+
+# Flags whose value is a duration: a number means seconds.
+_DURATIONS = {"timeout", "soak", "start_timeout", "cache_max_age"}
+# Flags the API sets itself.
+_RESERVED = {"json", "quiet", "q", "report"}
+
+
+def _flags(options: Mapping[str, Any]) -> list[str]:
+    """Keyword options as flags: memory_limit="24GiB" is --memory-limit 24GiB,
+    fresh=True is --fresh (False and None leave a flag out), a list repeats
+    a flag (cache_env=["A", "B"]), except gpus=[0, 1], which is --gpus 0,1."""
+    args: list[str] = []
+    for key, value in options.items():
+        if key in _RESERVED:
+            raise TypeError(f"batchfit: {key}= is not an option here: the API reads --json itself")
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(flag)
+        elif key == "gpus" and isinstance(value, (list, tuple, range)):
+            args += [flag, ",".join(str(v) for v in value)]
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                args += [flag, str(v)]
+        elif isinstance(value, datetime.timedelta):
+            args += [flag, f"{value.total_seconds():g}s"]
+        elif key in _DURATIONS and isinstance(value, (int, float)):
+            args += [flag, f"{value:g}s"]
+        else:
+            args += [flag, str(value)]
+    return args
