@@ -2,6 +2,8 @@
 # Issue 13's GPU checks, on one GPU, with a 24 GiB cap (LIMIT):
 #   lightning        batchfit search on examples/lightning_resnet, unmodified
 #                    (LightningCLI, --data.batch_size {})
+#   lightning-quick  the same search over sizes 8 to 16 only (a record for
+#                    lightning-apply in a minute)
 #   lightning-truth  independent fresh-process bisection of the same
 #                    (bench/fresh_bisect.py, no batchfit)
 #   lightning-apply  training with batchfit.lightning.BatchSizeFromBatchfit
@@ -30,7 +32,8 @@ read -r -a bf_args <<<"${BF_ARGS:-}"
 py=$(command -v python3)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-w=$(mktemp -d)
+w=${WORK:-$(mktemp -d)} # WORK: keep every log there, also when a caller's timeout cuts this short
+mkdir -p "$w"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 T0=$SECONDS
 log() { echo "[$((SECONDS - T0))s] $*" | tee -a "$w/summary.txt"; }
@@ -67,6 +70,13 @@ for part in "${parts[@]}"; do
 		"$bf" search --no-db --json --memory-limit "$limit" --memory-limit-scope allocator --steps 3 "${bf_args[@]}" --log-dir "$w/logs-lightning" \
 			-- "$py" "${light[@]}" --data.batch_size {} >"$w/lightning.json" 2>"$w/lightning.err"
 		log "lightning search: exit $?"
+		summarize "$w/lightning.json" lightning
+		;;
+	lightning-quick)
+		# A search of sizes 8 to 16 only: a record for lightning-apply in a minute.
+		"$bf" search --no-db --json --memory-limit "$limit" --memory-limit-scope allocator --steps 3 --min 8 --max 16 "${bf_args[@]}" \
+			--log-dir "$w/logs-lightning" -- "$py" "${light[@]}" --data.batch_size {} >"$w/lightning.json" 2>"$w/lightning.err"
+		log "lightning quick search (8 to 16): exit $?"
 		summarize "$w/lightning.json" lightning
 		;;
 	lightning-truth) truth lightning 1024 "${light[@]}" --data.batch_size {} --trainer.max_steps 3 ;;
