@@ -26,6 +26,7 @@ func (d *driver) planView(lo, hi int) view {
 		return v
 	}
 	failed := d.belief[hi]
+	v.failed = failed.Failure
 	if failed.Failure.Request == 0 {
 		// A failure that says nothing of itself may be a flake (an OOM at
 		// random near the limit): the capacity stays the better guide.

@@ -29,6 +29,9 @@ type view struct {
 	// [cLo, cHi] is where the peak at the boundary is expected to be, in
 	// units of the memory figure.
 	cLo, cHi float64
+	// failed is what the failure at hi said of itself (the zero Failure
+	// when nothing did, or hi has not been tried).
+	failed Failure
 }
 
 func (v view) growing() bool { return v.hi > v.g.max }
@@ -139,6 +142,9 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 	if v.fit == nil {
 		return m.opening(v), 0
 	}
+	if nearMiss(v) {
+		return []int{v.hi - v.g.step}, float64(v.hi - v.g.step)
+	}
 	sizes, hit, predicted := windowPlan(v, m.misses)
 	if hit {
 		m.misses = 0
@@ -170,6 +176,21 @@ func (m *modelPlanner) opening(v view) []int {
 		return grow(v.g, max(jump, v.lo+v.g.step), v.k)
 	}
 	return bisectStep(v, m.start)
+}
+
+// nearMiss reports whether the failure at hi missed by less than a step's
+// worth of memory: what it asked for, less what the allocator could still
+// take, is less than the fit's bytes for one step of sizes. The size just
+// below then most likely fits, and one trial there closes the bracket where
+// a probe in the middle of the window takes two. One size a round only:
+// with more, the window is probed whole anyway.
+func nearMiss(v view) bool {
+	f := v.failed
+	if v.k != 1 || v.fit == nil || v.growing() || v.hi-v.g.step <= v.lo || f.Request == 0 || (!f.Capped && f.Free == 0) {
+		return false
+	}
+	short := float64(f.Request) - float64(f.Free)
+	return short > 0 && short < v.fit.Slope*float64(v.g.step)
 }
 
 // windowPlan probes the candidate answers that the predicted window and the

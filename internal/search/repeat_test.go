@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // figuresProber gives every out-of-memory failure the figures fig makes.
@@ -52,6 +53,39 @@ func TestRepeatedFailureProves(t *testing.T) {
 		}
 		if got := p.n[101]; got != tc.want {
 			t.Errorf("%s: 101 failed %d times before it was believed, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A failure that missed by less than one sample's memory sends the next
+// probe just below it: SimCLR at 283 asked for 56 MiB with 5 MiB left under
+// its cap, about 80 MiB a sample, so 282 is tried next, not the middle of
+// the window.
+func TestNearMissProbesJustBelow(t *testing.T) {
+	const mib = 1 << 20
+	fit, err := memmodel.Estimate([]memmodel.Point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grid{min: 1, max: 65536, step: 1}
+	base := view{g: g, k: 1, lo: 156, hi: 283, fig: FigureAllocated, fit: &fit, cLo: 23.5 * 1024 * mib, cHi: 23.9 * 1024 * mib}
+	for _, tc := range []struct {
+		name   string
+		failed Failure
+		k      int
+		near   bool
+	}{
+		{"56 MiB asked, 5 MiB left under a cap", Failure{Request: 56 * mib, Free: 5 * mib, Capped: true}, 1, true},
+		{"1.4 GiB asked", Failure{Request: 1434 * mib, Free: 5 * mib, Capped: true}, 1, false},
+		{"nothing known of the failure", Failure{}, 1, false},
+		{"free memory unknown without a cap", Failure{Request: 56 * mib}, 1, false},
+		{"three sizes a round", Failure{Request: 56 * mib, Free: 5 * mib, Capped: true}, 3, false},
+	} {
+		v := base
+		v.failed, v.k = tc.failed, tc.k
+		sizes, _ := (&modelPlanner{}).next(v)
+		if got := len(sizes) == 1 && sizes[0] == 282; got != tc.near {
+			t.Errorf("%s: next %v, want 282 alone: %v", tc.name, sizes, tc.near)
 		}
 	}
 }
