@@ -1,0 +1,169 @@
+"""Issue 12's ground-truth bench: for each workload of a zoo and each
+condition (a 24 GiB cap, the whole card), batchfit in each mode against an
+independent fresh-process bisection (bench/fresh_bisect.py, no batchfit),
+side by side: answer, trials and seconds, with the preloading mode's time
+as a ratio of the fresh-process mode's and two GPUs' of one GPU's. Any answer that differs from the bisection is a
+FAIL. Runs on the GPU machine; standard library only.
+
+The truths are computed once and kept with their conditions in
+bench/zoo-truth.json (device time is scarce): --truth computes the missing
+ones (and only those), each from its own fresh processes.
+
+    python3 bench/zoo.py --batchfit .device/batchfit --out OUT [--truth] \\
+        [--workloads simclr,lm] [--conditions 24GiB,card] [--modes fresh,preload,gpus2]
+
+The 24 GiB condition caps the allocator only (--memory-limit-scope
+allocator), as the bisection's PYTORCH_CUDA_ALLOC_CONF /
+XLA_PYTHON_CLIENT_MEM_FRACTION does, so that the two compare. Modes: fresh
+(--no-preload), preload (the default), gpus2 (--gpus 0,1, when two GPUs are
+visible). Writes OUT/zoo.json (every record) and OUT/table.txt.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRUTH = os.path.join(HERE, "zoo-truth.json")
+GIB = 2**30
+
+# name: (command with {}, steps for batchfit, the bare command's own stop
+# for the bisection, the bisection's first size)
+WORKLOADS = {
+    "simclr": (["examples/simclr_resnet50/train.py", "--batch-size", "{}"], 2, ["--steps", "2"], 128),
+    "lm": (["examples/transformer_lm/train.py", "--batch-size", "{}"], 2, ["--steps", "2"], 8),
+    "jax": (["examples/jax_optax/train.py", "--batch-size", "{}"], 3, ["--steps", "3"], 256),
+    "hf": (["examples/hf_trainer/train.py", "--output_dir", "/tmp/zoo-hf", "--per_device_train_batch_size", "{}",
+            "--bf16", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true"], 3,
+           ["--max_steps", "3"], 64),
+    "lightning": (["examples/lightning_resnet/train.py", "fit", "--data.batch_size", "{}", "--trainer.precision",
+                   "16-mixed", "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
+                   "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"], 3,
+                  ["--trainer.max_steps", "3"], 1024),
+}
+MODES = {"fresh": ["--no-preload"], "preload": [], "gpus2": ["--gpus", "0,1"]}
+# Each mode's time is a ratio of this mode's: preloading against fresh
+# processes, two GPUs against one (both preloading).
+RATIO_OF = {"preload": "fresh", "gpus2": "preload"}
+
+
+def nvml_total_bytes():
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0]) * 2**20
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    except OSError:
+        return 0
+    return len([line for line in out.splitlines() if line.startswith("GPU ")])
+
+
+def load_truth():
+    try:
+        with open(TRUTH) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+def compute_truth(name, cond, out):
+    prog, _, stop, start = WORKLOADS[name]
+    cmd = [sys.executable, os.path.join(HERE, "fresh_bisect.py"), "--json", os.path.join(out, f"truth-{name}-{cond}.json"),
+           "--start", str(start), "--timeout", "600"]
+    if cond != "card":
+        fraction = int(cond[:-3]) * GIB / nvml_total_bytes()
+        cmd += ["--env", f"PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:{fraction}",
+                "--env", f"XLA_PYTHON_CLIENT_MEM_FRACTION={fraction}", "--unset", "XLA_CLIENT_MEM_FRACTION"]
+    start_t = time.monotonic()
+    subprocess.run(cmd + ["--", sys.executable] + prog + stop, check=True)
+    with open(os.path.join(out, f"truth-{name}-{cond}.json")) as f:
+        r = json.load(f)
+    return {"answer": r["answer"], "trials": len(r.get("trials", [])), "seconds": round(time.monotonic() - start_t, 1),
+            "conditions": f"fresh_bisect.py --start {start}, {' '.join(stop)}, "
+                          f"{'no limit' if cond == 'card' else cond + ' as a memory fraction of NVML total'}",
+            "measured": time.strftime("%Y-%m-%d")}
+
+
+def run_batchfit(bf, name, cond, mode, out):
+    prog, steps, _, _ = WORKLOADS[name]
+    cmd = [bf, "search", "--no-db", "--json", "--steps", str(steps), "--log-dir", os.path.join(out, f"logs-{name}-{cond}-{mode}")]
+    if cond != "card":
+        cmd += ["--memory-limit", cond, "--memory-limit-scope", "allocator"]
+    cmd += MODES[mode] + ["--", sys.executable] + prog
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    with open(os.path.join(out, f"{name}-{cond}-{mode}.err"), "w") as f:
+        f.write(p.stderr)
+    try:
+        doc = json.loads(p.stdout)
+        run = (doc.get("runs") or [None])[0] or {}
+    except ValueError:
+        run = {}
+    return {"exit": p.returncode, "answer": run.get("answer"), "trials": len(run.get("trials") or []),
+            "seconds": run.get("seconds"), "forked": sum(1 for t in run.get("trials") or [] if t.get("forked")),
+            "flaky": bool(run.get("flaky")), "record": run}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batchfit", default="batchfit")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--truth", action="store_true", help="compute the missing truths (fresh-process bisection)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--conditions", default="24GiB,card")
+    ap.add_argument("--modes", default="fresh,preload,gpus2")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    truth = load_truth()
+    modes = [m for m in a.modes.split(",") if m != "gpus2" or gpu_count() >= 2]
+    rows, failures = [], 0
+    for name in a.workloads.split(","):
+        for cond in a.conditions.split(","):
+            key = f"{name}/{cond}"
+            if key not in truth and a.truth:
+                truth[key] = compute_truth(name, cond, a.out)
+                with open(TRUTH, "w") as f:
+                    json.dump(truth, f, indent=2, sort_keys=True)
+                    f.write("\n")
+            want = (truth.get(key) or {}).get("answer")
+            seconds = {}
+            for mode in modes:
+                r = run_batchfit(a.batchfit, name, cond, mode, a.out)
+                seconds[mode] = r["seconds"]
+                verdict = "no truth" if want is None else ("ok" if r["answer"] == want else "FAIL")
+                failures += verdict == "FAIL"
+                base = seconds.get(RATIO_OF.get(mode))
+                ratio = r["seconds"] / base if base and r["seconds"] else None
+                rows.append(dict(workload=name, condition=cond, mode=mode, truth=want, **{k: v for k, v in r.items() if k != "record"},
+                                 ratio=ratio, verdict=verdict))
+                with open(os.path.join(a.out, "zoo.json"), "w") as f:
+                    json.dump(rows, f, indent=1)
+    lines = [f"{'workload':10} {'condition':9} {'mode':8} {'truth':>6} {'answer':>6} {'trials':>6} {'forked':>6} "
+             f"{'seconds':>8} {'ratio':>6}  verdict"]
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
+        lines.append(f"{r['workload']:10} {r['condition']:9} {r['mode']:8} {str(r['truth']):>6} {str(r['answer']):>6} "
+                     f"{r['trials']:>6} {r['forked']:>6} {r['seconds'] or 0:>8.1f} {ratio:>6}  {r['verdict']}"
+                     f"{' (flaky)' if r['flaky'] else ''}")
+    for mode in modes:
+        ts = [r["trials"] for r in rows if r["mode"] == mode and r["answer"]]
+        if ts:
+            lines.append(f"{mode}: trials max {max(ts)}, mean {sum(ts) / len(ts):.1f} (targets: at most 6 each, 5 on average)")
+    ratios = [r["ratio"] for r in rows if r["mode"] == "gpus2" and r["ratio"]]
+    if ratios:
+        lines.append(f"gpus2 / one GPU: max {max(ratios):.2f}, mean {sum(ratios) / len(ratios):.2f} (targets: at most 1, 0.65 on average)")
+    lines.append(f"{failures} answer(s) differ from the bisection")
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(a.out, "table.txt"), "w") as f:
+        f.write(text + "\n")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
