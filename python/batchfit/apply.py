@@ -116,10 +116,11 @@ def check(run, argv=None, device=None, env=None, force=False):
     """Raises ResultMismatch when run does not stand for this training run;
     returns notes (strings) worth printing otherwise. argv is the program's
     sys.argv (the default), device the (name, total bytes) of the GPU it
-    trains on (None: not checked), env its environment. force turns every
-    refusal into a note."""
+    trains on (None: not checked), env its environment (the default: the
+    one it was launched with, launch_environ). force turns every refusal
+    into a note."""
     argv = sys.argv if argv is None else argv
-    env = os.environ if env is None else env
+    env = launch_environ() if env is None else env
     problems, notes = [], []
     if run.get("simulated"):
         problems.append("the result comes from batchfit's simulated GPU (batchfit demo), not a real one")
@@ -229,6 +230,25 @@ def _same_file(path, want):
         st = os.stat(path)
         return want == f"stat:{st.st_size}:{st.st_mtime_ns}"
     return False
+
+
+def launch_environ():
+    """The environment the process was started with, as a search compares
+    it: frameworks set variables of their own at import (Lightning sets
+    PYTORCH_NVML_BASED_CUDA_CHECK, torch CUDA_MODULE_LOADING), which a
+    search's fingerprint never saw. Linux keeps it in /proc/self/environ;
+    elsewhere os.environ is the best there is."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return dict(os.environ)
+    env = {}
+    for item in raw.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep:
+            env[os.fsdecode(name)] = os.fsdecode(value)
+    return env
 
 
 def _check_env(run, env):

@@ -100,6 +100,17 @@ class ApplyTest(unittest.TestCase):
         self.refused("XLA_FLAGS is set now", env=dict(self.env, XLA_FLAGS="--x"))
         self.assertEqual(self.check(env=dict(self.env, CUDA_VISIBLE_DEVICES="1", BATCHFIT_X="1")), [])
 
+    def test_launch_environment(self):
+        # A variable set in the running process after it started (as
+        # Lightning sets PYTORCH_NVML_BASED_CUDA_CHECK at import) is not
+        # the environment it was launched with.
+        os.environ["PYTORCH_BATCHFIT_TEST_LATE"] = "1"
+        try:
+            self.assertNotIn("PYTORCH_BATCHFIT_TEST_LATE", apply.launch_environ())
+        finally:
+            del os.environ["PYTORCH_BATCHFIT_TEST_LATE"]
+        self.assertEqual(apply.launch_environ().get("PATH"), os.environ.get("PATH"))
+
     def test_gpu(self):
         self.refused("measured on NVIDIA H200", device=("NVIDIA L4", 22.5 * GIB))
         self.assertEqual(self.check(device=None), [])
