@@ -48,6 +48,7 @@ type searchOptions struct {
 	preload                     bool // asked for explicitly (the default anyway)
 	noPreload                   bool
 	throughput                  bool
+	verbose                     bool
 	gpusPerTrial                int
 	perGPUModel                 bool
 	db                          dbOptions
@@ -70,6 +71,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.worker, "worker", false, "run trials in a warm PyTorch worker (python -m batchfit.worker module:Trial) whose reset is verified; the answer is confirmed in fresh processes")
 	fs.BoolVar(&o.keepAfterOOM, "keep-after-oom", false, "with --worker, keep a worker after an out-of-memory trial when its reset verified")
 	fs.BoolVar(&o.noPreload, "no-preload", false, "start every trial of a Python command from scratch, instead of forking it from a server that has imported the program's third-party packages (torch, ...) but not started CUDA (the default: each forked trial is still a fresh process of its own, with its own CUDA context)")
+	fs.BoolVar(&o.verbose, "verbose", false, "also show details that change no answer: the packages the fork server preloaded, and those it left out and why")
 	fs.BoolVar(&o.preload, "preload", false, "fork the trials of a Python command from a preloading server (the default; see --no-preload)")
 	fs.MarkHidden("preload")
 	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
@@ -81,7 +83,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 
 	fs.IntVar(&o.globalBatch, "global-batch", 0, "also say how to train at this global batch: the largest per-device size that fits × gradient accumulation steps × --train-gpus")
 	fs.IntVar(&o.trainGPUs, "train-gpus", 0, "with --global-batch, the GPUs the training runs on (default: --gpus-per-trial)")
-	flagGroup(fs, groupOutput, "global-batch", "train-gpus")
+	flagGroup(fs, groupOutput, "global-batch", "train-gpus", "verbose")
 
 	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
 	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
@@ -284,7 +286,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
 		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: limit, LimitAllocatorOnly: o.limitScope == runner.LimitScopeAllocator,
-		Preload: !o.noPreload, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
+		Preload: !o.noPreload, Verbose: o.verbose, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {
 		cfg.Worker = &runner.WorkerOptions{KeepAfterOOM: o.keepAfterOOM}

@@ -58,6 +58,9 @@ type Config struct {
 	// imported its third-party packages (internal/forkserver) instead of
 	// starting each afresh; only where trials run here.
 	Preload bool
+	// Verbose shows details that change no answer: what the fork server
+	// preloaded and left out.
+	Verbose bool
 	// Fresh searches even when the history has the answer.
 	Fresh bool
 	// AllowBusyGPU searches even when other processes hold memory on the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/batchfit/batchfit/internal/adapter"
@@ -225,11 +226,21 @@ func (s *session) probeConfig() (probe.Config, error) {
 		// through the adapter.
 		pcfg.Sampler = gpu.NewSampler(s.deps.GPU, 0)
 		if cfg.Preload && cfg.Framework.Hooked() {
-			s.preload = forkserver.New(forkserver.Options{LogDir: s.run.LogDir, Notice: s.warn})
+			s.preload = forkserver.New(forkserver.Options{LogDir: s.run.LogDir, Notice: s.preloadNotice})
 			pcfg.Executor = s.preload
 		}
 	}
 	return pcfg, nil
+}
+
+// preloadNotice shows what the fork server did: always when trials run
+// fresh because of it (a server that failed or died), otherwise (the
+// packages it preloaded, those it left out and why) only with Verbose: they
+// change no answer, and a large environment leaves out a dozen.
+func (s *session) preloadNotice(msg string) {
+	if s.cfg.Verbose || strings.Contains(msg, "fresh processes") {
+		s.warn(msg)
+	}
 }
 
 // warn shows msg as a warning of the display once there is one; it may be
