@@ -345,8 +345,11 @@ func chartLinesOf(run *record.Run) chartMemoryLines {
 type memoryPoints struct {
 	alloc, device plotter.XYs
 	failed        map[classify.Outcome]bool // the too-large outcomes seen
-	fails, others []int                     // too large; crashed or canceled
-	xmax          float64
+	// fails are the too-large trials at the memory they held when they
+	// failed (memoryText), in GiB; NaN where that is unknown.
+	fails  plotter.XYs
+	others []int // crashed or canceled
+	xmax   float64
 }
 
 func memoryPointsOf(run *record.Run) memoryPoints {
@@ -363,7 +366,11 @@ func memoryPointsOf(run *record.Run) memoryPoints {
 			}
 		case t.Outcome.TooLarge():
 			m.failed[t.Outcome] = true
-			m.fails = append(m.fails, t.Size)
+			held := math.NaN()
+			if b, more := trialMemory(t); more {
+				held = float64(b) / chartGiB
+			}
+			m.fails = append(m.fails, plotter.XY{X: float64(t.Size), Y: held})
 		default:
 			m.others = append(m.others, t.Size)
 		}
@@ -499,11 +506,12 @@ func chartModelLine(p *plot.Plot, legend *plot.Legend, m *record.Model, xmax flo
 	legend.Add(fmt.Sprintf("model: %s + %s/sample", units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0)))), f)
 }
 
-// chartOutcomeMarkers draws the trials that did not fit (at failY) and the
-// ones that crashed or were canceled (at otherY). When okY > 0 the trials
-// that fit are drawn there too: the chart without memory figures has no
-// other place for them.
-func chartOutcomeMarkers(p *plot.Plot, legend *plot.Legend, run *record.Run, failY, okY float64, failed map[classify.Outcome]bool, fails, others []int) {
+// chartOutcomeMarkers draws the trials that did not fit, at the memory they
+// held when they failed (failY where that is unknown), and the ones that
+// crashed or were canceled (at okY). When okY > 0 the trials that fit are
+// drawn there too: the chart without memory figures has no other place
+// for them.
+func chartOutcomeMarkers(p *plot.Plot, legend *plot.Legend, run *record.Run, failY, okY float64, failed map[classify.Outcome]bool, fails plotter.XYs, others []int) {
 	if okY > 0 {
 		var oks plotter.XYs
 		for _, t := range run.Trials {
@@ -518,9 +526,14 @@ func chartOutcomeMarkers(p *plot.Plot, legend *plot.Legend, run *record.Run, fai
 		}
 	}
 	if len(fails) > 0 {
-		var xys plotter.XYs
-		for _, n := range fails {
-			xys = append(xys, plotter.XY{X: float64(n), Y: failY})
+		xys, held := make(plotter.XYs, len(fails)), false
+		for i, f := range fails {
+			xys[i] = f
+			if math.IsNaN(f.Y) || okY > 0 {
+				xys[i].Y = failY
+			} else {
+				held = true
+			}
 		}
 		s := chartPoints(xys, chartCross{}, chartRed, vg.Points(5.5))
 		p.Add(s)
@@ -531,8 +544,8 @@ func chartOutcomeMarkers(p *plot.Plot, legend *plot.Legend, run *record.Run, fai
 			}
 		}
 		label := "too large: " + strings.Join(kinds, ", ")
-		if okY == 0 {
-			label += " (peak unknown)"
+		if held {
+			label += " (needs more than it held)"
 		}
 		legend.Add(label, s)
 	}

@@ -280,7 +280,7 @@ func TestMemoryChartContent(t *testing.T) {
 	}{
 		{"both figures", chartResNet(t),
 			[]string{"peak memory (GiB)", "peak allocated (PyTorch)", "peak device (NVML)", "card: 80.00 GiB",
-				"model: 1.62 GiB + 80.5 MiB/sample", "answer: 968", "margin size: 920", "too large: oom (peak unknown)"},
+				"model: 1.62 GiB + 80.5 MiB/sample", "answer: 968", "margin size: 920", "too large: oom"},
 			[]string{"memory limit", "off scale"}},
 		{"device only", deviceOnly,
 			[]string{"peak device memory (GiB, NVML)", "peak device (NVML)"},
@@ -294,6 +294,8 @@ func TestMemoryChartContent(t *testing.T) {
 		{"no figures", chartNoFigures(),
 			[]string{"no memory was measured", "fits (ok)", "too large: oom, timeout", "crash / canceled", "answer: 80"},
 			[]string{"peak unknown"}},
+		{"a failure's memory when it failed", heldRun(t),
+			[]string{"too large: oom (needs more than it held)"}, nil},
 		{"no trials", &record.Run{Status: record.Running},
 			[]string{"no trials were run"}, []string{"answer"}},
 	}
@@ -504,4 +506,16 @@ func TestWritePlotFile(t *testing.T) {
 	if bytes.Contains(data, []byte("<b>")) {
 		t.Error("standalone chart: the command's text is not escaped")
 	}
+}
+
+// heldRun is the fixture with its first failure's memory known: what it
+// held when it ran out.
+func heldRun(t *testing.T) *record.Run {
+	run := chartResNet(t)
+	for i := range run.Trials {
+		if run.Trials[i].Size == 969 {
+			run.Trials[i].Allocated = 78 << 30
+		}
+	}
+	return run
 }

@@ -56,11 +56,13 @@ func chartZoom(run *record.Run, m memoryPoints, lines chartMemoryLines) *plot.Pl
 		}
 		return out
 	}
-	alloc, device := in(m.alloc), in(m.device)
+	alloc, device, fails := in(m.alloc), in(m.device), in(m.fails)
 	effective := float64(lines.effective) / chartGiB
 	y0, y1 := math.Inf(1), math.Inf(-1)
-	for _, xy := range append(append(plotter.XYs{}, alloc...), device...) {
-		y0, y1 = math.Min(y0, xy.Y), math.Max(y1, xy.Y)
+	for _, xy := range slices.Concat(alloc, device, fails) {
+		if !math.IsNaN(xy.Y) {
+			y0, y1 = math.Min(y0, xy.Y), math.Max(y1, xy.Y)
+		}
 	}
 	if effective > 0 {
 		y0, y1 = math.Min(y0, effective), math.Max(y1, effective)
@@ -93,10 +95,7 @@ func chartZoom(run *record.Run, m memoryPoints, lines chartMemoryLines) *plot.Pl
 	if len(alloc) > 0 {
 		p.Add(chartPoints(alloc, draw.CircleGlyph{}, chartBlue, vg.Points(3.5)))
 	}
-	within := func(sizes []int) []int {
-		return slices.DeleteFunc(slices.Clone(sizes), func(n int) bool { return float64(n) < x0 || float64(n) > x1 })
-	}
-	fails, others := within(m.fails), within(m.others)
+	others := slices.DeleteFunc(slices.Clone(m.others), func(n int) bool { return float64(n) < x0 || float64(n) > x1 })
 	failY := effective
 	if failY <= 0 {
 		failY = y1 - 0.1*(y1-y0)

@@ -333,6 +333,11 @@ func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
 	if v := t.Throughput(); v > 0 {
 		h.Throughput = fmt.Sprintf("%.0f", v)
 	}
+	if t.Outcome.TooLarge() {
+		// What it held when it failed, as everywhere (memoryText): no
+		// peaks of its own.
+		h.Allocated, h.Reserved, h.Device = strings.Replace(memoryText(t), "-", "–", 1), "–", "–"
+	}
 	for _, p := range []string{t.Stdout, t.Stderr} {
 		if p != "" {
 			h.Logs = append(h.Logs, htmlRelPath(p, run.LogDir))

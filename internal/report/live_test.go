@@ -68,7 +68,7 @@ func TestPlainProgress(t *testing.T) {
 
 	want := `batchfit: bracket: growing until a size does not fit
 batchfit: trial 1: batch 256 ok in 13.4s, peak 21.50 GiB of 24.00 GiB
-batchfit: trial 2: batch 512 oom in 9.8s, peak 23.90 GiB of 24.00 GiB (CUDA out of memory. Tried to allocate 2.00 GiB)
+batchfit: trial 2: batch 512 oom in 9.8s, needs more than 23.90 GiB of 24.00 GiB (CUDA out of memory. Tried to allocate 2.00 GiB)
 batchfit: refine: bracket [256, 512]
 batchfit: warning: trial 3: the adapter's report was unreadable (1 bad lines)
 `
@@ -263,10 +263,10 @@ func TestRows(t *testing.T) {
 			"  1   256  ok          █████░░░░░░░░░░░░░░░  20.00 GiB  250ms   13.4s  bracket"},
 		{"oom at the limit", ProgressOptions{Capacity: 80 * gib, Limit: 24 * gib},
 			failTrial(12, 65536, classify.OOM, 24, 9.8, search.PhaseRefine),
-			" 12 65536  oom         ████████████████│░░░  24.00 GiB      -    9.8s  refine"},
+			" 12 65536  oom         ████████████████│░░░ >24.00 GiB      -    9.8s  refine"},
 		{"peak above the limit", ProgressOptions{Capacity: 80 * gib, Limit: 24 * gib},
 			failTrial(3, 300, classify.OOM, 27, 4, search.PhaseRefine),
-			"  3   300  oom         ████████████████│█░░  27.00 GiB      -    4.0s  refine"},
+			"  3   300  oom         ████████████████│█░░ >27.00 GiB      -    4.0s  refine"},
 		{"no peak measured", ProgressOptions{Capacity: 80 * gib},
 			record.Trial{N: 2, Size: 8, Outcome: classify.Crash, Seconds: 75, Phase: "bracket"},
 			"  2     8  crash       ░░░░░░░░░░░░░░░░░░░░          -      -   1m15s  bracket"},

@@ -182,7 +182,7 @@ func TestLiveInTmux(t *testing.T) {
 				"batchfit demo · simulated NVIDIA H100 80GB HBM3 · 80.00 GiB · │ limit 24.00 GiB",
 				"  #  size  outcome     peak memory                       step    time  phase",
 				"  1    64  ok          ███▉░░░░░░░░░░░░│░░░   5.90 GiB   58ms   11.2s  bracket",
-				"  4   512  oom         ███████████████▉│░░░  23.90 GiB      -    9.8s  bracket",
+				"  4   512  oom         ███████████████▉│░░░ >23.90 GiB      -    9.8s  bracket",
 				"  5   282  ok          ███████████████▊│░░░  23.60 GiB  256ms   14.0s  refine",
 				"warning: trial 2: the adapter's report was unreadable (1 bad lines)",
 				"7 trials in ",

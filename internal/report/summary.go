@@ -141,8 +141,13 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 				share = fmt.Sprintf("%.1f %%\t", 100*float64(peak)/float64(capacity))
 			}
 		}
+		alloc, device := orDash(t.Allocated), orDash(t.Device)
+		if t.Outcome.TooLarge() {
+			// What it held when it failed, as everywhere (memoryText).
+			alloc, device = memoryText(t), "-"
+		}
 		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
-			orDash(t.Allocated), orDash(t.Device), share, throughput(t))
+			alloc, device, share, throughput(t))
 	}
 	return tw.Flush()
 }
@@ -154,8 +159,12 @@ func TrialLine(t record.Trial, capacity uint64) string {
 	if t.Retry {
 		b.WriteString(" (retry)")
 	}
-	if peak := max(t.Allocated, t.Device); peak > 0 {
-		fmt.Fprintf(&b, ", peak %s", units.Bytes(peak))
+	if m, more := trialMemory(t); m > 0 {
+		word := "peak"
+		if more {
+			word = "needs more than"
+		}
+		fmt.Fprintf(&b, ", %s %s", word, units.Bytes(m))
 		if capacity > 0 {
 			fmt.Fprintf(&b, " of %s", units.Bytes(capacity))
 		}
