@@ -21,12 +21,6 @@ const (
 // own (not the search's, whose sizes are an accident of the search and
 // whose few steps are mostly warm-up), and recommends a size for speed only
 // when it is faster than the answer beyond the measured noise.
-// firstLine is s up to its first newline.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
 func (s *session) measureThroughput(ctx context.Context, answer int) (*record.Throughput, error) {
 	tp := &record.Throughput{Steps: ThroughputSteps, Warmup: ThroughputWarmup, Recommended: answer}
 	sizes := append([]int{answer}, record.ThroughputSizes(answer, s.scfg.Min, s.scfg.MultipleOf)...)
@@ -44,6 +38,9 @@ func (s *session) measureThroughput(ctx context.Context, answer int) (*record.Th
 			m.SamplesPerSecond, m.Noise, m.Intervals, _ = record.MeasureThroughput(size, t.StepTimes, ThroughputWarmup)
 		}
 		tp.Sizes = append(tp.Sizes, m)
+		if err := ctx.Err(); err != nil {
+			return tp, fmt.Errorf("throughput stopped: %w", err)
+		}
 	}
 	if tp.Sizes[0].SamplesPerSecond == 0 {
 		s.prog.Warn(fmt.Sprintf("--throughput: no samples/s at %d: the program reported too few steps (batchfit sees PyTorch optimizer steps and optax updates)", answer))
@@ -51,4 +48,10 @@ func (s *session) measureThroughput(ctx context.Context, answer int) (*record.Th
 	}
 	tp.Recommended, tp.Gain = record.RecommendSpeed(answer, tp.Sizes)
 	return tp, nil
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
