@@ -176,6 +176,9 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 	for _, s := range slots {
 		free <- s
 	}
+	// Trials side by side on the same GPUs share its compute: their step
+	// times say nothing of one trial's speed.
+	shared := len(sizes) > 1 && len(slots) > 1 && slices.Equal(slots[0], slots[1])
 	var wg sync.WaitGroup
 	for i, size := range sizes {
 		var gpus []int
@@ -188,7 +191,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 		go func() {
 			defer wg.Done()
 			defer func() { free <- gpus }()
-			obs[i], errs[i] = p.one(ctx, size, gpus, special{})
+			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared})
 		}()
 	}
 	wg.Wait()
@@ -229,8 +232,9 @@ func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Tr
 // (see Soak), or a throughput measurement of that many steps (see
 // Measure). The zero special is a search trial.
 type special struct {
-	soak  time.Duration
-	steps int
+	soak   time.Duration
+	steps  int
+	shared bool // runs beside another trial on the same GPU
 }
 
 // Measure runs size once in a fresh trial of steps training steps, for its
@@ -385,6 +389,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Rising:       record.Rising(sum.StepPeaks),
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
+		SharedGPU:    sp.shared,
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
 	}

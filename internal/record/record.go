@@ -179,6 +179,10 @@ type Trial struct {
 	// was less than --memory-limit: the limit less what the process holds
 	// outside the allocator, so that the limit holds for the whole process.
 	AllocatorCap uint64 `json:"allocator_cap_bytes"`
+	// SharedGPU marks a trial that ran beside another of the search on the
+	// same GPU (the proof's re-check under a roomy memory limit): its step
+	// times are not its own speed, and give no throughput.
+	SharedGPU bool `json:"shared_gpu"`
 	// Warm-worker trials: the worker's pid, the memory its reset left
 	// above the baseline, whether the reset verified, and why the worker
 	// was replaced after this trial.
@@ -203,7 +207,7 @@ func (t Trial) StepSeconds() float64 {
 // Throughput is samples per second from the median step time, or 0.
 func (t Trial) Throughput() float64 {
 	s := t.StepSeconds()
-	if s <= 0 || !t.Outcome.Fits() || t.Busy {
+	if s <= 0 || !t.Outcome.Fits() || t.Busy || t.SharedGPU {
 		return 0
 	}
 	return float64(t.Size) / s

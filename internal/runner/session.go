@@ -221,6 +221,18 @@ func (s *session) probeConfig() (probe.Config, error) {
 		}
 		pcfg.PythonPath = pp
 	}
+	if executor == nil && cfg.Worker == nil && len(pcfg.Slots) <= 1 && s.limit > 0 && s.total >= 2*(s.limit+1<<30) {
+		// A memory limit that leaves the card room for two capped
+		// processes: the proof's re-check runs its pair side by side. Each
+		// is held to the limit by its own cap (and, for the whole process,
+		// its own NVML peak), so neither changes the other's outcome.
+		var slot []int
+		if len(pcfg.Slots) == 1 {
+			slot = pcfg.Slots[0]
+		}
+		pcfg.Slots = [][]int{slot, slot}
+		s.scfg.SideBySide = 2
+	}
 	if executor == nil {
 		// NVML sees this machine only; remote trials report their memory
 		// through the adapter.

@@ -35,6 +35,11 @@ type Config struct {
 	Start int
 	// Parallel is how many sizes one round may try at once; 0 means 1.
 	Parallel int
+	// SideBySide is how many trials the proof's re-check may run at once
+	// when the prober runs trials side by side on one GPU (a memory limit
+	// that leaves room for more capped processes); 0 means Parallel. The
+	// search itself still plans one size a round, as on one GPU.
+	SideBySide int
 	// Confirm re-runs the answer this many more times, each in a fresh
 	// trial. If any of them does not fit, the answer is not trusted: the
 	// size counts as a failure and the search goes on below it.

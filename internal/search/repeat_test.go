@@ -89,3 +89,28 @@ func TestNearMissProbesJustBelow(t *testing.T) {
 		}
 	}
 }
+
+// With room on the GPU for two capped trials, the proof's re-check runs its
+// pair side by side; the search before it still plans one size a round.
+func TestSideBySideRecheck(t *testing.T) {
+	w := smallWorkload(100)
+	cfg := Config{Min: 1, Max: 1000, Strategy: Model, Capacity: w.capacity, SideBySide: 2}
+	p := &fakeProber{w: w}
+	res, err := Run(context.Background(), cfg, p)
+	if err != nil || res.Max != 100 {
+		t.Fatalf("answer %d, %v", res.Max, err)
+	}
+	pairs := 0
+	for _, call := range p.calls {
+		switch len(call) {
+		case 1:
+		case 2:
+			pairs++
+		default:
+			t.Errorf("a round of %d sizes: %v", len(call), p.calls)
+		}
+	}
+	if pairs != 1 {
+		t.Errorf("%d rounds of two, want the re-check's one: %v", pairs, p.calls)
+	}
+}

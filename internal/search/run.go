@@ -348,12 +348,12 @@ func (d *driver) modelRulesOut(s int) bool {
 }
 
 // recheckProof runs the first round of the proof pair's re-check (as many
-// sizes as Parallel allows) in fresh trials; the caller reconsiders the
+// sizes as Parallel, or SideBySide, allows) in fresh trials; the caller reconsiders the
 // proof after it, as a repeated failure can settle it early
 // (failuresRepeat). A disagreement makes the size flaky: a flaky size is
 // not run again, and the proof is reconsidered.
 func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
-	obs, err := d.probe(ctx, PhaseRecheck, sizes[:min(len(sizes), d.k)], 0, true)
+	obs, err := d.probe(ctx, PhaseRecheck, sizes[:min(len(sizes), max(d.k, d.cfg.SideBySide))], 0, true)
 	if err != nil {
 		return err
 	}
