@@ -244,7 +244,7 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 			srv.close()
 			return nil
 		}
-		loaded, dropped, poisoned, err := srv.preload(modules, e.opts.StartTimeout)
+		p, err := srv.preload(modules, false, "", e.opts.StartTimeout)
 		e.setPending(nil)
 		if err != nil {
 			srv.close()
@@ -253,15 +253,15 @@ func (e *Executor) start(k key, env []string, modules []string) *server {
 			}
 			return nil
 		}
-		for _, d := range dropped {
+		for _, d := range p.dropped {
 			e.opts.Notice(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
 			modules = slices.DeleteFunc(modules, func(m string) bool { return m == d.Module })
 		}
 		e.mu.Lock()
 		e.modules = slices.Clone(modules)
 		e.mu.Unlock()
-		if !poisoned {
-			e.opts.Notice("preload: forking trials from a server that imported " + listed(loaded, 8))
+		if !p.poisoned {
+			e.opts.Notice("preload: forking trials from a server that imported " + listed(p.loaded, 8))
 			return srv
 		}
 		srv.close()

@@ -406,9 +406,9 @@ func TestForkAfterCUDAInitIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.close()
-	_, dropped, poisoned, err := srv.preload([]string{"gpuinit"}, time.Minute)
-	if err != nil || !poisoned || len(dropped) != 1 {
-		t.Fatalf("preload: dropped %v, poisoned %v, %v", dropped, poisoned, err)
+	p, err := srv.preload([]string{"gpuinit"}, false, "", time.Minute)
+	if err != nil || !p.poisoned || len(p.dropped) != 1 {
+		t.Fatalf("preload: dropped %v, poisoned %v, %v", p.dropped, p.poisoned, err)
 	}
 	spec.Launcher = srv
 	_, err = trial.Run(context.Background(), spec, nil)
@@ -610,5 +610,33 @@ func TestServerStartsAnewForANewEnvironment(t *testing.T) {
 		if !strings.Contains(r.stdout, "per_process_memory_fraction:"+tc.fraction) {
 			t.Errorf("trial %d saw another environment than its own: %s", i+1, r.stdout)
 		}
+	}
+}
+
+// A guess (third_party_only) imports only third-party packages: not the
+// standard library, not the program's own modules beside the script (home),
+// not a third-party package that one of them shadows, not what is missing.
+func TestGuessImportsOnlyThirdParty(t *testing.T) {
+	h := newHarness(t)
+	spec := h.spec(1, "prime/train.py")
+	path := filepath.Join(h.dir, "marks")
+	spec.Env = append(spec.Env, "PRIME_MARKS="+path)
+	k, _ := keyOf(spec)
+	srv, err := startServer(k, serverEnv(spec.Env), "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	home, _ := filepath.Abs(filepath.Join("testdata", "prime"))
+	p, err := srv.preload([]string{"json", "os", "marked", "mine", "shadow", "helper", "nosuchmodule", "userpkg"}, true, home, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.loaded, []string{"marked"}) || len(p.dropped) != 0 || p.poisoned ||
+		!slices.Contains(p.packages, "marked") || slices.Contains(p.packages, "shadow") {
+		t.Errorf("preloaded %+v", p)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "marked "+strconv.Itoa(srv.pid)+"\n" {
+		t.Errorf("imported: %q", b)
 	}
 }
