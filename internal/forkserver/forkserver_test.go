@@ -640,3 +640,59 @@ func TestGuessImportsOnlyThirdParty(t *testing.T) {
 		t.Errorf("imported: %q", b)
 	}
 }
+
+func TestScriptImports(t *testing.T) {
+	dir := t.TempDir()
+	src := `"""Docstring.
+import notthis
+"""
+import os, sys as system
+import a.b.c as d ; from e.f import (g,
+    h)
+from . import rel
+from .x import y
+x = "import strings"  # import comments
+y = '''
+from notthis import z
+'''
+def f():
+    import lazy
+    s = 'it\'s' ; import afterstring
+import \
+    continued
+from k import *
+try:
+    import optional
+except ImportError:
+    pass
+if x: import notseen
+importlib = 1
+fromage = 2
+import os
+`
+	if err := os.WriteFile(filepath.Join(dir, "s.py"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"os", "sys", "a", "e", "lazy", "afterstring", "continued", "k", "optional"}
+	if got := scriptImports([]string{"python3", "s.py"}, dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("scriptImports = %q, want %q", got, want)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pkg", "__main__.py"), []byte("import torch\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		argv []string
+		want []string
+	}{
+		{[]string{"python3", "-m", "s"}, want},
+		{[]string{"python3", "-m", "pkg"}, []string{"torch"}},
+		{[]string{"python3", "-m", "installed.module"}, nil},
+	} {
+		if got := scriptImports(c.argv, dir); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("scriptImports(%q) = %q, want %q", c.argv, got, c.want)
+		}
+	}
+}
