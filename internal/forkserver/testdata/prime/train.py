@@ -14,6 +14,11 @@ import marked
 import mine
 import shadow  # the program's own, beside it
 
+try:
+    import broken  # noqa: F401  (third-party, fails to import)
+except ImportError:
+    pass
+
 # from . import nothing: a relative import, never a candidate
 if "indirect" in sys.argv[1:]:
     import helper  # noqa: F401
