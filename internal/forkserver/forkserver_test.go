@@ -757,7 +757,7 @@ func TestGuessImportsOnlyThirdParty(t *testing.T) {
 	}
 	defer srv.close()
 	home, _ := filepath.Abs(filepath.Join("testdata", "prime"))
-	p, err := srv.preload([]string{"json", "os", "marked", "mine", "shadow", "helper", "nosuchmodule", "userpkg"}, true, home, time.Minute)
+	p, err := srv.preload([]string{"json", "os", "marked", "mine", "shadow", "helper", "nosuchmodule", "userpkg", "batchfit", "sys"}, true, home, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -284,8 +284,11 @@ def third_party(name: str, home: str | None) -> bool:
     """Whether `import name` in the program would load an installed
     third-party package (hook.is_third_party), found without importing
     anything: not a module of the program's own in home, not the standard
-    library, not a namespace package (no file to tell where it lies)."""
+    library, not a namespace package (no file to tell where it lies), not
+    batchfit's own (as hook.third_party_packages)."""
     if not name.isidentifier() or name in sys.builtin_module_names:
+        return False
+    if name in ("batchfit", "sitecustomize", "usercustomize"):
         return False
     import importlib.util
     from importlib.machinery import PathFinder
