@@ -6,9 +6,12 @@
 //
 // The Executor learns what to preload from the first trial, which runs as a
 // fresh process, from the adapter's report (third-party top-level packages
-// only). Anything the server cannot run as the interpreter would (options,
-// launchers, another interpreter or environment, a server that failed) runs
-// as a fresh process. Everything else about a trial (time limit, the kill of
+// only). So that the trial after it is forked too, a server starts as the
+// first trial starts, from a guess: the names the script imports, of which
+// the server imports only the third-party packages; the report then says
+// what it must import besides. Anything the server cannot run as the
+// interpreter would (options, launchers, another interpreter or
+// environment, a server that failed) runs as a fresh process. Everything else about a trial (time limit, the kill of
 // its group and descendants, logs, cgroup) is internal/trial's.
 package forkserver
 
@@ -57,15 +60,38 @@ type Executor struct {
 
 	mu      sync.Mutex
 	key     key           // what the server is, or is being, started for
+	primed  bool          // the first forkable trial started: a guess was made or tried
 	learned bool          // the modules were learned; a server was started or tried
 	ready   chan struct{} // closed once starting has ended, well or not
 	srv     *server       // nil when none is usable
 	pending *server       // the server being started and preloaded, if any
 	closed  bool
 	// modules are what the server preloads (less those it dropped), for
-	// a server started anew for another environment (rekey).
+	// a server started anew for another environment (rekey); once learned,
+	// the packages the first trial reported.
 	modules []string
 	rekeys  int
+	// guessing says the server is, or is being, started from the script's
+	// imports and is still to be checked against the first trial's report
+	// (settleGuess).
+	guessing bool
+	guess    preloaded // what the guessed server made of the guess
+	dropped  []string  // modules a server dropped: never asked for again
+}
+
+// wanted is what a server is asked to preload: the packages a trial
+// reported, or a guess (the names the script imports, home its directory).
+type wanted struct {
+	modules []string
+	guess   bool
+	home    string
+	// onto is the guessed server, to import into it the reported packages
+	// it missed (modules) rather than import everything again in a new
+	// one; had are the packages it preloaded, all the whole report, for a
+	// server started anew if onto turns unsafe.
+	onto *server
+	had  []string
+	all  []string
 }
 
 // maxRekeys bounds how often a server is started anew because the trials'
@@ -88,6 +114,9 @@ func New(opts Options) *Executor {
 // trial of a forkable command teaches the server what to preload.
 func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
 	k, forkable := keyOf(spec)
+	if forkable {
+		e.prime(k, spec)
+	}
 	if srv := e.server(k, forkable); srv != nil {
 		forked := spec
 		forked.Launcher = srv
@@ -148,50 +177,160 @@ func (e *Executor) server(k key, forkable bool) *server {
 	}
 }
 
-// learn starts a server for k in the background, preloading the packages
-// that spec's trial reported. Only the first forkable trial teaches.
-func (e *Executor) learn(k key, spec trial.Spec) {
-	modules := reportedPackages(envOf(spec))
+// prime starts a server for k in the background as the first forkable
+// trial starts, with the names spec's script imports as a guess of what to
+// preload (the server imports only those that are third-party packages):
+// it imports while the first trial runs, so that the trial after it can be
+// forked. The guess costs nothing when it fails or finds nothing to import:
+// the first trial's report is learned as without it.
+func (e *Executor) prime(k key, spec trial.Spec) {
+	e.mu.Lock()
+	first := !e.primed && !e.learned && !e.closed
+	e.primed = true
+	e.mu.Unlock()
+	if !first {
+		return
+	}
+	names := scriptImports(spec.Argv, spec.Dir)
+	if len(names) == 0 {
+		return
+	}
+	_, home := programFile(spec.Argv, spec.Dir)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.learned || e.closed {
 		return
 	}
-	e.learned, e.key, e.modules = true, k, modules
+	e.key, e.guessing = k, true
 	e.ready = make(chan struct{})
-	if len(modules) == 0 {
+	go e.serve(k, wanted{modules: names, guess: true, home: home}, e.ready)
+}
+
+// learn starts a server for k in the background, preloading the packages
+// that spec's trial reported. Only the first forkable trial teaches. A
+// server started from a guess (prime) is kept when it holds every package
+// reported, else it imports those it missed (settleGuess).
+func (e *Executor) learn(k key, spec trial.Spec) {
+	modules := reportedPackages(envOf(spec))
+	msg := ""
+	e.mu.Lock()
+	defer func() {
+		e.mu.Unlock()
+		if msg != "" {
+			e.opts.Notice(msg)
+		}
+	}()
+	if e.learned || e.closed {
+		return
+	}
+	e.learned = true
+	modules = slices.DeleteFunc(modules, func(m string) bool { return slices.Contains(e.dropped, m) })
+	e.modules = modules
+	w := wanted{modules: modules}
+	if e.guessing {
+		select {
+		case <-e.ready:
+		default:
+			// Still importing the guess: its starter settles it (serve).
+			return
+		}
+		srv := e.srv
+		e.srv = nil
+		if e.key != k {
+			// Learned from a trial of another environment than the
+			// first's (trials side by side): start as without a guess.
+			e.guessing = false
+			if srv != nil {
+				go srv.close()
+			}
+		} else if next, kept, ok := e.settleGuess(srv); ok {
+			e.srv, msg = srv, kept
+			return
+		} else if next != nil {
+			w = *next
+		}
+	}
+	e.key = k
+	e.ready = make(chan struct{})
+	if len(w.modules) == 0 {
 		// Nothing heavy to preload (or no report): a fork would save only
 		// the interpreter's own start.
 		close(e.ready)
 		return
 	}
-	go e.serve(k, modules, e.ready)
+	go e.serve(k, w, e.ready)
+}
+
+// settleGuess decides, once both the first trial's report (e.modules) and
+// the guessed server srv are in, whether srv is the server to fork from:
+// it is when it holds every package the trial reported (or a server dropped
+// it). ok says so, and msg is the notice to give. Otherwise next is what to
+// start instead: srv importing the packages it missed, or, without srv, a
+// server for the report (nil when it named nothing). e.mu is held.
+func (e *Executor) settleGuess(srv *server) (next *wanted, msg string, ok bool) {
+	e.guessing = false
+	if srv == nil {
+		if len(e.modules) == 0 {
+			return nil, "", false
+		}
+		return &wanted{modules: slices.Clone(e.modules)}, "", false
+	}
+	var missing []string
+	for _, m := range e.modules {
+		if !slices.Contains(e.guess.packages, m) && !slices.Contains(e.guess.loaded, m) && !slices.Contains(e.dropped, m) {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		return &wanted{modules: missing, onto: srv, had: slices.Clone(e.guess.loaded), all: slices.Clone(e.modules)}, "", false
+	}
+	for _, m := range e.guess.loaded {
+		if !slices.Contains(e.modules, m) {
+			e.modules = append(e.modules, m)
+		}
+	}
+	return nil, "preload: forking trials from a server that imported " + listed(e.guess.loaded, 8) + " (the script's imports)", true
 }
 
 // serve starts a server for k, makes it the one to fork from and closes
 // ready. When the trials' environment changed while it started (rekey),
-// the server is not used: one for the new environment starts at once.
-func (e *Executor) serve(k key, modules []string, ready chan struct{}) {
-	srv := e.start(k, strings.Split(k.env, "\x00"), modules)
+// the server is not used: one for the new environment starts at once. A
+// guessed server is settled against the first trial's report if that came
+// meanwhile (settleGuess); what it lacks is then imported at once.
+func (e *Executor) serve(k key, w wanted, ready chan struct{}) {
+	srv, p := e.start(k, strings.Split(k.env, "\x00"), w)
 	e.mu.Lock()
-	stale := e.closed || e.key != k
-	restart := !e.closed && e.key != k
-	next, nextReady := e.key, ready
-	if restart {
+	var next *wanted
+	use := !e.closed && e.key == k
+	if !e.closed && e.key != k {
+		next = &wanted{modules: slices.Clone(e.modules)}
+	}
+	msg := ""
+	if use && w.guess {
+		e.guess = p
+		if e.learned {
+			next, msg, use = e.settleGuess(srv)
+		}
+	}
+	key, nextReady := e.key, ready
+	if next != nil {
 		nextReady = make(chan struct{})
 		e.ready = nextReady
+		e.guessing = false
 	}
-	if !stale {
+	if use {
 		e.srv = srv
 	}
-	modules = slices.Clone(e.modules)
 	e.mu.Unlock()
-	if stale && srv != nil {
+	if !use && srv != nil && (next == nil || next.onto != srv) {
 		srv.close()
 	}
+	if msg != "" {
+		e.opts.Notice(msg)
+	}
 	close(ready)
-	if restart {
-		e.serve(next, modules, nextReady)
+	if next != nil {
+		e.serve(key, *next, nextReady)
 	}
 }
 
@@ -224,50 +363,87 @@ func (e *Executor) rekey(k key) {
 	if old != nil {
 		go old.close()
 	}
-	go e.serve(k, slices.Clone(e.modules), e.ready)
+	go e.serve(k, wanted{modules: slices.Clone(e.modules)}, e.ready)
 }
 
-// start starts a server that preloads modules, restarting it without any
-// module that started a thread or a GPU runtime; nil when none could be had.
-func (e *Executor) start(k key, env []string, modules []string) *server {
+// start starts a server that preloads what w wants (or imports it into
+// w.onto), restarting it without any module that started a thread or a GPU
+// runtime; nil when none could be had. A guess fails without a word (the
+// report is learned as without it), names only the module that made a
+// server unsafe (a failed import is the program's business), and gives no
+// server when it found nothing to import.
+func (e *Executor) start(k key, env []string, w wanted) (*server, preloaded) {
 	logPath := ""
 	if e.opts.LogDir != "" {
 		logPath = filepath.Join(e.opts.LogDir, "forkserver.log")
 	}
+	fail := e.opts.Notice
+	if w.guess {
+		fail = func(string) {}
+	}
+	modules := slices.Clone(w.modules)
 	for range maxServers {
-		srv, err := startServer(k, env, logPath, e.opts.StartTimeout)
-		if err != nil {
-			e.opts.Notice(fmt.Sprintf("preload: the fork server did not start (%v); trials run as fresh processes", err))
-			return nil
+		srv := w.onto
+		if srv == nil {
+			var err error
+			srv, err = startServer(k, env, logPath, e.opts.StartTimeout)
+			if err != nil {
+				fail(fmt.Sprintf("preload: the fork server did not start (%v); trials run as fresh processes", err))
+				return nil, preloaded{}
+			}
 		}
 		if !e.setPending(srv) {
 			srv.close()
-			return nil
+			return nil, preloaded{}
 		}
-		loaded, dropped, poisoned, err := srv.preload(modules, e.opts.StartTimeout)
+		p, err := srv.preload(modules, w.guess, w.home, e.opts.StartTimeout)
 		e.setPending(nil)
 		if err != nil {
 			srv.close()
 			if !e.superseded(k) {
-				e.opts.Notice(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
+				fail(fmt.Sprintf("preload: %v; trials run as fresh processes", err))
 			}
-			return nil
-		}
-		for _, d := range dropped {
-			e.opts.Notice(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
-			modules = slices.DeleteFunc(modules, func(m string) bool { return m == d.Module })
+			return nil, preloaded{}
 		}
 		e.mu.Lock()
-		e.modules = slices.Clone(modules)
-		e.mu.Unlock()
-		if !poisoned {
-			e.opts.Notice("preload: forking trials from a server that imported " + listed(loaded, 8))
-			return srv
+		for _, d := range p.dropped {
+			e.dropped = append(e.dropped, d.Module)
 		}
-		srv.close()
+		gone := func(m string) bool { return slices.Contains(e.dropped, m) }
+		modules = slices.DeleteFunc(modules, gone)
+		if !w.guess {
+			e.modules = slices.DeleteFunc(slices.Clone(e.modules), gone)
+		}
+		e.mu.Unlock()
+		for i, d := range p.dropped {
+			if w.guess && (!p.poisoned || i < len(p.dropped)-1) {
+				continue
+			}
+			e.opts.Notice(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
+		}
+		switch {
+		case p.poisoned:
+			srv.close()
+			if w.onto != nil {
+				// The guessed server is spoiled: a new one imports the
+				// whole report.
+				e.mu.Lock()
+				modules = slices.DeleteFunc(slices.Clone(w.all), gone)
+				e.mu.Unlock()
+				w.onto, w.had = nil, nil
+			}
+		case w.guess && len(p.loaded) == 0:
+			srv.close()
+			return nil, preloaded{}
+		case w.guess:
+			return srv, p // its notice once it is settled
+		default:
+			e.opts.Notice("preload: forking trials from a server that imported " + listed(append(w.had, p.loaded...), 8))
+			return srv, p
+		}
 	}
-	e.opts.Notice("preload: every fork server was unsafe to fork from; trials run as fresh processes")
-	return nil
+	fail("preload: every fork server was unsafe to fork from; trials run as fresh processes")
+	return nil, preloaded{}
 }
 
 // superseded says the server being started for k was stopped for another

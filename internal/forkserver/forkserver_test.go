@@ -378,7 +378,7 @@ func TestUnsafeModulesAreDropped(t *testing.T) {
 	if !ok {
 		t.Fatal("show.py not forkable")
 	}
-	srv := e.start(k, serverEnv(h.spec(1, "show.py").Env), []string{"broken", "threaded", "nativethread", "gpuinit", "heavy"})
+	srv, _ := e.start(k, serverEnv(h.spec(1, "show.py").Env), wanted{modules: []string{"broken", "threaded", "nativethread", "gpuinit", "heavy"}})
 	if srv == nil {
 		t.Fatalf("no server: %s", h.notices())
 	}
@@ -406,9 +406,9 @@ func TestForkAfterCUDAInitIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.close()
-	_, dropped, poisoned, err := srv.preload([]string{"gpuinit"}, time.Minute)
-	if err != nil || !poisoned || len(dropped) != 1 {
-		t.Fatalf("preload: dropped %v, poisoned %v, %v", dropped, poisoned, err)
+	p, err := srv.preload([]string{"gpuinit"}, false, "", time.Minute)
+	if err != nil || !p.poisoned || len(p.dropped) != 1 {
+		t.Fatalf("preload: dropped %v, poisoned %v, %v", p.dropped, p.poisoned, err)
 	}
 	spec.Launcher = srv
 	_, err = trial.Run(context.Background(), spec, nil)
@@ -485,7 +485,10 @@ func TestCloseWhilePreloading(t *testing.T) {
 	spec := h.spec(1, "show.py")
 	k, _ := keyOf(spec)
 	done := make(chan *server)
-	go func() { done <- e.start(k, serverEnv(spec.Env), []string{"slowimport"}) }()
+	go func() {
+		srv, _ := e.start(k, serverEnv(spec.Env), wanted{modules: []string{"slowimport"}})
+		done <- srv
+	}()
 	var pid int
 	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		e.mu.Lock()
@@ -609,6 +612,343 @@ func TestServerStartsAnewForANewEnvironment(t *testing.T) {
 		}
 		if !strings.Contains(r.stdout, "per_process_memory_fraction:"+tc.fraction) {
 			t.Errorf("trial %d saw another environment than its own: %s", i+1, r.stdout)
+		}
+	}
+}
+
+// primeSpec is testdata/prime/train.py's trial n, its packages writing who
+// imported them to marks.
+func (h *harness) primeSpec(n int, marks string, args ...string) trial.Spec {
+	spec := h.spec(n, append([]string{"prime/train.py"}, args...)...)
+	spec.Env = append(spec.Env, "PRIME_MARKS="+marks)
+	return spec
+}
+
+// primeRun is what testdata/prime/train.py printed.
+type primeRun struct {
+	PID      int    `json:"pid"`
+	Marked   int    `json:"marked"`
+	Mine     int    `json:"mine"`
+	Shadow   string `json:"shadow"`
+	Indirect int    `json:"indirect"`
+}
+
+func (h *harness) primeRun(e *Executor, spec trial.Spec) (primeRun, trial.Result) {
+	h.t.Helper()
+	r := h.run(e, spec)
+	var p primeRun
+	if r.res.ExitCode != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil {
+		h.t.Fatalf("exit %d: %s%s\n%s", r.res.ExitCode, r.stdout, r.stderr, h.notices())
+	}
+	return p, r.res
+}
+
+// marks are the pids that imported each package (testdata/prime).
+func marks(t *testing.T, path string) map[string][]int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		name, pid, _ := strings.Cut(line, " ")
+		n, _ := strconv.Atoi(pid)
+		out[name] = append(out[name], n)
+	}
+	return out
+}
+
+// The server starts as the first trial starts, from the script's imports,
+// and imports only the third-party ones: a first trial slower than the
+// server's imports is followed by a forked one, even one that does not
+// wait for the server; the program's own modules (one named like a
+// third-party package among them) are never imported by the server, and a
+// guessed package that fails to import is not worth a notice.
+func TestSecondTrialForkedFromTheGuess(t *testing.T) {
+	h := newHarness(t)
+	e := New(Options{LogDir: h.dir, Notice: func(m string) {
+		h.mu.Lock()
+		h.notice = append(h.notice, m)
+		h.mu.Unlock()
+	}})
+	t.Cleanup(func() { e.Close() })
+	path := filepath.Join(h.dir, "marks")
+	// The first trial ends only once another process imported marked.
+	first, res := h.primeRun(e, h.primeSpec(1, path, "wait"))
+	if res.Forked || first.Marked != first.PID {
+		t.Fatalf("first trial: forked %v, %+v", res.Forked, first)
+	}
+	e.mu.Lock()
+	ready := e.ready
+	e.mu.Unlock()
+	<-ready
+	var server int
+	for _, pid := range marks(t, path)["marked"] {
+		if pid != first.PID {
+			server = pid
+		}
+	}
+	for n := 2; n <= 3; n++ {
+		p, res := h.primeRun(e, h.primeSpec(n, path))
+		if !res.Forked || p.Marked != server || p.Mine != p.PID || p.Shadow != "user" {
+			t.Errorf("trial %d: forked %v, %+v (server %d): %s", n, res.Forked, p, server, h.notices())
+		}
+	}
+	e.mu.Lock()
+	dropped := slices.Clone(e.dropped)
+	e.mu.Unlock()
+	if !reflect.DeepEqual(dropped, []string{"broken"}) {
+		t.Errorf("dropped %q, want the guess's broken", dropped)
+	}
+	m := marks(t, path)
+	if len(m["shadow-site"]) > 0 || len(m["mine"]) != 3 || slices.Contains(m["mine"], server) {
+		t.Errorf("imports: %v (server %d)", m, server)
+	}
+	if n := strings.Count(h.notices(), "\n"); n != 0 ||
+		!strings.Contains(h.notices(), "forking trials from a server that imported marked (the script's imports)") {
+		t.Errorf("notices:\n%s", h.notices())
+	}
+}
+
+// A third-party package that the script imports only through a module of
+// its own is missed by the guess: the first trial's report names it, the
+// guessed server imports it too, and the trials after are forked from it.
+func TestGuessMissingAPackageIsImported(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	first, res := h.primeRun(e, h.primeSpec(1, path, "wait", "indirect"))
+	if res.Forked || first.Indirect != first.PID {
+		t.Fatalf("first trial: forked %v, %+v", res.Forked, first)
+	}
+	guessed := 0
+	for _, pid := range marks(t, path)["marked"] {
+		if pid != first.PID {
+			guessed = pid
+		}
+	}
+	for n := 2; n <= 3; n++ {
+		p, res := h.primeRun(e, h.primeSpec(n, path, "indirect"))
+		if !res.Forked || guessed == 0 || p.Marked != guessed || p.Indirect != guessed {
+			t.Errorf("trial %d: forked %v, %+v (guessed server %d): %s", n, res.Forked, p, guessed, h.notices())
+		}
+	}
+	if m := marks(t, path); len(m["marked"]) != 2 || len(m["indirect"]) != 2 {
+		t.Errorf("imports: %v (a server started anew?)", m)
+	}
+	if h.notices() != "preload: forking trials from a server that imported marked, indirect" {
+		t.Errorf("notices:\n%s", h.notices())
+	}
+}
+
+// A guess (third_party_only) imports only third-party packages: not the
+// standard library, not the program's own modules beside the script (home),
+// not a third-party package that one of them shadows, not what is missing.
+func TestGuessImportsOnlyThirdParty(t *testing.T) {
+	h := newHarness(t)
+	spec := h.spec(1, "prime/train.py")
+	path := filepath.Join(h.dir, "marks")
+	spec.Env = append(spec.Env, "PRIME_MARKS="+path)
+	k, _ := keyOf(spec)
+	srv, err := startServer(k, serverEnv(spec.Env), "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	home, _ := filepath.Abs(filepath.Join("testdata", "prime"))
+	p, err := srv.preload([]string{"json", "os", "marked", "mine", "shadow", "helper", "nosuchmodule", "userpkg", "batchfit", "sys"}, true, home, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.loaded, []string{"marked"}) || len(p.dropped) != 0 || p.poisoned ||
+		!slices.Contains(p.packages, "marked") || slices.Contains(p.packages, "shadow") {
+		t.Errorf("preloaded %+v", p)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "marked "+strconv.Itoa(srv.pid)+"\n" {
+		t.Errorf("imported: %q", b)
+	}
+}
+
+// A guessed package that is unsafe to fork from is named once, and the
+// server without it is kept: the report that names it again starts no other.
+func TestGuessUnsafeNamedOnce(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	script := filepath.Join(t.TempDir(), "unsafe.py")
+	if err := os.WriteFile(script, []byte("import threaded\nimport heavy\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 3; n++ {
+		r := h.run(e, h.spec(n, script))
+		if r.res.Forked != (n > 1) || r.res.ExitCode != 0 {
+			t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
+		}
+	}
+	want := "preload: not preloading threaded: 1 Python thread(s) running\n" +
+		"preload: forking trials from a server that imported heavy (the script's imports)"
+	if h.notices() != want {
+		t.Errorf("notices:\n%s\nwant\n%s", h.notices(), want)
+	}
+}
+
+// The first trial may end before the server has imported the guess: the
+// server is settled against the report once it has, and imports then what
+// the guess missed.
+func TestGuessSettledAfterTheFirstTrial(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	dir := writeScripts(t, map[string]string{"train.py": "import gate\nimport helper\n", "helper.py": "import indirect\n"})
+	marksPath, gate := filepath.Join(dir, "marks"), filepath.Join(dir, "open")
+	spec := func(n int) trial.Spec {
+		spec := h.spec(n, filepath.Join(dir, "train.py"))
+		spec.Env = append(spec.Env, "PRIME_MARKS="+marksPath, "PRIME_GATE="+gate)
+		return spec
+	}
+	if r := h.run(e, spec(1)); r.res.Forked || r.res.ExitCode != 0 {
+		t.Fatalf("first trial: forked %v, exit %d: %s", r.res.Forked, r.res.ExitCode, r.stderr)
+	}
+	e.mu.Lock()
+	learned, guessing := e.learned, e.guessing
+	e.mu.Unlock()
+	if !learned || !guessing {
+		t.Fatalf("learned %v, guessing %v: the guess should still be importing gate", learned, guessing)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for n := 2; n <= 3; n++ {
+		if r := h.run(e, spec(n)); !r.res.Forked || r.res.ExitCode != 0 {
+			t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
+		}
+	}
+	m := marks(t, marksPath)
+	if len(m["gate"]) != 2 || len(m["indirect"]) != 2 || m["gate"][1] != m["indirect"][1] {
+		t.Errorf("imports: %v (the guessed server should have imported indirect too)", m)
+	}
+	if h.notices() != "preload: forking trials from a server that imported gate, indirect" {
+		t.Errorf("notices:\n%s", h.notices())
+	}
+}
+
+// writeScripts writes files (name: source) into a new directory.
+func writeScripts(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// A package the guess missed that is unsafe to fork from spoils the guessed
+// server: a new one imports the report without it.
+func TestGuessMissedUnsafeStartsAnew(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	dir := writeScripts(t, map[string]string{"train.py": "import heavy\nimport helper\n", "helper.py": "import threaded\n"})
+	for n := 1; n <= 3; n++ {
+		if r := h.run(e, h.spec(n, filepath.Join(dir, "train.py"))); r.res.Forked != (n > 1) || r.res.ExitCode != 0 {
+			t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
+		}
+	}
+	lines := strings.Split(h.notices(), "\n")
+	if len(lines) != 2 || lines[0] != "preload: not preloading threaded: 1 Python thread(s) running" ||
+		!strings.HasPrefix(lines[1], "preload: forking trials from a server that imported ") || !strings.Contains(lines[1], "heavy") ||
+		strings.Contains(lines[1], "script") {
+		t.Errorf("notices:\n%s", h.notices())
+	}
+}
+
+// A search that ends while the guessed server imports leaves no server.
+func TestCloseWhileGuessing(t *testing.T) {
+	h := newHarness(t)
+	e := New(Options{LogDir: h.dir})
+	dir := writeScripts(t, map[string]string{"train.py": "import gate\n"})
+	spec := h.spec(1, filepath.Join(dir, "train.py"))
+	spec.Env = append(spec.Env, "PRIME_GATE="+filepath.Join(dir, "never"))
+	h.run(e, spec)
+	var srv *server
+	for deadline := time.Now().Add(10 * time.Second); srv == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		e.mu.Lock()
+		srv = e.pending
+		e.mu.Unlock()
+	}
+	if srv == nil {
+		t.Fatal("no server importing the guess")
+	}
+	e.Close()
+	select {
+	case <-srv.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guessed server still runs 10s after Close")
+	}
+	e.mu.Lock()
+	ready := e.ready
+	e.mu.Unlock()
+	<-ready
+	e.mu.Lock()
+	kept := e.srv != nil
+	e.mu.Unlock()
+	if kept || alive(srv.pid) {
+		t.Errorf("server kept %v, alive %v", kept, alive(srv.pid))
+	}
+}
+
+func TestScriptImports(t *testing.T) {
+	dir := t.TempDir()
+	src := `"""Docstring.
+import notthis
+"""
+import os, sys as system
+import a.b.c as d ; from e.f import (g,
+    h)
+from . import rel
+from .x import y
+x = "import strings"  # import comments
+y = '''
+from notthis import z
+'''
+def f():
+    import lazy
+    s = 'it\'s' ; import afterstring
+import \
+    continued
+from k import *
+try:
+    import optional
+except ImportError:
+    pass
+if x: import notseen
+importlib = 1
+fromage = 2
+import os
+`
+	if err := os.WriteFile(filepath.Join(dir, "s.py"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"os", "sys", "a", "e", "lazy", "afterstring", "continued", "k", "optional"}
+	if got := scriptImports([]string{"python3", "s.py"}, dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("scriptImports = %q, want %q", got, want)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pkg", "__main__.py"), []byte("import torch\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		argv []string
+		want []string
+	}{
+		{[]string{"python3", "-m", "s"}, want},
+		{[]string{"python3", "-m", "pkg"}, []string{"torch"}},
+		{[]string{"python3", "-m", "installed.module"}, nil},
+	} {
+		if got := scriptImports(c.argv, dir); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("scriptImports(%q) = %q, want %q", c.argv, got, c.want)
 		}
 	}
 }

@@ -34,6 +34,7 @@ type message struct {
 	Loaded   []string  `json:"loaded"`
 	Dropped  []Dropped `json:"dropped"`
 	Poisoned bool      `json:"poisoned"`
+	Packages []string  `json:"packages"`
 	Cgroup   bool      `json:"cgroup"`
 	Code     int       `json:"code"`
 	Signal   int       `json:"signal"`
@@ -175,19 +176,36 @@ func (s *server) send(req any) error {
 	return err
 }
 
-// preload imports modules in the server, one at a time. poisoned says the
-// server must not be used: a module started a thread or a GPU runtime.
-func (s *server) preload(modules []string, timeout time.Duration) (loaded []string, dropped []Dropped, poisoned bool, err error) {
+// preloaded is what a server made of a preload request.
+type preloaded struct {
+	loaded  []string
+	dropped []Dropped
+	// poisoned says the server must not be used: a module started a
+	// thread or a GPU runtime.
+	poisoned bool
+	// packages are the third-party top-level packages the server holds
+	// after its imports: those loaded and what they imported.
+	packages []string
+}
+
+// preload imports modules in the server, one at a time. A guess (the
+// script's imports, home its directory) imports only the names that are
+// third-party packages and skips the rest without a word.
+func (s *server) preload(modules []string, guess bool, home string, timeout time.Duration) (preloaded, error) {
 	s.launch.Lock()
 	defer s.launch.Unlock()
-	m, err := s.call(map[string]any{"op": "preload", "modules": modules}, timeout)
+	req := map[string]any{"op": "preload", "modules": modules}
+	if guess {
+		req["third_party_only"], req["home"] = true, home
+	}
+	m, err := s.call(req, timeout)
 	if err != nil {
-		return nil, nil, false, err
+		return preloaded{}, err
 	}
 	if m.Event != "preloaded" {
-		return nil, nil, false, fmt.Errorf("%w: preload: %s %s", errServer, m.Event, m.Error)
+		return preloaded{}, fmt.Errorf("%w: preload: %s %s", errServer, m.Event, m.Error)
 	}
-	return m.Loaded, m.Dropped, m.Poisoned, nil
+	return preloaded{loaded: m.Loaded, dropped: m.Dropped, poisoned: m.Poisoned, packages: m.Packages}, nil
 }
 
 // launchTimeout bounds a fork, which takes milliseconds; a server that does

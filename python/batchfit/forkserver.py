@@ -11,14 +11,23 @@ as clean as a fresh process's: the CUDA context is made in the child.
 The protocol is JSON lines on two private descriptors (requests on fd 3,
 replies on fd 4), never stdin/stdout, which preloaded modules may print to:
 
-  -> {"op": "preload", "modules": ["torch", ...]}
+  -> {"op": "preload", "modules": ["torch", ...],
+      "third_party_only": bool, "home": dir or ""}
   <- {"event": "preloaded", "loaded": [...], "dropped": [{"module", "reason"}],
-      "poisoned": bool}
+      "poisoned": bool, "packages": [...]}
   -> {"op": "run", "argv": [...], "env": [...], "cwd": ..., "stdout": path,
       "stderr": path, "cgroup": path or ""}
   <- {"event": "started", "pid": N, "cgroup": bool} or {"event": "error", ...}
   <- {"event": "exit", "pid": N, "code": C, "signal": S}   (later, unreaped)
   -> {"op": "reap", "pid": N}
+
+With "third_party_only" (batchfit's guess from the script's import
+statements, before any trial ended) a name is imported only if Python would
+load it from site-packages or dist-packages, and no module of that name lies
+in "home" (the script's directory, where the program finds its own modules
+first); other names, the program's own modules among them, are skipped
+without a word. "packages" are the third-party top-level packages the server
+holds once it has imported (what the imported ones imported too).
 
 A module that initialised a GPU runtime or started a thread on import
 "poisons" the server: imports cannot be undone, so batchfit starts a new one
@@ -171,7 +180,8 @@ class Server:
     def handle(self, req: dict[str, Any]) -> None:
         op = req.get("op")
         if op == "preload":
-            self.reply(self.preload(req.get("modules") or []))
+            self.reply(self.preload(req.get("modules") or [], bool(req.get("third_party_only")),
+                                    req.get("home") or None))
         elif op == "run":
             try:
                 self.reply(self.run(req))
@@ -185,11 +195,14 @@ class Server:
         else:
             self.reply({"event": "error", "error": f"unknown op {op!r}"})
 
-    def preload(self, modules: list[str]) -> dict[str, Any]:
+    def preload(self, modules: list[str], third_party_only: bool = False,
+                home: str | None = None) -> dict[str, Any]:
         loaded, dropped = [], []
         for name in modules:
             if self.poisoned:
                 break
+            if third_party_only and not third_party(name, home):
+                continue
             try:
                 importlib.import_module(name)
             except BaseException as e:  # an import may call sys.exit
@@ -202,7 +215,7 @@ class Server:
                 break
             loaded.append(name)
         return {"event": "preloaded", "loaded": loaded, "dropped": dropped,
-                "poisoned": self.poisoned is not None}
+                "poisoned": self.poisoned is not None, "packages": _packages()}
 
     def run(self, req: dict[str, Any]) -> dict[str, Any]:
         hazard = self.poisoned or fork_hazard()
@@ -265,6 +278,41 @@ class Server:
             # pid, the trial's process group id, reserved while batchfit
             # kills what is left of the group.
             self.reply({"event": "exit", "pid": pid, "code": code, "signal": sig})
+
+
+def third_party(name: str, home: str | None) -> bool:
+    """Whether `import name` in the program would load an installed
+    third-party package (hook.is_third_party), found without importing
+    anything: not a module of the program's own in home, not the standard
+    library, not a namespace package (no file to tell where it lies), not
+    batchfit's own (as hook.third_party_packages)."""
+    if not name.isidentifier() or name in sys.builtin_module_names:
+        return False
+    if name in ("batchfit", "sitecustomize", "usercustomize"):
+        return False
+    import importlib.util
+    from importlib.machinery import PathFinder
+
+    from batchfit import hook
+
+    try:
+        if home and PathFinder.find_spec(name, [home]) is not None:
+            return False
+        spec = importlib.util.find_spec(name)
+    except Exception:  # a finder's own error, a name it refuses
+        return False
+    origin = getattr(spec, "origin", None)
+    return isinstance(origin, str) and os.path.isabs(origin) and hook.is_third_party(origin)
+
+
+def _packages() -> list[str]:
+    """The third-party top-level packages this process holds."""
+    try:
+        from batchfit import hook
+
+        return hook.third_party_packages()
+    except Exception:
+        return []
 
 
 def child(req: dict[str, Any], private: tuple[int, ...]) -> None:

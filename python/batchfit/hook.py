@@ -775,13 +775,19 @@ def third_party_packages():
         path = getattr(module, "__file__", None)
         if not isinstance(path, str) or not path:
             continue
-        parts = os.path.abspath(path).split(os.sep)
-        if "site-packages" in parts or "dist-packages" in parts:
+        if is_third_party(path):
             seen.add(top)
             out.append(top)
             if len(out) >= _MAX_SOURCES:
                 break
     return out
+
+
+def is_third_party(path):
+    """Whether the file at path belongs to an installed third-party package:
+    it lies under a site-packages or dist-packages directory."""
+    parts = os.path.abspath(path).split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def loaded_sources():
@@ -810,8 +816,7 @@ def loaded_sources():
     for path in ordered:
         if path.startswith(stdlib) or path.startswith(ours):
             continue
-        parts = path.split(os.sep)
-        if "site-packages" in parts or "dist-packages" in parts:
+        if is_third_party(path):
             continue
         try:
             st = os.stat(path)
