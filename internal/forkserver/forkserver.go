@@ -241,7 +241,7 @@ func (e *Executor) learn(k key, spec trial.Spec) {
 			// first's (trials side by side): start as without a guess.
 			e.guessing = false
 			if srv != nil {
-				go srv.close()
+				go srv.retire()
 			}
 		} else if next, kept, ok := e.settleGuess(srv); ok {
 			e.srv, msg = srv, kept
@@ -361,7 +361,7 @@ func (e *Executor) rekey(k key) {
 	e.srv = nil
 	e.ready = make(chan struct{})
 	if old != nil {
-		go old.close()
+		go old.retire() // a trial forked from it may still run beside this one
 	}
 	go e.serve(k, wanted{modules: slices.Clone(e.modules)}, e.ready)
 }

@@ -257,6 +257,22 @@ func (s *server) close() {
 	_ = s.cmd.Wait()
 }
 
+// retire closes the server once the trials forked from it have ended and
+// been reaped: a server closed under a running trial would take it along
+// (the parent-death signal), and the trial would have to run again.
+func (s *server) retire() {
+	for {
+		s.mu.Lock()
+		busy := len(s.children) > 0 && !s.dead
+		s.mu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.close()
+}
+
 // killedChildren reports whether res, a trial forked from s, ended because
 // s died: its children die with it (their parent-death signal).
 func (s *server) killedChildren(res trial.Result) bool {
