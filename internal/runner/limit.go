@@ -46,20 +46,6 @@ func ParseLimit(s string) (Limit, error) {
 	return Limit{Bytes: b, Percent: p}, nil
 }
 
-// String says what the limit emulates: "NVIDIA L4 (22.49 GiB)", "24.00
-// GiB", "80 % of the GPU".
-func (l Limit) String() string {
-	switch {
-	case l.Card != nil:
-		return fmt.Sprintf("%s (%s)", l.Card.Model, units.Bytes(l.Bytes))
-	case l.Percent > 0:
-		return fmt.Sprintf("%g %% of the GPU", l.Percent)
-	case l.Bytes > 0:
-		return units.Bytes(l.Bytes)
-	}
-	return "none"
-}
-
 // IsZero reports whether l is no limit.
 func (l Limit) IsZero() bool { return l.Bytes == 0 && l.Percent == 0 }
 
