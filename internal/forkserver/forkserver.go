@@ -33,9 +33,13 @@ import (
 type Options struct {
 	// LogDir holds the server's own output (forkserver.log); "" discards it.
 	LogDir string
-	// Notice tells the user what preloading did (modules dropped and why,
-	// a server that failed); nil says nothing.
+	// Notice tells the user of a server that failed, after which trials
+	// run as fresh processes; nil says nothing.
 	Notice func(msg string)
+	// Detail tells what preloading did that changes no answer: the
+	// packages a server preloaded, and those it left out and why; nil says
+	// nothing.
+	Detail func(msg string)
 	// StartTimeout bounds the server's start and its preloading (imports
 	// of large packages take seconds); 0 means DefaultStartTimeout.
 	StartTimeout time.Duration
@@ -106,6 +110,9 @@ func New(opts Options) *Executor {
 	}
 	if opts.Notice == nil {
 		opts.Notice = func(string) {}
+	}
+	if opts.Detail == nil {
+		opts.Detail = func(string) {}
 	}
 	return &Executor{opts: opts}
 }
@@ -217,7 +224,7 @@ func (e *Executor) learn(k key, spec trial.Spec) {
 	defer func() {
 		e.mu.Unlock()
 		if msg != "" {
-			e.opts.Notice(msg)
+			e.opts.Detail(msg)
 		}
 	}()
 	if e.learned || e.closed {
@@ -326,7 +333,7 @@ func (e *Executor) serve(k key, w wanted, ready chan struct{}) {
 		srv.close()
 	}
 	if msg != "" {
-		e.opts.Notice(msg)
+		e.opts.Detail(msg)
 	}
 	close(ready)
 	if next != nil {
@@ -419,7 +426,7 @@ func (e *Executor) start(k key, env []string, w wanted) (*server, preloaded) {
 			if w.guess && (!p.poisoned || i < len(p.dropped)-1) {
 				continue
 			}
-			e.opts.Notice(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
+			e.opts.Detail(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))
 		}
 		switch {
 		case p.poisoned:
@@ -438,7 +445,7 @@ func (e *Executor) start(k key, env []string, w wanted) (*server, preloaded) {
 		case w.guess:
 			return srv, p // its notice once it is settled
 		default:
-			e.opts.Notice("preload: forking trials from a server that imported " + listed(append(w.had, p.loaded...), 8))
+			e.opts.Detail("preload: forking trials from a server that imported " + listed(append(w.had, p.loaded...), 8))
 			return srv, p
 		}
 	}

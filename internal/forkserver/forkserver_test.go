@@ -76,13 +76,16 @@ func newHarness(t *testing.T, extraPath ...string) *harness {
 }
 
 func (h *harness) executor() *Executor {
-	e := New(Options{LogDir: h.dir, Wait: true, Notice: func(m string) {
-		h.mu.Lock()
-		h.notice = append(h.notice, m)
-		h.mu.Unlock()
-	}})
+	e := New(Options{LogDir: h.dir, Wait: true, Notice: h.record, Detail: h.record})
 	h.t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// record keeps a notice or detail of the executor, for notices.
+func (h *harness) record(m string) {
+	h.mu.Lock()
+	h.notice = append(h.notice, m)
+	h.mu.Unlock()
 }
 
 func (h *harness) notices() string {
@@ -667,11 +670,7 @@ func marks(t *testing.T, path string) map[string][]int {
 // guessed package that fails to import is not worth a notice.
 func TestSecondTrialForkedFromTheGuess(t *testing.T) {
 	h := newHarness(t)
-	e := New(Options{LogDir: h.dir, Notice: func(m string) {
-		h.mu.Lock()
-		h.notice = append(h.notice, m)
-		h.mu.Unlock()
-	}})
+	e := New(Options{LogDir: h.dir, Notice: h.record, Detail: h.record})
 	t.Cleanup(func() { e.Close() })
 	path := filepath.Join(h.dir, "marks")
 	// The first trial ends only once another process imported marked.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/batchfit/batchfit/internal/adapter"
@@ -238,19 +237,18 @@ func (s *session) probeConfig() (probe.Config, error) {
 		// through the adapter.
 		pcfg.Sampler = gpu.NewSampler(s.deps.GPU, 0)
 		if cfg.Preload && cfg.Framework.Hooked() {
-			s.preload = forkserver.New(forkserver.Options{LogDir: s.run.LogDir, Notice: s.preloadNotice})
+			s.preload = forkserver.New(forkserver.Options{LogDir: s.run.LogDir, Notice: s.warn, Detail: s.preloadDetail})
 			pcfg.Executor = s.preload
 		}
 	}
 	return pcfg, nil
 }
 
-// preloadNotice shows what the fork server did: always when trials run
-// fresh because of it (a server that failed or died), otherwise (the
-// packages it preloaded, those it left out and why) only with Verbose: they
-// change no answer, and a large environment leaves out a dozen.
-func (s *session) preloadNotice(msg string) {
-	if s.cfg.Verbose || strings.Contains(msg, "fresh processes") {
+// preloadDetail shows what the fork server preloaded and left out only
+// with Verbose: it changes no answer, and a large environment leaves out a
+// dozen packages. A server that failed is a warning always (warn).
+func (s *session) preloadDetail(msg string) {
+	if s.cfg.Verbose {
 		s.warn(msg)
 	}
 }
