@@ -3,9 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/termtext"
 )
 
 // Throughput measurements (--throughput): each size runs ThroughputSteps
@@ -33,7 +33,7 @@ func (s *session) measureThroughput(ctx context.Context, answer int) (*record.Th
 		switch {
 		case !t.Outcome.Fits():
 			s.prog.Warn(fmt.Sprintf("--throughput: trial %d at %d did not run its %d steps (%s); its memory may still rise after --steps: try --soak",
-				t.N, size, ThroughputSteps, firstLine(t.Reason)))
+				t.N, size, ThroughputSteps, termtext.Line(t.Reason, 100)))
 		case !t.Busy:
 			m.SamplesPerSecond, m.Noise, m.Intervals, _ = record.MeasureThroughput(size, t.StepTimes, ThroughputWarmup)
 		}
@@ -48,10 +48,4 @@ func (s *session) measureThroughput(ctx context.Context, answer int) (*record.Th
 	}
 	tp.Recommended, tp.Gain = record.RecommendSpeed(answer, tp.Sizes)
 	return tp, nil
-}
-
-// firstLine is s up to its first newline.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
