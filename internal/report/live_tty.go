@@ -403,7 +403,7 @@ func (l *look) row(t record.Trial) string {
 	st := l.outcomeStyle(t.Outcome)
 	peak, _ := trialMemory(t)
 	return l.columns(fmt.Sprint(t.N), fmt.Sprint(t.Size), st.Render(padRight(string(t.Outcome), colOutcome)),
-		l.bar(peak, st), strings.Replace(memoryText(t), "> ", ">", 1), stepTime(t), units.Duration(t.Seconds), l.dim.Render(t.Phase))
+		l.bar(peak, st), memoryText(t, ">", "-"), stepTime(t), units.Duration(t.Seconds), l.dim.Render(t.Phase))
 }
 
 // runningRow is a running trial's line: a spinner where the outcome will be

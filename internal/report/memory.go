@@ -27,14 +27,16 @@ func trialMemory(t record.Trial) (bytes uint64, needsMore bool) {
 	return 0, false
 }
 
-// memoryText is trialMemory in words: "23.80 GiB", "> 74.57 GiB", or "-".
-func memoryText(t record.Trial) string {
-	b, more := trialMemory(t)
+// memoryText is trialMemory in words: "23.80 GiB", or for a trial too
+// large its figure after more ("> 74.57 GiB"; ">" in a narrow column), or
+// none when it is unknown.
+func memoryText(t record.Trial, more, none string) string {
+	b, needsMore := trialMemory(t)
 	switch {
 	case b == 0:
-		return "-"
-	case more:
-		return "> " + units.Bytes(b)
+		return none
+	case needsMore:
+		return more + units.Bytes(b)
 	}
 	return units.Bytes(b)
 }

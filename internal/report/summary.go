@@ -144,7 +144,7 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 		alloc, device := orDash(t.Allocated), orDash(t.Device)
 		if t.Outcome.TooLarge() {
 			// What it held when it failed, as everywhere (memoryText).
-			alloc, device = memoryText(t), "-"
+			alloc, device = memoryText(t, "> ", "-"), "-"
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
 			alloc, device, share, throughput(t))
