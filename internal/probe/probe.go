@@ -338,21 +338,9 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	if p.cfg.OnStart != nil {
 		p.cfg.OnStart(n, size, gpus)
 	}
-	var watch *gpu.Watch
-	var watcher trial.Watcher
-	if p.cfg.Sampler != nil {
-		watcher = watchFunc(func(pid int) func() {
-			watch = p.cfg.Sampler.Start(pid, gpus)
-			return func() {}
-		})
-	}
-	res, err := p.cfg.Executor.Run(ctx, spec, watcher)
+	res, peak, err := p.watched(ctx, spec, gpus)
 	if err != nil {
 		return search.Observation{}, record.Trial{}, false, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
-	}
-	var peak gpu.Peak
-	if watch != nil {
-		peak = watch.Stop()
 	}
 	device := perGPUPeak(peak, gpus)
 
@@ -401,6 +389,25 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: p.poolLimit(peaks, allocCap, sum)},
 		Failure: failureOf(c.Outcome, sum, res.Output()),
 	}, t, recap, nil
+}
+
+// watched runs spec through the executor while the sampler, if any,
+// watches its process tree on gpus, and returns its result and GPU peak.
+func (p *Prober) watched(ctx context.Context, spec trial.Spec, gpus []int) (trial.Result, gpu.Peak, error) {
+	var watch *gpu.Watch
+	var watcher trial.Watcher
+	if p.cfg.Sampler != nil {
+		watcher = watchFunc(func(pid int) func() {
+			watch = p.cfg.Sampler.Start(pid, gpus)
+			return func() {}
+		})
+	}
+	res, err := p.cfg.Executor.Run(ctx, spec, watcher)
+	var peak gpu.Peak
+	if watch != nil {
+		peak = watch.Stop()
+	}
+	return res, peak, err
 }
 
 // spec is trial n's at size: its command, environment, limits (the
