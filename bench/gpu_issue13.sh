@@ -13,6 +13,7 @@
 #                    PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction and
 #                    under torch.cuda.set_per_process_memory_fraction (the
 #                    same fraction), bare, with the allocator's figures
+#                    (FRACTION_SIZES: other sizes)
 #   hf               batchfit search on examples/hf_trainer (unmodified)
 #   hf-truth         independent fresh-process bisection of the same
 #   hf-apply         training with batchfit.hf.BatchSizeFromBatchfit
@@ -95,7 +96,7 @@ for part in "${parts[@]}"; do
 	fraction)
 		n=$(answer "$w/lightning.json")
 		[ "$n" -gt 0 ] || n=${FRACTION_AT:-2000}
-		for size in $((n - 1)) $n $((n + 1)); do
+		for size in ${FRACTION_SIZES:-$((n - 1)) $n $((n + 1))}; do
 			for mode in env api; do
 				envs=()
 				[ $mode = env ] && envs=(PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:$fraction)

@@ -10,7 +10,11 @@ bench/zoo-truth.json (device time is scarce): --truth computes the missing
 ones (and only those), each from its own fresh processes.
 
     python3 bench/zoo.py --batchfit .device/batchfit --out OUT [--truth] \\
-        [--workloads simclr,lm] [--conditions 24GiB,card] [--modes fresh,preload,gpus2]
+        [--workloads simclr,lm] [--conditions 24GiB,card] [--modes fresh,preload,gpus2] [--gpu N]
+
+--modes none computes truths only. --gpu N runs everything on GPU N (two
+zoo processes can share a machine of two GPUs, one GPU each; gpus2 needs
+both and is left out then).
 
 The 24 GiB condition caps the allocator only (--memory-limit-scope
 allocator), as the bisection's PYTORCH_CUDA_ALLOC_CONF /
@@ -72,7 +76,7 @@ def load_truth():
         return {}
 
 
-def compute_truth(name, cond, out):
+def compute_truth(name, cond, out, gpu):
     prog, _, stop, start = WORKLOADS[name]
     cmd = [sys.executable, os.path.join(HERE, "fresh_bisect.py"), "--json", os.path.join(out, f"truth-{name}-{cond}.json"),
            "--start", str(start), "--timeout", "600"]
@@ -80,8 +84,11 @@ def compute_truth(name, cond, out):
         fraction = int(cond[:-3]) * GIB / nvml_total_bytes()
         cmd += ["--env", f"PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:{fraction}",
                 "--env", f"XLA_PYTHON_CLIENT_MEM_FRACTION={fraction}", "--unset", "XLA_CLIENT_MEM_FRACTION"]
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     start_t = time.monotonic()
-    subprocess.run(cmd + ["--", sys.executable] + prog + stop, check=True)
+    subprocess.run(cmd + ["--", sys.executable] + prog + stop, check=True, env=env)
     with open(os.path.join(out, f"truth-{name}-{cond}.json")) as f:
         r = json.load(f)
     return {"answer": r["answer"], "trials": len(r.get("trials", [])), "seconds": round(time.monotonic() - start_t, 1),
@@ -90,9 +97,11 @@ def compute_truth(name, cond, out):
             "measured": time.strftime("%Y-%m-%d")}
 
 
-def run_batchfit(bf, name, cond, mode, out):
+def run_batchfit(bf, name, cond, mode, out, gpu):
     prog, steps, _, _ = WORKLOADS[name]
     cmd = [bf, "search", "--no-db", "--json", "--steps", str(steps), "--log-dir", os.path.join(out, f"logs-{name}-{cond}-{mode}")]
+    if gpu is not None:
+        cmd += ["--gpus", str(gpu)]
     if cond != "card":
         cmd += ["--memory-limit", cond, "--memory-limit-scope", "allocator"]
     cmd += MODES[mode] + ["--", sys.executable] + prog
@@ -116,24 +125,27 @@ def main():
     ap.add_argument("--truth", action="store_true", help="compute the missing truths (fresh-process bisection)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--conditions", default="24GiB,card")
-    ap.add_argument("--modes", default="fresh,preload,gpus2")
+    ap.add_argument("--modes", default="fresh,preload,gpus2", help="none: compute truths only")
+    ap.add_argument("--gpu", type=int, help="run on this GPU alone")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     truth = load_truth()
-    modes = [m for m in a.modes.split(",") if m != "gpus2" or gpu_count() >= 2]
+    modes = [m for m in a.modes.split(",") if m in MODES and (m != "gpus2" or (gpu_count() >= 2 and a.gpu is None))]
     rows, failures = [], 0
     for name in a.workloads.split(","):
         for cond in a.conditions.split(","):
             key = f"{name}/{cond}"
             if key not in truth and a.truth:
-                truth[key] = compute_truth(name, cond, a.out)
+                truth[key] = compute_truth(name, cond, a.out, a.gpu)
+                merged = load_truth()  # another zoo process (--gpu) may have added some
+                merged[key] = truth[key]
                 with open(TRUTH, "w") as f:
-                    json.dump(truth, f, indent=2, sort_keys=True)
+                    json.dump(merged, f, indent=2, sort_keys=True)
                     f.write("\n")
             want = (truth.get(key) or {}).get("answer")
             seconds = {}
             for mode in modes:
-                r = run_batchfit(a.batchfit, name, cond, mode, a.out)
+                r = run_batchfit(a.batchfit, name, cond, mode, a.out, a.gpu)
                 seconds[mode] = r["seconds"]
                 verdict = "no truth" if want is None else ("ok" if r["answer"] == want else "FAIL")
                 failures += verdict == "FAIL"

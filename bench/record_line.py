@@ -1,0 +1,32 @@
+"""Prints one line for a batchfit --json document (docs/json.md): status,
+answer, first failure, trials (forked), seconds, and the trials in order
+(size, x for out of memory, f for forked), for bench scripts' summaries.
+
+    python3 bench/record_line.py run.json
+"""
+
+import json
+import sys
+
+
+def line(path):
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError) as e:
+        return f"no record ({e})"
+    if doc.get("error"):
+        return f"error: {doc['error'].get('message')}"
+    runs = doc.get("runs") or []
+    if not runs:
+        return "no run"
+    r = runs[0]
+    ts = r.get("trials") or []
+    seq = " ".join(f"{t['batch_size']}{'x' if t['outcome'] != 'ok' else ''}{'f' if t.get('forked') else ''}" for t in ts)
+    rec = r.get("throughput") or {}
+    extra = f" throughput {json.dumps(rec)[:300]}" if rec else ""
+    return (f"status {r.get('status')} answer {r.get('answer')} first_failure {r.get('first_failure')} "
+            f"trials {len(ts)} forked {sum(1 for t in ts if t.get('forked'))} seconds {r.get('seconds') or 0:.1f}: {seq}{extra}")
+
+
+if __name__ == "__main__":
+    print(line(sys.argv[1]))
