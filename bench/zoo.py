@@ -108,14 +108,49 @@ def run_batchfit(bf, name, cond, mode, out, gpu):
     p = subprocess.run(cmd, capture_output=True, text=True)
     with open(os.path.join(out, f"{name}-{cond}-{mode}.err"), "w") as f:
         f.write(p.stderr)
+    with open(os.path.join(out, f"{name}-{cond}-{mode}.json"), "w") as f:
+        f.write(p.stdout)
     try:
         doc = json.loads(p.stdout)
         run = (doc.get("runs") or [None])[0] or {}
     except ValueError:
         run = {}
-    return {"exit": p.returncode, "answer": run.get("answer"), "trials": len(run.get("trials") or []),
+    trials = run.get("trials") or []
+    # The search's trials end with the last that moved the bracket; what
+    # follows re-checks the proof pair (issue 11), as every strategy must.
+    search = max((i + 1 for i, t in enumerate(trials) if t.get("phase") in ("bracket", "refine")), default=0)
+    return {"exit": p.returncode, "answer": run.get("answer"), "trials": len(trials), "search": search,
             "seconds": run.get("seconds"), "forked": sum(1 for t in run.get("trials") or [] if t.get("forked")),
             "flaky": bool(run.get("flaky")), "record": run}
+
+
+def peak_lines(out, rows):
+    """For each workload and condition run fresh and preloaded: the largest
+    difference between a fresh and a forked trial's peaks at the same size
+    (issue 12's proof that forked equals fresh)."""
+    lines = []
+    for name, cond in sorted({(r["workload"], r["condition"]) for r in rows}):
+        runs = {}
+        for mode in ("fresh", "preload"):
+            try:
+                runs[mode] = (json.load(open(os.path.join(out, f"{name}-{cond}-{mode}.json")))["runs"] or [{}])[0]
+            except (OSError, ValueError, KeyError):
+                pass
+        if len(runs) < 2:
+            continue
+        fresh = {t["batch_size"]: t for t in runs["fresh"].get("trials") or [] if t["outcome"] == "ok"}
+        worst, sizes = {"peak_allocated_bytes": 0, "peak_reserved_bytes": 0, "peak_device_bytes": 0}, []
+        for t in runs["preload"].get("trials") or []:
+            f = fresh.get(t["batch_size"])
+            if not t.get("forked") or t["outcome"] != "ok" or f is None:
+                continue
+            sizes.append(t["batch_size"])
+            for k in worst:
+                worst[k] = max(worst[k], abs((f.get(k) or 0) - (t.get(k) or 0)))
+        if sizes:
+            lines.append(f"{name} {cond}: forked vs fresh at {sorted(set(sizes))}: largest difference "
+                         + ", ".join(f"{k.split('_')[1]} {v / 2**20:.1f} MiB" for k, v in worst.items()))
+    return lines
 
 
 def main():
@@ -155,17 +190,21 @@ def main():
                                  ratio=ratio, verdict=verdict))
                 with open(os.path.join(a.out, "zoo.json"), "w") as f:
                     json.dump(rows, f, indent=1)
-    lines = [f"{'workload':10} {'condition':9} {'mode':8} {'truth':>6} {'answer':>6} {'trials':>6} {'forked':>6} "
+    lines = [f"{'workload':10} {'condition':9} {'mode':8} {'truth':>6} {'answer':>6} {'search':>6} {'trials':>6} {'forked':>6} "
              f"{'seconds':>8} {'ratio':>6}  verdict"]
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
         lines.append(f"{r['workload']:10} {r['condition']:9} {r['mode']:8} {str(r['truth']):>6} {str(r['answer']):>6} "
-                     f"{r['trials']:>6} {r['forked']:>6} {r['seconds'] or 0:>8.1f} {ratio:>6}  {r['verdict']}"
+                     f"{r['search']:>6} {r['trials']:>6} {r['forked']:>6} {r['seconds'] or 0:>8.1f} {ratio:>6}  {r['verdict']}"
                      f"{' (flaky)' if r['flaky'] else ''}")
+    lines.append("search: trials until the bracket closed; trials: all, with the proof's re-checks (the answer twice, "
+                 "answer+1 failing twice alike or 4 times)")
     for mode in modes:
-        ts = [r["trials"] for r in rows if r["mode"] == mode and r["answer"]]
-        if ts:
-            lines.append(f"{mode}: trials max {max(ts)}, mean {sum(ts) / len(ts):.1f} (targets: at most 6 each, 5 on average)")
+        for col in ("search", "trials"):
+            ts = [r[col] for r in rows if r["mode"] == mode and r["answer"]]
+            if ts:
+                lines.append(f"{mode}: {col} max {max(ts)}, mean {sum(ts) / len(ts):.1f} (targets: at most 6 each, 5 on average)")
+    lines += peak_lines(a.out, rows)
     ratios = [r["ratio"] for r in rows if r["mode"] == "gpus2" and r["ratio"]]
     if ratios:
         lines.append(f"gpus2 / one GPU: max {max(ratios):.2f}, mean {sum(ratios) / len(ratios):.2f} (targets: at most 1, 0.65 on average)")

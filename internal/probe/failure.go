@@ -3,6 +3,7 @@ package probe
 import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 )
 
@@ -53,4 +54,13 @@ func failureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) sea
 		out.Free = req.Free
 	}
 	return out
+}
+
+// oomFigures is the record's copy of f, or nil when it says nothing.
+func oomFigures(f search.Failure) *record.OOMFigures {
+	if f == (search.Failure{}) {
+		return nil
+	}
+	return &record.OOMFigures{Request: f.Request, Allocated: f.Allocated, Reserved: f.Reserved, Free: f.Free,
+		Capped: f.Capped, Exact: f.Exact}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/trial"
 )
@@ -80,7 +81,13 @@ func TestProbeReportsFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := obs[0].Failure; obs[0].Outcome != classify.OOM || f.Request != 2<<30 || f.Free == 0 {
+	f := obs[0].Failure
+	if obs[0].Outcome != classify.OOM || f.Request != 2<<30 || f.Free == 0 {
 		t.Errorf("observation %+v, want an OOM that tried 2 GiB with the cap's free memory", obs[0])
+	}
+	// The record keeps the same figures, for --json and replays.
+	want := record.OOMFigures{Request: f.Request, Allocated: f.Allocated, Reserved: f.Reserved, Free: f.Free, Capped: f.Capped, Exact: f.Exact}
+	if got := p.Trials()[0].OOM; got == nil || *got != want {
+		t.Errorf("record's oom %+v, want %+v", got, want)
 	}
 }

@@ -382,12 +382,14 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Stderr:       spec.StderrPath,
 	}
 	t.Signal, t.Tail = exitDetails(res, c.Outcome)
+	failure := failureOf(c.Outcome, sum, res.Output())
+	t.OOM = oomFigures(failure)
 	p.keep(t, sum)
 	return search.Observation{
 		Size:    size,
 		Outcome: c.Outcome,
 		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: p.poolLimit(peaks, allocCap, sum)},
-		Failure: failureOf(c.Outcome, sum, res.Output()),
+		Failure: failure,
 	}, t, recap, nil
 }
 

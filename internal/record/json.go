@@ -251,6 +251,19 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 	}, map[string]string{"samples_per_second": "step_seconds"})
 }
 
+// MarshalJSON writes the figures with null for those the failure did not
+// give.
+func (f OOMFigures) MarshalJSON() ([]byte, error) {
+	type plain OOMFigures
+	return ordered[OOMFigures](struct {
+		plain
+		Request   *uint64 `json:"request_bytes"`
+		Allocated *uint64 `json:"allocated_bytes"`
+		Reserved  *uint64 `json:"reserved_bytes"`
+		Free      *uint64 `json:"free_bytes"`
+	}{plain(f), num(f.Request), num(f.Allocated), num(f.Reserved), num(f.Free)}, nil)
+}
+
 // UnmarshalJSON reads a trial as MarshalJSON writes it.
 func (t *Trial) UnmarshalJSON(b []byte) error {
 	type plain Trial

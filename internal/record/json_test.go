@@ -18,7 +18,7 @@ func fullRun() *Run {
 	return &Run{
 		GPU:          &GPUInfo{Devices: []gpu.Device{{}}},
 		GlobalBatch:  &GlobalBatch{},
-		Trials:       []Trial{{}},
+		Trials:       []Trial{{OOM: &OOMFigures{}}},
 		Model:        &Model{},
 		Soaks:        []Soak{{}},
 		Inputs:       &Inputs{Files: []File{{}}, Git: &Git{}},

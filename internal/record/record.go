@@ -179,6 +179,10 @@ type Trial struct {
 	// was less than --memory-limit: the limit less what the process holds
 	// outside the allocator, so that the limit holds for the whole process.
 	AllocatorCap uint64 `json:"allocator_cap_bytes"`
+	// OOM is what an out-of-memory failure said of itself (nil for other
+	// outcomes, or when it said nothing): how far the trial was from
+	// fitting, which the planner reads and a replay of the search needs.
+	OOM *OOMFigures `json:"oom"`
 	// SharedGPU marks a trial that ran beside another of the search on the
 	// same GPU (the proof's re-check under a roomy memory limit): its step
 	// times are not its own speed, and give no throughput.
@@ -194,6 +198,21 @@ type Trial struct {
 	Stdout string `json:"stdout_log"`
 	Stderr string `json:"stderr_log"`
 	Tail   string `json:"stderr_tail"` // kept for crashes only
+}
+
+// OOMFigures are an out-of-memory failure's figures (search.Failure): the
+// allocation refused, what the allocator held and had reserved then, and
+// what it could still have taken; 0 where the failure did not say.
+type OOMFigures struct {
+	Request   uint64 `json:"request_bytes"`
+	Allocated uint64 `json:"allocated_bytes"`
+	Reserved  uint64 `json:"reserved_bytes"`
+	Free      uint64 `json:"free_bytes"`
+	// Capped: an allocator cap decided it (a memory fraction, JAX's pool),
+	// not the device. Exact: the figures are the allocator's own counters,
+	// to the byte, not an error message's rounded ones.
+	Capped bool `json:"capped"`
+	Exact  bool `json:"exact"`
 }
 
 // StepSeconds is the median step time, or 0 when none was reported.
