@@ -184,6 +184,15 @@ func (e *Executor) server(k key, forkable bool) *server {
 	}
 }
 
+// Prime starts the server for spec's trials, from the program's imports,
+// before any trial runs (probe.Primer): a warm worker's search runs fresh
+// trials only to confirm its answer, and the server is ready by then.
+func (e *Executor) Prime(spec trial.Spec) {
+	if k, ok := keyOf(spec); ok {
+		e.prime(k, spec)
+	}
+}
+
 // prime starts a server for k in the background as the first forkable
 // trial starts, with the names spec's script imports as a guess of what to
 // preload (the server imports only those that are third-party packages):
@@ -218,7 +227,19 @@ func (e *Executor) prime(k key, spec trial.Spec) {
 // server started from a guess (prime) is kept when it holds every package
 // reported, else it imports those it missed (settleGuess).
 func (e *Executor) learn(k key, spec trial.Spec) {
-	modules := reportedPackages(envOf(spec))
+	e.learnPackages(k, reportedPackages(envOf(spec)))
+}
+
+// Teach is learn from packages a process running the same program has
+// reported (a warm worker's hello): the first fresh trial can then be
+// forked too (probe.Primer).
+func (e *Executor) Teach(spec trial.Spec, packages []string) {
+	if k, ok := keyOf(spec); ok {
+		e.learnPackages(k, slices.Clone(packages))
+	}
+}
+
+func (e *Executor) learnPackages(k key, modules []string) {
 	msg := ""
 	e.mu.Lock()
 	defer func() {

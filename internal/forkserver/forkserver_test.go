@@ -710,6 +710,25 @@ func TestSecondTrialForkedFromTheGuess(t *testing.T) {
 	}
 }
 
+// A warm worker's search primes the server before any fresh trial and
+// teaches it the packages the worker imported: the first fresh trial is
+// forked too.
+func TestTaughtServerForksTheFirstTrial(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	spec := h.primeSpec(1, path, "indirect")
+	e.Prime(spec)
+	e.Teach(spec, []string{"marked", "indirect"})
+	p, res := h.primeRun(e, spec)
+	if !res.Forked || p.Marked == p.PID || p.Indirect == p.PID {
+		t.Errorf("first trial: forked %v, %+v: %s", res.Forked, p, h.notices())
+	}
+	if m := marks(t, path); len(m["marked"]) != 1 || len(m["indirect"]) != 1 {
+		t.Errorf("imports: %v, want each once, in the server", m)
+	}
+}
+
 // A third-party package that the script imports only through a module of
 // its own is missed by the guess: the first trial's report names it, the
 // guessed server imports it too, and the trials after are forked from it.
@@ -945,6 +964,10 @@ import os
 		{[]string{"python3", "-m", "s"}, want},
 		{[]string{"python3", "-m", "pkg"}, []string{"torch"}},
 		{[]string{"python3", "-m", "installed.module"}, nil},
+		// batchfit's warm worker: the trial it runs is the program.
+		{[]string{"python3", "-m", "batchfit.worker", "s.py:Trial"}, want},
+		{[]string{"python3", "-m", "batchfit.worker", "s:Trial"}, want},
+		{[]string{"python3", "-m", "batchfit.worker", "pkg:Trial"}, nil}, // pkg has no __init__.py
 	} {
 		if got := scriptImports(c.argv, dir); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("scriptImports(%q) = %q, want %q", c.argv, got, c.want)

@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// workerModule is batchfit's warm worker, run as `python -m batchfit.worker
+// TARGET`.
+const workerModule = "batchfit.worker"
+
 // maxSource bounds how much of a script is read for its imports.
 const maxSource = 1 << 20
 
@@ -17,6 +21,16 @@ const maxSource = 1 << 20
 // file under dir if it lies there (a.b is a/b.py, or a/b/__main__.py for a
 // package), else "", and dir. Installed modules are not looked for.
 func programFile(argv []string, dir string) (file, home string) {
+	if len(argv) >= 4 && argv[1] == "-m" && argv[2] == workerModule {
+		// batchfit's own warm worker runs the user's trial, FILE:Class or
+		// module:Class: that is the program whose imports matter.
+		target, _, _ := strings.Cut(argv[3], ":")
+		if strings.HasSuffix(target, ".py") {
+			return programFile([]string{argv[0], target}, dir)
+		}
+		base := filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(target, ".", "/")))
+		return firstFile(base+".py", filepath.Join(base, "__init__.py")), dir
+	}
 	if argv[1] != "-m" {
 		file = argv[1]
 		if !filepath.IsAbs(file) {
@@ -28,12 +42,17 @@ func programFile(argv []string, dir string) (file, home string) {
 		return file, filepath.Dir(file)
 	}
 	base := filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(argv[2], ".", "/")))
-	for _, f := range []string{base + ".py", filepath.Join(base, "__main__.py")} {
+	return firstFile(base+".py", filepath.Join(base, "__main__.py")), dir
+}
+
+// firstFile is the first of files that is a regular file, or "".
+func firstFile(files ...string) string {
+	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
-			return f, dir
+			return f
 		}
 	}
-	return "", dir
+	return ""
 }
 
 // scriptImports are the top-level names the program that argv runs imports

@@ -138,6 +138,47 @@ func (p *Prober) SetPhase(phase string) {
 	p.mu.Unlock()
 }
 
+// NumberFrom makes n the next trial's number: a warm worker's search
+// numbers its fresh trials among its own (worker.Prober), and the live
+// display shows them under those numbers.
+func (p *Prober) NumberFrom(n int) {
+	p.mu.Lock()
+	p.n = max(p.n, n-1)
+	p.mu.Unlock()
+}
+
+// Primer is an Executor that can get ready for trials before the first
+// one runs (forkserver.Executor preloads the program's packages): from a
+// guess, or from the packages another process of the program reported.
+type Primer interface {
+	Prime(spec trial.Spec)
+	Teach(spec trial.Spec, packages []string)
+}
+
+// Prime readies the executor for the trials to come, when it can: a warm
+// worker's search runs its fresh trials only at the end, and their fork
+// server is ready by then if it starts with the search.
+func (p *Prober) Prime() {
+	if pr, ok := p.cfg.Executor.(Primer); ok {
+		pr.Prime(p.anySpec())
+	}
+}
+
+// Teach tells the executor the packages the trials' program imports, as a
+// warm worker running it reported them.
+func (p *Prober) Teach(packages []string) {
+	if pr, ok := p.cfg.Executor.(Primer); ok {
+		pr.Teach(p.anySpec(), packages)
+	}
+}
+
+// anySpec is a trial's spec as far as a fork server tells trials apart: the
+// command, directory and environment; the size and the logs named here are
+// never used.
+func (p *Prober) anySpec() trial.Spec {
+	return p.spec(0, 1, nil, special{}, p.allocatorCap(), filepath.Join(p.cfg.LogDir, "prime"))
+}
+
 // Trials returns the records of every finished trial, in start order.
 func (p *Prober) Trials() []record.Trial {
 	p.mu.Lock()

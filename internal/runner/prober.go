@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"sync"
+
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -46,6 +48,11 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 	pcfg.OnDone = s.prog.TrialDone
 	fresh := probe.New(pcfg)
 	s.fresh = fresh
+	// The answer's fresh confirmations come last: their fork server
+	// imports while the worker searches, from the trial file's imports,
+	// then from what the worker reports it imported.
+	fresh.Prime()
+	var taught sync.Once
 	return worker.NewProber(worker.ProberConfig{
 		Standby:      roomy,
 		Command:      s.cfg.Command,
@@ -59,6 +66,9 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 		Fallback:     fresh,
 		OnStart:      func(n, size int) { s.prog.TrialStarted(n, size, nil) },
 		OnDone:       onDone,
-		Warn:         s.prog.Warn,
+		OnReady: func(_ int, h worker.Hello) {
+			taught.Do(func() { fresh.Teach(h.Packages) })
+		},
+		Warn: s.prog.Warn,
 	})
 }

@@ -302,6 +302,10 @@ func (p *Prober) fresh(ctx context.Context, sizes []int) ([]search.Observation, 
 	if lister != nil {
 		before = len(lister.Trials())
 	}
+	if nf, ok := p.cfg.Fallback.(interface{ NumberFrom(int) }); ok {
+		// Shown live under the numbers the records give them.
+		nf.NumberFrom(p.nextN())
+	}
 	start := time.Now()
 	obs, err := p.cfg.Fallback.Probe(ctx, sizes)
 	var ts []record.Trial

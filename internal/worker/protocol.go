@@ -33,15 +33,19 @@ type Hello struct {
 	// allocator counter must return to BaselineAllocated exactly) or
 	// "python_tensors" (without CUDA: the bytes of all tensors Python can
 	// reach must return to BaselineTensorBytes).
-	Verify              string  `json:"verify"`
-	BaselineAllocated   uint64  `json:"baseline_allocated"`
-	BaselineReserved    uint64  `json:"baseline_reserved"`
-	BaselineTensorBytes uint64  `json:"baseline_tensor_bytes"`
-	WarmupSize          int     `json:"warmup_size"`
-	WarmupSteps         int     `json:"warmup_steps"`
-	Optimizers          int     `json:"optimizers"`
-	OptimizerStateBytes uint64  `json:"optimizer_state_bytes"`
-	SetupSeconds        float64 `json:"setup_seconds"`
+	Verify              string `json:"verify"`
+	BaselineAllocated   uint64 `json:"baseline_allocated"`
+	BaselineReserved    uint64 `json:"baseline_reserved"`
+	BaselineTensorBytes uint64 `json:"baseline_tensor_bytes"`
+	WarmupSize          int    `json:"warmup_size"`
+	WarmupSteps         int    `json:"warmup_steps"`
+	Optimizers          int    `json:"optimizers"`
+	OptimizerStateBytes uint64 `json:"optimizer_state_bytes"`
+	// Packages are the third-party top-level packages the worker imported
+	// (the trial's module and what it imports): what a fork server must
+	// preload for the same trial's fresh processes.
+	Packages     []string `json:"packages,omitempty"`
+	SetupSeconds float64  `json:"setup_seconds"`
 }
 
 // Tensor describes a tensor that was still alive after a reset.

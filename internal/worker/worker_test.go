@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,9 @@ func TestRealWorker(t *testing.T) {
 	}
 	if h.WarmupSize != 1 || h.WarmupSteps < 1 || h.Optimizers != 1 || h.OptimizerStateBytes == 0 {
 		t.Errorf("the warm-up must have made Adam's state: %+v", h)
+	}
+	if !slices.Contains(h.Packages, "torch") {
+		t.Errorf("packages %q, want torch among them (what a fork server preloads)", h.Packages)
 	}
 
 	res := runTrial(t, w, 8, 3)

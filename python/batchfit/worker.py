@@ -142,6 +142,10 @@ class Worker(object):
             "optimizers": len(_trial.find(self.runner.roots, self.torch)[0]) if self.torch is not None else 0,
             "optimizer_state_bytes": self.optimizer_state[1],
             "setup_seconds": self.setup_seconds,
+            # What a fork server needs to preload for this trial's fresh
+            # processes (the answer's confirmation): batchfit starts one
+            # while this worker searches.
+            "packages": _packages(),
         }
         if self.cuda:
             cuda = self.torch.cuda
@@ -378,6 +382,17 @@ def main(argv=None):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _packages():
+    """The third-party top-level packages this process imported (the
+    trial's module and what it imports), as the adapter reports them."""
+    try:
+        from batchfit import hook
+
+        return hook.third_party_packages()
+    except Exception:
+        return []
 
 
 if __name__ == "__main__":
