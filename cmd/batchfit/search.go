@@ -505,7 +505,7 @@ func (o *searchOptions) progress(io *streams, info runner.ProgressInfo) runner.P
 	tty := isTerminal(io.stderr)
 	opts := report.ProgressOptions{
 		TTY: tty, Color: tty && os.Getenv("NO_COLOR") == "",
-		GPU: info.GPU, Capacity: info.Capacity, Limit: info.Limit, Simulated: info.Simulated,
+		GPU: info.GPU, Capacity: info.Capacity, Limit: info.Limit, AllocatorOnly: info.AllocatorOnly, Simulated: info.Simulated,
 		Title: "batchfit search", MultipleOf: info.MultipleOf, Confirm: info.Confirm,
 	}
 	if info.Simulated {

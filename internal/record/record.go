@@ -132,6 +132,12 @@ type Settings struct {
 	Preload         bool    `json:"preload"`      // --preload: trials may be forked (Trial.Forked)
 }
 
+// The scopes of a memory limit (Settings.MemoryLimitScope): what it holds.
+const (
+	ScopeProcess   = "process"   // the whole process, CUDA context included, as a real card
+	ScopeAllocator = "allocator" // only the framework's allocator
+)
+
 // GPUInfo is the device the search ran on.
 type GPUInfo struct {
 	Devices  []gpu.Device `json:"devices"`

@@ -367,7 +367,7 @@ func memoryPointsOf(run *record.Run) memoryPoints {
 		case t.Outcome.TooLarge():
 			m.failed[t.Outcome] = true
 			held := math.NaN()
-			if b, more := trialMemory(t); more {
+			if b, more := trialMemory(t, allocatorOnly(run)); more {
 				held = float64(b) / chartGiB
 			}
 			m.fails = append(m.fails, plotter.XY{X: float64(t.Size), Y: held})

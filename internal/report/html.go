@@ -336,7 +336,7 @@ func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
 	if t.Outcome.TooLarge() {
 		// What it held when it failed, as everywhere (memoryText): no
 		// peaks of its own.
-		h.Allocated, h.Reserved, h.Device = memoryText(t, "> ", "–"), "–", "–"
+		h.Allocated, h.Reserved, h.Device = memoryText(t, allocatorOnly(run), "> ", "–"), "–", "–"
 	}
 	for _, p := range []string{t.Stdout, t.Stderr} {
 		if p != "" {

@@ -24,6 +24,10 @@ type ProgressOptions struct {
 	Capacity uint64
 	// Limit is --memory-limit in bytes, marked on the memory bars; 0 for none.
 	Limit uint64
+	// AllocatorOnly says Limit holds the framework's allocator only
+	// (--memory-limit-scope allocator): trials are shown by the allocator's
+	// reserved memory, which it holds, rather than NVML's.
+	AllocatorOnly bool
 	// Simulated says the GPU is the simulator's.
 	Simulated bool
 	// GPU names the device, e.g. "NVIDIA H200"; "" when unknown.
@@ -64,7 +68,7 @@ func NewProgress(w io.Writer, opts ProgressOptions) Progress {
 		opts.MultipleOf = 1
 	}
 	if !opts.TTY {
-		return &plainProgress{w: w, capacity: opts.memoryCap()}
+		return &plainProgress{w: w, capacity: opts.memoryCap(), allocatorOnly: opts.AllocatorOnly}
 	}
 	return newTTYProgress(w, opts)
 }

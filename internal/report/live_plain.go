@@ -16,7 +16,9 @@ type plainProgress struct {
 	mu       sync.Mutex
 	w        io.Writer
 	capacity uint64
-	closed   bool
+	// allocatorOnly: the limit holds the allocator only (trialMemory).
+	allocatorOnly bool
+	closed        bool
 }
 
 func (p *plainProgress) line(s string) {
@@ -35,7 +37,9 @@ func (p *plainProgress) Event(ev search.Event) {
 
 func (p *plainProgress) TrialStarted(n, size int, gpus []int) {}
 
-func (p *plainProgress) TrialDone(t record.Trial) { p.line(TrialLine(t, p.capacity)) }
+func (p *plainProgress) TrialDone(t record.Trial) {
+	p.line(TrialLine(t, p.capacity, p.allocatorOnly))
+}
 
 func (p *plainProgress) Warn(msg string) { p.line("warning: " + termtext.Line(msg, termtext.Width)) }
 

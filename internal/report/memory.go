@@ -15,23 +15,35 @@ import (
 // trialMemory is a trial's figure in bytes: the larger of the framework's
 // allocated peak and NVML's, for a trial that ran and for one too large,
 // which needs more than what it held (needsMore); 0 when unknown, and for
-// a crash, whose memory says nothing of its size.
-func trialMemory(t record.Trial) (bytes uint64, needsMore bool) {
+// a crash, whose memory says nothing of its size. allocatorOnly says the
+// memory limit held the framework's allocator only (--memory-limit-scope
+// allocator): the figure is then the allocator's reserved memory, which the
+// limit holds, not NVML's, which counts the CUDA context outside it.
+func trialMemory(t record.Trial, allocatorOnly bool) (bytes uint64, needsMore bool) {
+	other := t.Device
+	if allocatorOnly {
+		other = t.Reserved
+	}
 	switch {
 	case t.Outcome.Fits():
-		return max(t.Allocated, t.Device), false
+		return max(t.Allocated, other), false
 	case t.Outcome.TooLarge():
-		b := max(t.Allocated, t.Device)
+		b := max(t.Allocated, other)
 		return b, b > 0
 	}
 	return 0, false
 }
 
+// allocatorOnly says run's memory limit held the allocator only.
+func allocatorOnly(run *record.Run) bool {
+	return run.Settings.MemoryLimitScope == record.ScopeAllocator
+}
+
 // memoryText is trialMemory in words: "23.80 GiB", or for a trial too
 // large its figure after more ("> 74.57 GiB"; ">" in a narrow column), or
 // none when it is unknown.
-func memoryText(t record.Trial, more, none string) string {
-	b, needsMore := trialMemory(t)
+func memoryText(t record.Trial, allocatorOnly bool, more, none string) string {
+	b, needsMore := trialMemory(t, allocatorOnly)
 	switch {
 	case b == 0:
 		return none

@@ -144,7 +144,7 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 		alloc, device := orDash(t.Allocated), orDash(t.Device)
 		if t.Outcome.TooLarge() {
 			// What it held when it failed, as everywhere (memoryText).
-			alloc, device = memoryText(t, "> ", "-"), "-"
+			alloc, device = memoryText(t, allocatorOnly(run), "> ", "-"), "-"
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
 			alloc, device, share, throughput(t))
@@ -152,14 +152,15 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 	return tw.Flush()
 }
 
-// TrialLine is the one-line progress report of a finished trial.
-func TrialLine(t record.Trial, capacity uint64) string {
+// TrialLine is the one-line progress report of a finished trial, its
+// memory against capacity (allocatorOnly as for trialMemory).
+func TrialLine(t record.Trial, capacity uint64, allocatorOnly bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, units.Duration(t.Seconds))
 	if t.Retry {
 		b.WriteString(" (retry)")
 	}
-	if m, more := trialMemory(t); m > 0 {
+	if m, more := trialMemory(t, allocatorOnly); m > 0 {
 		word := "peak"
 		if more {
 			word = "needs more than"
@@ -264,9 +265,9 @@ func LimitText(s record.Settings) string {
 		text = s.MemoryLimitCard + ", " + text
 	}
 	switch s.MemoryLimitScope {
-	case "process":
+	case record.ScopeProcess:
 		text += " for the whole process"
-	case "allocator":
+	case record.ScopeAllocator:
 		text += " for the allocator only"
 	}
 	return text

@@ -6,6 +6,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/cards"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -20,8 +21,8 @@ type Limit struct {
 
 // The scopes of a memory limit (record.Settings.MemoryLimitScope).
 const (
-	LimitScopeProcess   = "process"
-	LimitScopeAllocator = "allocator"
+	LimitScopeProcess   = record.ScopeProcess
+	LimitScopeAllocator = record.ScopeAllocator
 )
 
 var limitHint = "give --memory-limit as a GPU (" + strings.Join(cards.Names(), ", ") +

@@ -20,10 +20,13 @@ type Progress interface {
 // ProgressInfo is what a display shows about the search besides its
 // events.
 type ProgressInfo struct {
-	GPU       string // the first GPU's name; "" when unknown
-	Capacity  uint64 // its memory in bytes; 0 when unknown
-	Limit     uint64 // --memory-limit in bytes; 0 for none
-	Simulated bool
+	GPU      string // the first GPU's name; "" when unknown
+	Capacity uint64 // its memory in bytes; 0 when unknown
+	Limit    uint64 // --memory-limit in bytes; 0 for none
+	// AllocatorOnly says Limit holds only the framework's allocator
+	// (--memory-limit-scope allocator).
+	AllocatorOnly bool
+	Simulated     bool
 	// MultipleOf and Confirm help estimate the time left.
 	MultipleOf, Confirm int
 }

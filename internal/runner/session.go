@@ -268,7 +268,7 @@ func (s *session) warn(msg string) {
 
 func (s *session) progressInfo() ProgressInfo {
 	info := ProgressInfo{
-		Limit: s.limit, Simulated: s.cfg.Simulated,
+		Limit: s.limit, AllocatorOnly: s.run.Settings.MemoryLimitScope == LimitScopeAllocator, Simulated: s.cfg.Simulated,
 		MultipleOf: s.scfg.MultipleOf, Confirm: s.scfg.Confirm,
 	}
 	if devices := s.cfg.Group.Devices; len(devices) > 0 {
