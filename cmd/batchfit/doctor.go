@@ -87,6 +87,10 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 	if err := o.validate(); err != nil {
 		return err
 	}
+	// The worker and the fresh trial run here.
+	if err := checkPlatform(); err != nil {
+		return err
+	}
 	t, err := newTarget(argv, adapter.FrameworkAuto, "")
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/probe"
+	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/slurm"
 )
@@ -60,8 +61,13 @@ func (e *executorOptions) kind(o *searchOptions) (executorKind, error) {
 	return k, k.Check(o)
 }
 
-// localExecutor runs trials as process groups on this machine.
+// localExecutor runs trials as process groups on this machine, which must
+// be Linux (checkPlatform).
 type localExecutor struct{}
+
+// checkPlatform refuses trials, warm workers and fork servers where batchfit
+// cannot run them (procgroup.CheckPlatform); tests stand in for macOS.
+var checkPlatform = procgroup.CheckPlatform
 
 func (localExecutor) Check(o *searchOptions) error {
 	e := o.exec
@@ -73,7 +79,8 @@ func (localExecutor) Check(o *searchOptions) error {
 	if len(e.sbatchArgs) > 0 || e.parallel != 1 {
 		return usageError("add --executor slurm to run the trials as Slurm jobs", "--sbatch-arg and --jobs apply to --executor slurm only")
 	}
-	return nil
+	// Last: a command line that is wrong anywhere is a usage error first.
+	return checkPlatform()
 }
 
 func (localExecutor) Groups(o *searchOptions, devices []gpu.Device) ([]runner.Group, error) {

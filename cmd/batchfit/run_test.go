@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
 )
@@ -44,5 +50,63 @@ func TestExitCodeAndHint(t *testing.T) {
 				t.Errorf("hint %q, want %q", got, tc.hint)
 			}
 		})
+	}
+}
+
+// TestRefusedOffLinux: where trials cannot run (macOS, procgroup.CheckPlatform),
+// the commands that would start one refuse before anything starts, with
+// exit code 1 and a hint; the commands that only read work.
+func TestRefusedOffLinux(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	checkPlatform = func() error { return &procgroup.PlatformError{OS: "macOS"} }
+	t.Cleanup(func() { checkPlatform = procgroup.CheckPlatform })
+	db := filepath.Join(t.TempDir(), "h.db")
+	const refusal = "batchfit: error: local trials need Linux (process groups, cgroups and /proc control each trial); this is macOS\n" +
+		"batchfit: hint: run batchfit on the Linux GPU machine; on macOS, show, history, cache and cards work\n"
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"demo", []string{"demo", "--db", db}},
+		{"search", []string{"search", "--db", db, "--", "true", "{}"}},
+		{"worker", []string{"search", "--db", db, "--worker", "--", "python3", "-m", "batchfit.worker", "m:Trial"}},
+		{"soak", []string{"demo", "--db", db, "--soak", "1m"}},
+		{"doctor", []string{"doctor", "--", "python3", "-m", "batchfit.worker", "m:Trial"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, strings.NewReader(""), &stdout, &stderr); code != exitError {
+				t.Errorf("exit code %d, want %d", code, exitError)
+			}
+			if stdout.Len() != 0 || stderr.String() != refusal {
+				t.Errorf("stdout %q, stderr %q; want nothing and\n%s", stdout.String(), stderr.String(), refusal)
+			}
+		})
+	}
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the history was opened before the refusal: %v", err)
+	}
+
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"demo", "--json", "--no-db"}, strings.NewReader(""), &stdout, &stderr); code != exitError {
+		t.Errorf("demo --json: exit code %d, want %d", code, exitError)
+	}
+	var doc struct {
+		Runs  []json.RawMessage
+		Error struct {
+			Message, Hint string
+			ExitCode      int `json:"exit_code"`
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil || len(doc.Runs) != 0 || doc.Error.ExitCode != exitError || !strings.HasPrefix(doc.Error.Hint, "run batchfit on the Linux GPU machine") {
+		t.Errorf("demo --json: %v: %s", err, stdout.String())
+	}
+
+	for _, args := range [][]string{{"cards"}, {"history", "--db", filepath.Join(t.TempDir(), "other.db")}, {"--version"}, {"--help"}} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != exitFound || stderr.Len() != 0 {
+			t.Errorf("%v: exit code %d, stderr %q; want 0 and nothing", args, code, stderr.String())
+		}
 	}
 }

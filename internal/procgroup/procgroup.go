@@ -3,7 +3,7 @@
 // started with, the pipes of the worker's and the fork server's protocol,
 // how its exit is noticed without reaping it, so that its pid (the group's
 // id) stays reserved while the rest of the group is killed, and how the
-// group is killed.
+// group is killed. All of it needs Linux; elsewhere CheckPlatform refuses.
 package procgroup
 
 import (
@@ -11,20 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/batchfit/batchfit/internal/procfs"
 )
-
-// Attr returns the attributes for a child that leads its own process group.
-// Setpgid: the child and its children are killable as a whole, and a
-// terminal's Ctrl-C reaches batchfit, which stops them in order. Pdeathsig:
-// if batchfit dies hard, the child dies too.
-func Attr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
 
 // KillGroup sends sig to every process of the group pgid. The error is
 // kill(2)'s: ESRCH when no process is left in the group. A pgid below 2 is
@@ -37,33 +28,6 @@ func KillGroup(pgid int, sig syscall.Signal) error {
 		return fmt.Errorf("kill process group %d: not a child's group", pgid)
 	}
 	return unix.Kill(-pgid, sig)
-}
-
-// WaitExit reports when the child pid has exited, without reaping it
-// (WNOWAIT): the zombie keeps the pid, which is also the group id, reserved
-// until its caller has killed the rest of the group and reaps it.
-func WaitExit(pid int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if err == nil {
-				return
-			}
-			if err != unix.EINTR {
-				break
-			}
-		}
-		// A kernel without WNOWAIT (a sandbox's): watch for the zombie
-		// instead. pid is an unreaped child, so it cannot vanish or be
-		// reused meanwhile.
-		for !Exited(pid) {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	return done
 }
 
 // Exited reports whether pid has exited: it is a zombie, or its stat
@@ -80,6 +44,9 @@ func Exited(pid int) bool {
 // batchfit inherits them; the child's ends are closed here once it has
 // them.
 func StartPiped(cmd *exec.Cmd) (requests, replies *os.File, err error) {
+	if err := CheckPlatform(); err != nil {
+		return nil, nil, err
+	}
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err

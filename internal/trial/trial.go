@@ -5,7 +5,6 @@
 package trial
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -16,16 +15,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/batchfit/batchfit/internal/classify"
-	"github.com/batchfit/batchfit/internal/procfs"
-	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
 // Defaults for the zero values of Spec.
@@ -159,97 +153,7 @@ func (e *StartError) Hint() string {
 	return ""
 }
 
-var (
-	subreaperOnce sync.Once
-	trialSeq      atomic.Uint64
-)
-
-// Run runs spec to completion. The returned error is always a *StartError
-// and only means the trial never started; everything that happens once it
-// has started is in Result. Canceling ctx kills the trial's whole process
-// group (SIGTERM, then SIGKILL after the grace period) and sets Canceled.
-// The trial reads /dev/null: the terminal belongs to batchfit.
-//
-// When Run returns, no process of the trial is left: whatever survived its
-// leader was killed (SIGKILL) and counted in Orphans. Run is safe to call
-// from several goroutines; each trial kills only its own processes.
-func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
-	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
-		return Result{}, &StartError{Op: "find command", Err: errors.New("empty command")}
-	}
-	if ctx.Err() != nil {
-		return Result{Canceled: true, ExitCode: -1}, nil
-	}
-	grace, tailBytes := spec.limits()
-	argv0 := spec.Argv[0]
-	env := spec.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	path, err := findCommand(spec, env)
-	if err != nil {
-		return Result{}, err
-	}
-	logs, err := openLogs(spec.StdoutPath, spec.StderrPath)
-	if err != nil {
-		return Result{}, &StartError{Op: "create log", Argv0: argv0, Err: err}
-	}
-	defer logs.close()
-
-	becomeSubreaper()
-
-	cookie := newCookie()
-	counter := spec.OOMKills
-	if counter == nil {
-		counter = hostOOMCounter{root: "/"}
-	}
-	oomBefore, oomOK := counter.OOMKills()
-
-	start := time.Now()
-	lead, cg, err := launch(spec, path, withCookie(env, cookie), logs, newCgroup(cookie))
-	if err != nil {
-		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
-	}
-	pid := lead.PID()
-	res := Result{PID: pid, Start: start}
-	proc := processOf(pid, cookie, cg)
-	if spec.OnSpawn != nil {
-		if done := spec.OnSpawn(proc); done != nil {
-			defer done()
-		}
-	}
-	scan := startLogScan(logs.stderr.Name(), logs.stdout.Name())
-	stopWatch := func() {}
-	if w != nil {
-		stopWatch = w.Watch(pid)
-	}
-
-	tr := newTracker(pid, cookie)
-	tr.cgroup = proc.Cgroup
-	stopPolling := tr.pollUntilStopped()
-	awaitEnd(ctx, spec.Timeout, tr, pid, lead.Exited(), grace, &res)
-	res.Duration = time.Since(start)
-	stopPolling()
-
-	// The leader is an unreaped zombie until Reap below, so its pid,
-	// which is also the group id, cannot be reused by another process while
-	// the leftovers are killed.
-	res.Orphans = tr.killLeftovers()
-	res.ExitCode, res.Signal = lead.Reap()
-	if cg != nil {
-		cg.close()
-	}
-	stopWatch()
-
-	if oomOK {
-		after, ok := counter.OOMKills()
-		res.HostOOMEvidence = ok && after > oomBefore
-	}
-	res.StdoutTail = ReadTail(logs.stdout.Name(), 0, tailBytes)
-	res.StderrTail = ReadTail(logs.stderr.Name(), 0, tailBytes)
-	res.Matches = scan.finish()
-	return res, nil
-}
+var trialSeq atomic.Uint64
 
 // limits returns the spec's grace and tail size, or their defaults.
 func (spec Spec) limits() (grace time.Duration, tailBytes int) {
@@ -261,56 +165,6 @@ func (spec Spec) limits() (grace time.Duration, tailBytes int) {
 		tailBytes = DefaultTailBytes
 	}
 	return grace, tailBytes
-}
-
-// commandMaker returns how to make the trial's command, in cgroup cg when
-// there is one: one process group for the trial and its children, killable
-// as a whole, whose leader dies with batchfit; and where there can be one,
-// a cgroup that nothing of the trial can leave.
-func commandMaker(path string, spec Spec, env []string, l *logs) func(cg *cgroup) *exec.Cmd {
-	return func(cg *cgroup) *exec.Cmd {
-		attr := procgroup.Attr()
-		if cg != nil {
-			cg.attach(attr)
-		}
-		return &exec.Cmd{
-			Path:        path,
-			Args:        spec.Argv,
-			Env:         env,
-			Dir:         spec.Dir,
-			Stdout:      l.stdout,
-			Stderr:      l.stderr,
-			SysProcAttr: attr,
-		}
-	}
-}
-
-// launch starts the trial's leader: through spec.Launcher when set, else as
-// batchfit's own child. It returns the cgroup the leader runs in, if any.
-func launch(spec Spec, path string, env []string, l *logs, cg *cgroup) (Leader, *cgroup, error) {
-	if spec.Launcher == nil {
-		cmd, cg, err := startIn(commandMaker(path, spec, env, l), cg)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &execLeader{cmd: cmd, exited: procgroup.WaitExit(cmd.Process.Pid)}, cg, nil
-	}
-	req := Launch{Argv: spec.Argv, Env: env, Dir: spec.Dir, Stdout: l.stdout.Name(), Stderr: l.stderr.Name()}
-	if cg != nil {
-		req.Cgroup = cg.path
-	}
-	lead, err := spec.Launcher.Launch(req)
-	if err != nil {
-		if cg != nil {
-			cg.close()
-		}
-		return nil, nil, err
-	}
-	if cg != nil && !lead.InCgroup() {
-		cg.close()
-		cg = nil
-	}
-	return lead, cg, nil
 }
 
 // Launcher starts a trial's leader otherwise than by batchfit exec'ing the
@@ -346,33 +200,6 @@ type Leader interface {
 	Reap() (code int, sig syscall.Signal)
 }
 
-// execLeader is a leader that batchfit started itself.
-type execLeader struct {
-	cmd    *exec.Cmd
-	exited <-chan struct{}
-}
-
-func (e *execLeader) PID() int                { return e.cmd.Process.Pid }
-func (e *execLeader) InCgroup() bool          { return true } // not asked: startIn returns its cgroup
-func (e *execLeader) Exited() <-chan struct{} { return e.exited }
-func (e *execLeader) Reap() (int, syscall.Signal) {
-	_ = e.cmd.Wait()
-	return exitStatus(e.cmd)
-}
-
-// processOf names the started trial as the history records it: its pid,
-// start time, cookie and cgroup.
-func processOf(pid int, cookie string, cg *cgroup) Process {
-	proc := Process{PID: pid, Cookie: cookie}
-	if st, err := procfs.ReadStat(pid); err == nil {
-		proc.Start = st.Start
-	}
-	if cg != nil {
-		proc.Cgroup = cg.path
-	}
-	return proc
-}
-
 // findCommand checks the working directory and finds the program to run.
 func findCommand(spec Spec, env []string) (string, error) {
 	argv0 := spec.Argv[0]
@@ -392,71 +219,6 @@ func findCommand(spec Spec, env []string) (string, error) {
 	return path, nil
 }
 
-// startIn starts the command in cg, or without a cgroup when cg is nil or
-// the start into it fails: clone3 into a cgroup can fail where a plain
-// fork works (a seccomp filter, a cgroup the kernel refuses), and the
-// process group and the tracker still stop the trial. It returns the
-// cgroup the trial runs in, if any.
-func startIn(newCmd func(*cgroup) *exec.Cmd, cg *cgroup) (*exec.Cmd, *cgroup, error) {
-	cmd := newCmd(cg)
-	err := cmd.Start()
-	if err != nil && cg != nil {
-		cg.close()
-		cg = nil
-		cmd = newCmd(nil)
-		err = cmd.Start()
-	}
-	return cmd, cg, err
-}
-
-// pollUntilStopped walks the trial's process tree in the background until
-// the returned function is called, which waits for the last walk.
-func (t *tracker) pollUntilStopped() (stop func()) {
-	quit := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			began := time.Now()
-			t.poll()
-			// Without children files a walk reads every process's stat,
-			// which takes milliseconds on a busy node: walk less often
-			// rather than spend more than a tenth of a core on it. The
-			// cookie scan at the end catches what the walks miss.
-			wait := max(pollInterval, 10*time.Since(began))
-			select {
-			case <-quit:
-				return
-			case <-time.After(wait):
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
-	}
-}
-
-// awaitEnd waits for the leader to exit, or stops the whole trial when the
-// context ends (Canceled) or the time limit passes (TimedOut).
-func awaitEnd(ctx context.Context, limit time.Duration, tr *tracker, leader int, exited <-chan struct{}, grace time.Duration, res *Result) {
-	var timeout <-chan time.Time
-	if limit > 0 {
-		timer := time.NewTimer(limit)
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	select {
-	case <-exited:
-	case <-ctx.Done():
-		res.Canceled = true
-		stop(ctx, tr, leader, exited, grace, res)
-	case <-timeout:
-		res.TimedOut = true
-		stop(ctx, tr, leader, exited, grace, res)
-	}
-}
-
 // exitStatus is the leader's exit code (-1 when a signal killed it) and
 // the signal that did.
 func exitStatus(cmd *exec.Cmd) (int, syscall.Signal) {
@@ -468,38 +230,6 @@ func exitStatus(cmd *exec.Cmd) (int, syscall.Signal) {
 		return -1, ws.Signal()
 	}
 	return ws.ExitStatus(), 0
-}
-
-// stop asks the trial to end (SIGTERM to the group and to every known
-// descendant outside it), waits up to grace for the leader to exit, then
-// kills (SIGKILL). A cancel during a timeout's grace period skips the rest
-// of the wait: the user asked to stop now.
-func stop(ctx context.Context, tr *tracker, leader int, exited <-chan struct{}, grace time.Duration, res *Result) {
-	tr.signalAll(syscall.SIGTERM)
-	_ = unix.Kill(leader, syscall.SIGTERM)
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	var canceled <-chan struct{}
-	if !res.Canceled {
-		canceled = ctx.Done()
-	}
-	select {
-	case <-exited:
-		return
-	case <-timer.C:
-	case <-canceled:
-		res.Canceled = true
-	}
-	tr.signalAll(syscall.SIGKILL)
-	_ = unix.Kill(leader, syscall.SIGKILL)
-	<-exited
-}
-
-// becomeSubreaper makes orphans of the trials' processes reparent to
-// batchfit instead of init, so they stay findable (and reapable) until
-// their trial's cleanup. It is process-wide and done once.
-func becomeSubreaper() {
-	subreaperOnce.Do(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
 }
 
 func newCookie() string {
