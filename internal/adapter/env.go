@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -72,19 +73,58 @@ func MergeAllocConf(existing string, fraction float64) string {
 	if math.IsNaN(fraction) || fraction <= 0 || fraction > 1 {
 		return existing
 	}
-	const key = "per_process_memory_fraction"
+	opts := withoutFraction(existing)
+	opts = append(opts, allocFractionKey+":"+strconv.FormatFloat(fraction, 'f', -1, 64))
+	return strings.Join(opts, ",")
+}
+
+// allocFractionKey is torch's allocator option that caps it at a share of
+// the device.
+const allocFractionKey = "per_process_memory_fraction"
+
+// withoutFraction is the options of an allocator configuration other than
+// its fraction.
+func withoutFraction(conf string) []string {
 	var opts []string
-	for _, opt := range strings.Split(existing, ",") {
+	for _, opt := range strings.Split(conf, ",") {
 		opt = strings.TrimSpace(opt)
 		if opt == "" {
 			continue
 		}
-		k, _, _ := strings.Cut(opt, ":")
-		if strings.TrimSpace(k) == key {
-			continue
+		if k, _, _ := strings.Cut(opt, ":"); strings.TrimSpace(k) != allocFractionKey {
+			opts = append(opts, opt)
 		}
-		opts = append(opts, opt)
 	}
-	opts = append(opts, key+":"+strconv.FormatFloat(fraction, 'f', -1, 64))
-	return strings.Join(opts, ",")
+	return opts
+}
+
+// allocFraction is the fraction an allocator configuration caps torch at,
+// and whether it sets one.
+func allocFraction(conf string) (float64, bool) {
+	for _, opt := range strings.Split(conf, ",") {
+		k, v, _ := strings.Cut(opt, ":")
+		if strings.TrimSpace(k) == allocFractionKey {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil && f > 0
+		}
+	}
+	return 0, false
+}
+
+// CapNotHeld says why torch's allocator in a trial was not held to the
+// fraction the trial's environment set ("" when it was, or when nothing
+// tells): a program that sets its own fraction, or a torch that read
+// PYTORCH_CUDA_ALLOC_CONF before the trial set it (as a fork server's
+// child would if torch read it at import), ran against another limit than
+// the one it is measured against.
+func CapNotHeld(env []string, s Summary) string {
+	conf, _ := Lookup(env, AllocConfEnv)
+	want, ok := allocFraction(conf)
+	got := s.MaxMemoryFraction
+	if !ok || got == 0 || math.Abs(got-want) <= 1e-9*want {
+		return ""
+	}
+	return fmt.Sprintf("torch's allocator was capped at %.6g of the GPU, not at the %.6g that batchfit's memory limit set "+
+		"(the program sets its own per_process_memory_fraction, or this torch read %s before the trial set it: try --no-preload)",
+		got, want, AllocConfEnv)
 }

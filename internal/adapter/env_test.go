@@ -80,3 +80,26 @@ func TestMergeAllocConf(t *testing.T) {
 		}
 	}
 }
+
+// A trial whose allocator kept another cap than the one batchfit set (the
+// program set its own, or torch read the variable before the trial set it)
+// is named; the cap it was set, or no figure, is no news.
+func TestCapNotHeld(t *testing.T) {
+	env := []string{AllocConfEnv + "=expandable_segments:True,per_process_memory_fraction:0.1709385063747209"}
+	for _, c := range []struct {
+		env  []string
+		got  float64
+		want bool
+	}{
+		{env, 0.1709385063747209, false},
+		{env, 0, false}, // not reported (no CUDA, an older torch)
+		{nil, 1, false}, // no cap set
+		{env, 1, true},  // uncapped: read before the trial set it
+		{env, 0.05, true},
+	} {
+		why := CapNotHeld(c.env, Summary{MaxMemoryFraction: c.got})
+		if (why != "") != c.want {
+			t.Errorf("CapNotHeld(%q, %g) = %q, want a reason: %v", c.env, c.got, why, c.want)
+		}
+	}
+}

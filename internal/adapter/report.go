@@ -39,6 +39,10 @@ type Event struct {
 	// max_memory_allocated, or the largest device peak of JAX or TensorFlow.
 	MaxAllocated uint64 `json:"max_memory_allocated,omitempty"`
 	MaxReserved  uint64 `json:"max_memory_reserved,omitempty"` // bytes (torch)
+	// MemoryFraction is the share of the device torch's allocator was
+	// capped at (get_per_process_memory_fraction; 1 when uncapped), 0 when
+	// unknown.
+	MemoryFraction float64 `json:"memory_fraction,omitempty"`
 
 	// Framework names whose memory figures the event holds: "torch" (when
 	// it used CUDA), else "jax" or "tensorflow"; empty when none reported.

@@ -23,6 +23,9 @@ type Summary struct {
 	// MaxAllocated is the framework's own peak: torch's, JAX's or
 	// TensorFlow's (see Framework).
 	MaxAllocated, MaxReserved uint64
+	// MaxMemoryFraction is the largest allocator cap any process reported
+	// (Event.MemoryFraction), 0 when none did.
+	MaxMemoryFraction float64
 	// Framework is the framework that reported memory ("torch", "jax",
 	// "tensorflow"), that of the process with the largest peak; "" when none
 	// did.
@@ -85,6 +88,7 @@ func Summarize(events []Event) Summary {
 		}
 		s.MaxAllocated = max(s.MaxAllocated, ev.MaxAllocated)
 		s.MaxReserved = max(s.MaxReserved, ev.MaxReserved)
+		s.MaxMemoryFraction = max(s.MaxMemoryFraction, ev.MemoryFraction)
 		if ev.Framework != "" && (frameworkOf == nil || ev.MaxAllocated > frameworkOf.MaxAllocated) {
 			frameworkOf = ev
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
@@ -48,10 +49,17 @@ func Forkable(argv []string, dir string) bool {
 // (batchfit sets them for each): the server starts without them, and a
 // trial may differ from the server only in them. CUDA's are read when CUDA
 // starts, in the child; the cookie must not be the server's, or the end of
-// a trial would take the server for one of its processes.
+// a trial would take the server for one of its processes. So is torch's
+// allocator configuration, which carries --memory-limit's cap (fixed only
+// after the first trial under a whole-process limit): torch 2.11 reads it
+// when CUDA starts, also in a child forked after `import torch`
+// (bench/alloc_conf_lazy.py on the H200), and a trial whose allocator kept
+// another cap than its own is refused (adapter.CapNotHeld), whatever a
+// torch version does.
 var perTrialEnv = []string{
 	"BATCHFIT_BATCH_SIZE", "BATCHFIT_STEPS", "BATCHFIT_TRIAL", "BATCHFIT_REPORT",
 	"BATCHFIT_SOAK", "BATCHFIT_TRIAL_COOKIE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+	adapter.AllocConfEnv,
 }
 
 // serverEnv is env without the per-trial variables, sorted: the server's

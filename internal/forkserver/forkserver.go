@@ -99,8 +99,9 @@ type wanted struct {
 }
 
 // maxRekeys bounds how often a server is started anew because the trials'
-// environment changed (a memory limit's allocator cap once the first trial
-// measured what lies outside the allocator): each costs the imports again.
+// environment changed (JAX's pool fraction once the first trial measured
+// what lies outside it; torch's cap is a trial's own, perTrialEnv): each
+// costs the imports again.
 const maxRekeys = 2
 
 // New returns an Executor; Close stops its server.
@@ -365,7 +366,7 @@ func (e *Executor) serve(k key, w wanted, ready chan struct{}) {
 // rekey starts a server anew, in the background, for trials whose
 // environment is k's rather than the one the server was started with: the
 // trials of a search hold one environment but for a change or two early on
-// (the allocator cap that the first trial's measurement fixes). The old
+// (JAX's pool fraction that the first trial's measurement fixes). The old
 // server is closed, one still importing is killed (its starter then starts
 // the new one); the trial that asked runs fresh. Nothing happens after
 // maxRekeys.

@@ -593,16 +593,16 @@ func TestForkedInParallel(t *testing.T) {
 	}
 }
 
-// A search's trials change their environment once early (the allocator cap
-// the first trial's measurement fixes, for a whole-process memory limit):
-// the trial with the new environment runs fresh and the server starts anew
-// for it, so that the trials after it are forked again.
+// A search's trials change their environment once early (JAX's pool
+// fraction, which the first trial's measurement fixes for a whole-process
+// memory limit): the trial with the new environment runs fresh and the
+// server starts anew for it, so that the trials after it are forked again.
 func TestServerStartsAnewForANewEnvironment(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
 	withCap := func(n int, fraction string) trial.Spec {
 		spec := h.spec(n, "show.py")
-		spec.Env = append(spec.Env, "PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:"+fraction)
+		spec.Env = append(spec.Env, "XLA_PYTHON_CLIENT_MEM_FRACTION="+fraction)
 		return spec
 	}
 	for i, tc := range []struct {
@@ -613,7 +613,26 @@ func TestServerStartsAnewForANewEnvironment(t *testing.T) {
 		if r.res.Forked != tc.forked || r.res.ExitCode != 0 {
 			t.Fatalf("trial %d (fraction %s): forked %v, exit %d, want forked %v: %s\n%s", i+1, tc.fraction, r.res.Forked, r.res.ExitCode, tc.forked, r.stderr, h.notices())
 		}
-		if !strings.Contains(r.stdout, "per_process_memory_fraction:"+tc.fraction) {
+		if !strings.Contains(r.stdout, `"xla_fraction": "`+tc.fraction+`"`) {
+			t.Errorf("trial %d saw another environment than its own: %s", i+1, r.stdout)
+		}
+	}
+}
+
+// Torch's allocator cap is a trial's own variable (torch reads it when CUDA
+// starts): a new cap is forked from the same server, and each trial sees
+// its own.
+func TestAllocatorCapIsPerTrial(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	for i, fraction := range []string{"0.5", "0.4", "0.4"} {
+		spec := h.spec(i+1, "show.py")
+		spec.Env = append(spec.Env, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,per_process_memory_fraction:"+fraction)
+		r := h.run(e, spec)
+		if r.res.Forked != (i > 0) || r.res.ExitCode != 0 {
+			t.Fatalf("trial %d (fraction %s): forked %v, exit %d: %s\n%s", i+1, fraction, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
+		}
+		if !strings.Contains(r.stdout, "per_process_memory_fraction:"+fraction) {
 			t.Errorf("trial %d saw another environment than its own: %s", i+1, r.stdout)
 		}
 	}

@@ -394,6 +394,10 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	peaks := p.cfg.Framework.Peaks(sum)
 	p.noteDevice(peaks, device, sum.DeviceTotal)
 	c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
+	if why := adapter.CapNotHeld(spec.Env, sum); why != "" {
+		// Measured against a limit it did not keep: no outcome to believe.
+		c = classify.Result{Outcome: classify.Crash, Reason: why}
+	}
 
 	t := record.Trial{
 		N:            n,

@@ -867,6 +867,12 @@ def _cuda_memory(torch):
     out["max_memory_allocated"] = int(cuda.max_memory_allocated(index))
     out["max_memory_reserved"] = int(cuda.max_memory_reserved(index))
     try:
+        # The cap the allocator kept to: batchfit checks it is the one its
+        # memory limit set (a program may set its own).
+        out["memory_fraction"] = float(cuda.get_per_process_memory_fraction(index))
+    except Exception:
+        pass
+    try:
         out["device"] = str(cuda.get_device_name(index))
         out["device_total"] = int(cuda.get_device_properties(index).total_memory)
     except Exception:

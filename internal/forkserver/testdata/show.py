@@ -24,6 +24,7 @@ def show():
         "size": os.environ.get("BATCHFIT_BATCH_SIZE"),
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "xla_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),
         "stdin": sys.stdin.read(),
         "pgrp": os.getpgrp() == os.getpid(),
     }
