@@ -262,6 +262,7 @@ func (p *Prober) warm(ctx context.Context, size int) (search.Observation, error)
 			Size:    size,
 			Outcome: res.Outcome,
 			Memory:  search.Memory{Allocated: res.PeakAllocated, Reserved: res.PeakReserved},
+			Failure: failureOf(res, p.deviceTotal()),
 		}, nil
 	}
 	obs, err := p.fresh(ctx, []int{size})
@@ -605,4 +606,39 @@ func (p *Prober) warnOnce(msg string) {
 	if first && p.cfg.Warn != nil {
 		p.cfg.Warn(msg + " (later ones are in the trial records)")
 	}
+}
+
+// failureOf is what an out-of-memory warm trial said of itself, read as a
+// fresh trial's is (probe's failureOf): the allocation refused and the
+// allocator's counters then, to the byte, and what a cap below the device
+// left free, else the device's free memory. The planner places its next
+// probe by how far the trial was from fitting.
+func failureOf(r Result, total uint64) search.Failure {
+	req := r.OOMRequest
+	if r.Outcome != classify.OOM || req == nil || req.Bytes == 0 {
+		return search.Failure{}
+	}
+	f := search.Failure{Request: req.Bytes, Allocated: req.Allocated, Reserved: req.Reserved,
+		Exact: req.Allocated > 0 && req.Reserved > 0}
+	if req.Limit > 0 && total > 0 && req.Limit < total {
+		f.Capped = true
+		if req.Reserved > 0 && req.Limit > req.Reserved {
+			f.Free = req.Limit - req.Reserved
+		}
+		return f
+	}
+	f.Free = req.Free
+	return f
+}
+
+// deviceTotal is the GPU's memory as the latest worker reported it, or 0.
+func (p *Prober) deviceTotal() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.workers) - 1; i >= 0; i-- {
+		if t := p.workers[i].Hello.DeviceTotal; t > 0 {
+			return t
+		}
+	}
+	return 0
 }

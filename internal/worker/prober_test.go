@@ -509,3 +509,27 @@ func TestStandbyWorker(t *testing.T) {
 		}
 	}
 }
+
+// A warm trial's out-of-memory figures reach the search as a fresh trial's
+// would: under a cap below the device, what the cap left free; else the
+// device's free memory. Without figures, none.
+func TestWarmFailureFigures(t *testing.T) {
+	const gib = 1 << 30
+	req := &adapter.OOMRequest{Bytes: 56 << 20, Limit: 24 * gib, Free: 100 * gib, Allocated: 23 * gib, Reserved: 23*gib + 900<<20}
+	capped := failureOf(Result{Outcome: classify.OOM, OOMRequest: req}, 140*gib)
+	if want := (search.Failure{Request: 56 << 20, Allocated: 23 * gib, Reserved: 23*gib + 900<<20, Free: 124 << 20,
+		Capped: true, Exact: true}); capped != want {
+		t.Errorf("capped: %+v, want %+v", capped, want)
+	}
+	whole := *req
+	whole.Limit = 140 * gib
+	if f := failureOf(Result{Outcome: classify.OOM, OOMRequest: &whole}, 140*gib); f.Capped || f.Free != 100*gib {
+		t.Errorf("whole card: %+v, want the device's free memory, not capped", f)
+	}
+	if f := failureOf(Result{Outcome: classify.OOM}, 140*gib); f != (search.Failure{}) {
+		t.Errorf("no figures: %+v", f)
+	}
+	if f := failureOf(Result{Outcome: classify.OK, OOMRequest: req}, 140*gib); f != (search.Failure{}) {
+		t.Errorf("a trial that fitted: %+v", f)
+	}
+}

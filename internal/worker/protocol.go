@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/batchfit/batchfit/internal/adapter"
 )
 
 // ProtocolVersion is the version of the worker protocol this package speaks
@@ -74,6 +76,9 @@ type reply struct {
 	OptimizerStateCreated bool      `json:"optimizer_state_created"`
 	OptimizerStateBytes   uint64    `json:"optimizer_state_bytes"`
 	RetainedTensors       []Tensor  `json:"retained_tensors"`
+	// OOMRequest is the allocation torch's OOM observer saw refused in an
+	// out-of-memory trial, with the allocator's counters then.
+	OOMRequest *adapter.OOMRequest `json:"oom_request"`
 }
 
 // fatal is the worker's last word when it cannot start.

@@ -89,6 +89,9 @@ type Result struct {
 	OptimizerStateCreated bool     `json:"optimizer_state_created,omitempty"`
 	OptimizerStateBytes   uint64   `json:"optimizer_state_bytes,omitempty"`
 	RetainedTensors       []Tensor `json:"retained_tensors,omitempty"`
+	// OOMRequest is the refused allocation of an out-of-memory trial, as
+	// torch's OOM observer saw it; nil when none was seen.
+	OOMRequest *adapter.OOMRequest `json:"oom_request,omitempty"`
 
 	Seconds   float64 `json:"seconds"`
 	WorkerPID int     `json:"worker_pid"`
@@ -391,6 +394,7 @@ func (w *Worker) fill(res *Result, r *reply) {
 	res.OptimizerStateCreated = r.OptimizerStateCreated
 	res.OptimizerStateBytes = r.OptimizerStateBytes
 	res.RetainedTensors = r.RetainedTensors
+	res.OOMRequest = r.OOMRequest
 	switch r.Outcome {
 	case "ok":
 		res.Outcome, res.Reason = classify.OK, "ok"

@@ -60,6 +60,9 @@ class _State:
         self.pid: int | None = None
         self.ooms = 0  # OOM error objects created in this process
         self.requests: list[dict[str, int]] = []
+        # The latest refused request, kept past the list's bound: a warm
+        # worker reports each trial's own.
+        self.last_request: dict[str, int] | None = None
         # Device figures per framework, read by the at-exit readers, and
         # the readers themselves, for an exit that runs no atexit handler.
         self.devices: dict[str, list[dict[str, int]]] = {}
@@ -168,6 +171,8 @@ def _counting_init(init: Callable[..., None], is_oom_error: Callable[[BaseExcept
 
 
 def _add_request(req: dict[str, int] | None) -> None:
+    if req:
+        _state.last_request = req
     if req and len(_state.requests) < _MAX_OOM_REQUESTS:
         _state.requests.append(req)
 

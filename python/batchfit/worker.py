@@ -156,6 +156,7 @@ class Worker(object):
 
     def trial(self, id_, batch_size, steps):
         started = time.perf_counter()
+        _frameworks_state().last_request = None
         failure, times = _trial.run_trial(self.runner, batch_size, steps, _trial.sync)
         # torch may have been imported by the first step.
         self.torch = torch = _trial.torch_module()
@@ -165,6 +166,11 @@ class Worker(object):
         if failure is not None:
             result["outcome"] = failure.outcome
             result["exception"] = failure.exception
+            request = _frameworks_state().last_request
+            if failure.outcome == "oom" and request:
+                # What torch's OOM observer saw refused, with the allocator's
+                # counters: how far the trial was from fitting.
+                result["oom_request"] = dict(request)
             if failure.traceback:
                 result["traceback"] = failure.traceback
             _log("trial %s at batch size %d: %s: %s" % (id_, batch_size, failure.outcome, failure.exception))
@@ -382,6 +388,13 @@ def main(argv=None):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _frameworks_state():
+    """The adapter's framework state (torch's OOM observer writes to it)."""
+    from batchfit import frameworks
+
+    return frameworks._state
 
 
 def _packages():
