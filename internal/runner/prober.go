@@ -40,6 +40,13 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 	roomy := s.limit > 0 && s.total >= 3*(s.limit+1<<30)
 	if roomy {
 		pcfg.Slots = [][]int{nil, nil}
+		s.scfg.SideBySide = 2
+		if s.total >= 4*(s.limit+1<<30) {
+			// Room for a standby worker and three confirmations: the
+			// answer and its first failure twice, the proof in one round.
+			pcfg.Slots = [][]int{nil, nil, nil}
+			s.scfg.SideBySide = 3
+		}
 	}
 	// The worker's records number fresh trials among the warm ones; those
 	// reach the history with the finished run, not under the fresh

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // Settled is a search's answer as fresh trials see it.
@@ -31,7 +32,8 @@ type Settled struct {
 // for the proof (Confirm included), but in fresh trials only (Fresh(ctx)
 // is true for every Probe call), and starting from the warm answer: it runs
 // answer and firstFailure (0 when answer is the top of cfg's grid), as Run
-// returned them, in one round. Where a fresh trial disagrees, it gallops
+// returned them, in one round (firstFailure twice when three trials may run
+// side by side: the proof's repeat). Where a fresh trial disagrees, it gallops
 // away from the warm answer on cfg's grid (one step, then 2, 4 ...), then
 // bisects, until a fresh success sits next to a fresh failure. The rounds
 // are reported through cfg.OnEvent in PhaseConfirm. A margin is not
@@ -52,7 +54,7 @@ func Settle(ctx context.Context, cfg Config, p Prober, answer, firstFailure int)
 	cfg.MarginPercent = 0
 	d := newDriver(cfg, p)
 	d.settling = true
-	d.plan = &settlePlanner{answer: answer, first: firstFailure}
+	d.plan = &settlePlanner{answer: answer, first: firstFailure, sideBySide: cfg.SideBySide}
 	err := d.run(ctx)
 	d.finish()
 	if err != nil {
@@ -69,14 +71,15 @@ func Settle(ctx context.Context, cfg Config, p Prober, answer, firstFailure int)
 // settlePlanner plans Settle's rounds: the warm answer and its first
 // failure, then a gallop away from them in the direction fresh trials
 // showed, then bisection.
-type settlePlanner struct{ answer, first int }
+type settlePlanner struct{ answer, first, sideBySide int }
 
 func (s *settlePlanner) next(v view) ([]int, float64) {
 	switch {
 	case !v.seenOK() && v.growing():
 		sizes := []int{s.answer}
 		if s.first > 0 {
-			sizes = append(sizes, s.first)
+			// Side by side, the proof's repeated failure joins the round.
+			sizes = append(sizes, slices.Repeat([]int{s.first}, min(max(s.sideBySide-1, 1), 2))...)
 		}
 		return sizes, 0
 	case !v.seenOK():

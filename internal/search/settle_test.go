@@ -62,6 +62,8 @@ func TestSettle(t *testing.T) {
 			calls: [][]int{{64}, {64}}, want: 64, agreed: true},
 		{name: "agree, three at a time", cfg: Config{Min: 1, Max: 64, Parallel: 3}, fits: 20, answer: 20, first: 21,
 			calls: [][]int{{20, 21}, {20, 21, 21}, {21}}, want: 20, wantFirst: 21, agreed: true},
+		{name: "agree, three side by side", cfg: Config{Min: 1, Max: 64, SideBySide: 3}, fits: 20, answer: 20, first: 21,
+			calls: [][]int{{20, 21, 21}, {20, 21, 21}}, want: 20, wantFirst: 21, agreed: true},
 
 		{name: "down one", cfg: grid64, fits: 19, answer: 20, first: 21,
 			calls: [][]int{{20, 21}, {19}, {19}, {20}, {20}, {20}}, want: 19, wantFirst: 20},
