@@ -32,6 +32,11 @@ type view struct {
 	// failed is what the failure at hi said of itself (the zero Failure
 	// when nothing did, or hi has not been tried).
 	failed Failure
+	// growth is how much the memory that decides an OOM grows a sample,
+	// in bytes, from the sizes that fitted: their reserved peaks where all
+	// report one that grows (an allocator cap limits reserved memory, and
+	// a card runs out of it), else the fit's slope; 0 with no fit.
+	growth float64
 }
 
 func (v view) growing() bool { return v.hi > v.g.max }
@@ -142,8 +147,8 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 	if v.fit == nil {
 		return m.opening(v), 0
 	}
-	if nearMiss(v) {
-		return []int{v.hi - v.g.step}, float64(v.hi - v.g.step)
+	if s, ok := shortfallStep(v); ok {
+		return []int{s}, float64(s)
 	}
 	sizes, hit, predicted := windowPlan(v, m.misses)
 	if hit {
@@ -178,19 +183,43 @@ func (m *modelPlanner) opening(v view) []int {
 	return bisectStep(v, m.start)
 }
 
-// nearMiss reports whether the failure at hi missed by less than a step's
-// worth of memory: what it asked for, less what the allocator could still
-// take, is less than the fit's bytes for one step of sizes. The size just
-// below then most likely fits, and one trial there closes the bracket where
-// a probe in the middle of the window takes two. One size a round only:
-// with more, the window is probed whole anyway.
-func nearMiss(v view) bool {
+// shortfallStep is a Newton step from the failure at hi: an OOM that says
+// what it asked for and what the allocator could still take missed by the
+// difference, and the memory that decides an OOM grows by v.growth a
+// sample, so the boundary is about hi − shortfall/growth. It returns the
+// largest grid size there, or, when that is lo (it was probed and fitted),
+// lo's neighbour above, which then closes the bracket if the step was
+// right. The shortfall is a lower bound on what the failing trial lacked
+// (the allocation that failed may not have been its last), so the step
+// lands at the boundary or above it, and a failure there steps again.
+//
+// It is taken only when the failure agrees with the model: what the trial
+// held and asked for is no more than the fitted peak at hi (else the
+// allocator needed memory the model does not see, HF's fragmented logits
+// buffer, and a step from it lands far below), or, when it did not say
+// what it held, the step is a single grid step. A step below lo means the
+// failure overstated the shortfall, and the window plans. One size a round
+// only: with more, the window is probed whole anyway.
+func shortfallStep(v view) (int, bool) {
 	f := v.failed
-	if v.k != 1 || v.fit == nil || v.growing() || v.hi-v.g.step <= v.lo || f.Request == 0 || (!f.Capped && f.Free == 0) {
-		return false
+	if v.k != 1 || v.fit == nil || v.growing() || v.growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
+		return 0, false
 	}
-	short := float64(f.Request) - float64(f.Free)
-	return short > 0 && short < v.fit.Slope*float64(v.g.step)
+	short := float64(f.Request - f.Free)
+	if f.Allocated == 0 && short >= v.growth*float64(v.g.step) {
+		return 0, false
+	}
+	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > v.fit.Predict(v.hi)+v.fit.Residual+memmodel.Granularity) {
+		return 0, false
+	}
+	s := v.g.floor(toInt(math.Floor(float64(v.hi)-short/v.growth), v.g))
+	switch {
+	case s > v.lo:
+		return s, true
+	case s == v.lo:
+		return v.lo + v.g.step, true
+	}
+	return 0, false
 }
 
 // windowPlan probes the candidate answers that the predicted window and the

@@ -68,7 +68,7 @@ func TestNearMissProbesJustBelow(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := grid{min: 1, max: 65536, step: 1}
-	base := view{g: g, k: 1, lo: 156, hi: 283, fig: FigureAllocated, fit: &fit, cLo: 23.5 * 1024 * mib, cHi: 23.9 * 1024 * mib}
+	base := view{g: g, k: 1, lo: 156, hi: 283, fig: FigureAllocated, fit: &fit, growth: fit.Slope, cLo: 23.5 * 1024 * mib, cHi: 23.9 * 1024 * mib}
 	for _, tc := range []struct {
 		name   string
 		failed Failure
