@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 
 	"github.com/batchfit/batchfit/internal/memmodel"
 )
@@ -137,16 +138,33 @@ func spread(g grid, x, y, k int) []int {
 // which makes the slope and the bound tight. When the window lies outside
 // the bracket the prediction has missed: the planner probes a band of the
 // bracket next to the window, twice as wide at every consecutive miss, which
-// becomes plain bisection after a few.
+// becomes plain bisection after a few. A failure whose figures say how much
+// it missed by steps the boundary straight to where that much less memory
+// is needed (shortfallStep). A model can also hit its window every time and
+// still creep, one small step after another: while growing it is made to
+// gallop (gallop), and once the bracket is closed it may take only a few
+// rounds more than bisection (refineBudget).
 type modelPlanner struct {
 	start  int
 	misses int
+	gallop gallop
+	budget refineBudget
 }
 
 func (m *modelPlanner) next(v view) ([]int, float64) {
 	if v.fit == nil {
 		return m.opening(v), 0
 	}
+	sizes, predicted := m.predict(v)
+	if v.growing() {
+		return m.gallop.hold(v, sizes), predicted
+	}
+	return m.budget.hold(v, sizes), predicted
+}
+
+// predict plans where the model says the boundary is: a failure's Newton
+// step when it can be trusted, else the window's candidates.
+func (m *modelPlanner) predict(v view) ([]int, float64) {
 	if s, ok := shortfallStep(v); ok {
 		return []int{s}, float64(s)
 	}
@@ -157,6 +175,118 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 		m.misses++
 	}
 	return sizes, predicted
+}
+
+// gallop keeps the model from creeping up while nothing has failed: a
+// figure that grows slower than the fit (a bend, a wrong intercept) makes
+// every fit predict the boundary just above the last size that ran. Each
+// round is meant to bring the largest size that ran (lo) at least halfway
+// to the boundary: its peak half the way to the expected capacity, the
+// growing phase's bracket in memory. From the third round in a row that
+// did not, every round reaches at least twice as far above lo as the last
+// one did, until one halves the gap: the growth then takes a logarithmic
+// number of rounds however the model errs, and a model that closes in is
+// left alone.
+type gallop struct {
+	from    int     // lo when the last round was planned; 0 when none was
+	gap     float64 // the capacity less lo's peak then
+	streak  int     // rounds in a row that did not halve the gap
+	advance int     // how far the last round took lo
+}
+
+func (gl *gallop) hold(v view, sizes []int) []int {
+	from, gap := gl.from, gl.gap
+	gl.from, gl.gap = v.lo, v.cLo-peakAt(v, v.lo)
+	if from <= 0 || v.lo <= from || gl.gap <= gap/2 {
+		gl.streak = 0
+		return sizes
+	}
+	gl.advance = v.lo - from
+	if gl.streak++; gl.streak < 2 {
+		return sizes
+	}
+	least := v.g.clamp(v.g.floor(v.lo + 2*gl.advance))
+	if top := slices.Max(sizes); top < least {
+		sizes[slices.Index(sizes, top)] = least
+	}
+	return sizes
+}
+
+// peakAt is the measured peak at size s, 0 when s did not run.
+func peakAt(v view, s int) float64 {
+	for _, p := range v.points {
+		if p.Size == s {
+			return float64(p.Bytes)
+		}
+	}
+	return 0
+}
+
+// refineBudget keeps the rounds that narrow a closed bracket within
+// refineSlack of bisection's, as ITP keeps the secant's: the first such
+// round sets the budget, bisection's rounds for that bracket and the slack,
+// and a round may probe where the model says only while bisection could
+// still finish whatever it finds in the rounds left. Else its probe moves
+// towards the middle as far as that needs (one size a round), or the round
+// bisects. A model that is right is seldom moved; one that creeps (each
+// probe on the same side, a little further) is, after refineSlack rounds.
+type refineBudget struct {
+	left    int // rounds left, this one included
+	started bool
+}
+
+// refineSlack is how many rounds more than bisection the model may take.
+const refineSlack = 2
+
+func (b *refineBudget) hold(v view, sizes []int) []int {
+	if !b.started {
+		b.started = true
+		b.left = bisectRounds(v.hi-v.lo, v) + refineSlack
+	}
+	b.left--
+	reach := bisectReach(b.left, v)
+	if widestGap(v, sizes) <= reach {
+		return sizes
+	}
+	if len(sizes) == 1 {
+		if lo, hi := v.hi-reach, v.lo+reach; lo <= hi {
+			return []int{min(max(sizes[0], lo), hi)}
+		}
+	}
+	return spread(v.g, v.lo, v.hi, v.k)
+}
+
+// bisectRounds is how many rounds of bisection, k sizes each, close a
+// bracket width wide.
+func bisectRounds(width int, v view) int {
+	n := 0
+	for w := v.g.step; w < width; w *= v.k + 1 {
+		n++
+	}
+	return n
+}
+
+// bisectReach is the widest bracket bisection closes in n rounds.
+func bisectReach(n int, v view) int {
+	w := v.g.step
+	for range n {
+		if w > v.hi-v.lo {
+			break
+		}
+		w *= v.k + 1
+	}
+	return w
+}
+
+// widestGap is the widest bracket a round of sizes can leave.
+func widestGap(v view, sizes []int) int {
+	cuts := append([]int{v.lo, v.hi}, sizes...)
+	slices.Sort(cuts)
+	gap := 0
+	for i := 1; i < len(cuts); i++ {
+		gap = max(gap, cuts[i]-cuts[i-1])
+	}
+	return gap
 }
 
 // opening plans before there is a fit: the start, then one jump.
