@@ -165,8 +165,8 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 // predict plans where the model says the boundary is: a failure's Newton
 // step when it can be trusted, else the window's candidates.
 func (m *modelPlanner) predict(v view) ([]int, float64) {
-	if s, ok := shortfallStep(v); ok {
-		return []int{s}, float64(s)
+	if sizes, ok := shortfallStep(v); ok {
+		return sizes, float64(sizes[0])
 	}
 	sizes, hit, predicted := windowPlan(v, m.misses)
 	if hit {
@@ -236,7 +236,7 @@ type refineBudget struct {
 }
 
 // refineSlack is how many rounds more than bisection the model may take.
-const refineSlack = 2
+const refineSlack = 3
 
 func (b *refineBudget) hold(v view, sizes []int) []int {
 	if !b.started {
@@ -317,40 +317,61 @@ func (m *modelPlanner) opening(v view) []int {
 // what it asked for and what the allocator could still take missed by the
 // difference, and the memory that decides an OOM grows by v.growth a
 // sample, so the boundary is about hi − shortfall/growth. It returns the
-// largest grid size there, or, when that is lo (it was probed and fitted),
-// lo's neighbour above, which then closes the bracket if the step was
-// right. The shortfall is a lower bound on what the failing trial lacked
-// (the allocation that failed may not have been its last), so the step
-// lands at the boundary or above it, and a failure there steps again.
+// largest grid size there and its neighbour above (as many of the two as
+// a round holds): the answer and its first failure when the step is right.
+// Once the step ran and fitted, it is lo, and the neighbour comes next.
+//
+// The shortfall is what the trial lacked only when the allocation that
+// failed was its step's last. A trial that held less than the model's peak
+// at hi by more than that allocation and midStepSamples samples' memory
+// failed before its peak, with more still to allocate: it lacked more, and
+// the step from its shortfall is only a bound from above. The size whose
+// fitted peak is what that trial could have reached (what it held and what
+// was free, Failure.Reached) is the estimate then, below the bound.
 //
 // It is taken only when the failure agrees with the model: what the trial
 // held and asked for is no more than the fitted peak at hi (else the
 // allocator needed memory the model does not see, HF's fragmented logits
 // buffer, and a step from it lands far below), or, when it did not say
 // what it held, the step is a single grid step. A step below lo means the
-// failure overstated the shortfall, and the window plans. One size a round
-// only: with more, the window is probed whole anyway.
-func shortfallStep(v view) (int, bool) {
+// failure overstated the shortfall, and the window plans.
+func shortfallStep(v view) ([]int, bool) {
 	f := v.failed
-	if v.k != 1 || v.fit == nil || v.growing() || v.growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
-		return 0, false
+	if v.fit == nil || v.growing() || v.growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
+		return nil, false
 	}
 	short := float64(f.Request - f.Free)
 	if f.Allocated == 0 && short >= v.growth*float64(v.g.step) {
-		return 0, false
+		return nil, false
 	}
-	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > v.fit.Predict(v.hi)+v.fit.Residual+memmodel.Granularity) {
-		return 0, false
+	peak := v.fit.Predict(v.hi)
+	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+memmodel.Granularity) {
+		return nil, false
 	}
-	s := v.g.floor(toInt(math.Floor(float64(v.hi)-short/v.growth), v.g))
-	switch {
-	case s > v.lo:
-		return s, true
-	case s == v.lo:
-		return v.lo + v.g.step, true
+	x := float64(v.hi) - short/v.growth
+	if r, ok := f.Reached(); ok && peak-float64(f.Allocated+f.Request) > midStepSamples*v.fit.Slope {
+		if at := v.fit.MaxSize(r); at >= float64(v.lo) {
+			x = min(x, at)
+		}
 	}
-	return 0, false
+	s := v.g.floor(toInt(math.Floor(x), v.g))
+	if s < v.lo {
+		return nil, false
+	}
+	s = max(s, v.lo+v.g.step)
+	var sizes []int
+	for ; s < v.hi && len(sizes) < min(v.k, 2); s += v.g.step {
+		sizes = append(sizes, s)
+	}
+	return sizes, true
 }
+
+// midStepSamples is how many samples' memory a failed trial may hold below
+// the fitted peak, less the allocation that failed, and still be taken to
+// have failed at its step's last allocation: the fit is seldom closer at
+// the boundary (SimCLR's 282 ran 0.35 samples below it, and its 283 failed
+// 1.1 samples short of it).
+const midStepSamples = 2
 
 // windowPlan probes the candidate answers that the predicted window and the
 // bracket share; hit is false when they share none.

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/memmodel"
@@ -100,47 +101,54 @@ func TestModelGallops(t *testing.T) {
 // TestShortfallStep: a capped failure's shortfall over the growth of
 // reserved memory a sample places the boundary: the step lands on the
 // largest size that fits, and once that ran, on its neighbour above, which
-// closes the bracket. A step below lo, or a failure whose figures the model
+// closes the bracket. A failure well before its peak places it by what it
+// could have reached. A step below lo, or a failure whose figures the model
 // does not explain, gives no step.
 func TestShortfallStep(t *testing.T) {
 	// 300 MiB + 12 MiB a sample allocated, 150 MiB more reserved, under a
-	// 24 GiB cap: sizes up to 2010 fit (24270 + 150 ≤ 24576).
+	// 24 GiB cap: sizes up to 2010 fit (24420 + 150 ≤ 24576).
 	peak := func(s int) uint64 { return (300 + 12*uint64(s)) * mib }
 	fit, err := memmodel.Estimate([]memmodel.Point{{Size: 8, Bytes: peak(8)}, {Size: 521, Bytes: peak(521)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grid{min: 1, max: 1 << 16, step: 1}
-	// failAt fails at size s at its last block: held its peak less the
-	// request, with what the cap left after the reserve.
+	// failAt is a trial at s that allocates its last memory in blocks of
+	// 96 MiB: the first that takes reserved memory past the cap fails.
 	failAt := func(s int) Failure {
-		request := uint64(96 * mib)
-		held := peak(s) - request
+		const request, cap = 96 * mib, 24 * gib
+		excess := int64(peak(s)+150*mib) - cap
+		blocks := uint64(excess/request + 1)
+		held := peak(s) - blocks*request
 		reserved := held + 150*mib
-		return Failure{Request: request, Allocated: held, Reserved: reserved, Free: 24*gib - reserved, Capped: true, Exact: true}
+		return Failure{Request: request, Allocated: held, Reserved: reserved, Free: cap - reserved, Capped: true, Exact: true}
 	}
-	base := view{g: g, k: 1, fig: FigureAllocated, fit: &fit, growth: fit.Slope}
+	base := view{g: g, fig: FigureAllocated, fit: &fit, growth: fit.Slope}
+	held := failAt(2018)
+	held.Allocated += 4 * gib
 	for _, tc := range []struct {
 		name   string
+		k      int
 		lo, hi int
 		failed Failure
-		want   int // 0: no step
+		want   []int // nil: no step
 	}{
-		{"from a failure 8 sizes above", 521, 2018, failAt(2018), 2010},
-		{"the step ran: its neighbour", 2010, 2018, failAt(2018), 2011},
-		{"a step below lo", 2012, 2018, failAt(2018), 0},
-		{"the failure held more than the model's peak", 521, 2018, func() Failure {
-			f := failAt(2018)
-			f.Allocated += 4 * gib
-			return f
-		}(), 0},
-		{"nothing known of the failure", 521, 2018, Failure{}, 0},
+		{"from a failure 8 sizes above", 1, 521, 2018, failAt(2018), []int{2010}},
+		{"the step ran: its neighbour", 1, 2010, 2018, failAt(2018), []int{2011}},
+		{"two sizes a round: the step and its neighbour", 2, 521, 2018, failAt(2018), []int{2010, 2011}},
+		{"four sizes a round: no more", 4, 521, 2018, failAt(2018), []int{2010, 2011}},
+		// 2040 fails four blocks before its peak: 66 MiB short, which
+		// says 2034; what it could reach says 2010.
+		{"a failure well before its peak", 1, 521, 2040, failAt(2040), []int{2010}},
+		{"a step below lo", 1, 2012, 2018, failAt(2018), nil},
+		{"the failure held more than the model's peak", 1, 521, 2018, held, nil},
+		{"nothing known of the failure", 1, 521, 2018, Failure{}, nil},
 	} {
 		v := base
-		v.lo, v.hi, v.failed = tc.lo, tc.hi, tc.failed
-		s, ok := shortfallStep(v)
-		if got := map[bool]int{true: s}[ok]; got != tc.want {
-			t.Errorf("%s: step %d (%v), want %d", tc.name, s, ok, tc.want)
+		v.k, v.lo, v.hi, v.failed = tc.k, tc.lo, tc.hi, tc.failed
+		sizes, ok := shortfallStep(v)
+		if got := map[bool][]int{true: sizes}[ok]; !slices.Equal(got, tc.want) {
+			t.Errorf("%s: step %v (%v), want %v", tc.name, sizes, ok, tc.want)
 		}
 	}
 }
