@@ -202,7 +202,7 @@ func (gl *gallop) hold(v view, sizes []int) []int {
 		return sizes
 	}
 	gl.advance = v.lo - from
-	if gl.streak++; gl.streak < 2 {
+	if gl.streak++; gl.streak < 2 || len(sizes) == 0 {
 		return sizes
 	}
 	least := v.g.clamp(v.g.floor(v.lo + 2*gl.advance))
@@ -226,9 +226,9 @@ func peakAt(v view, s int) float64 {
 // refineSlack of bisection's, as ITP keeps the secant's: the first such
 // round sets the budget, bisection's rounds for that bracket and the slack,
 // and a round may probe where the model says only while bisection could
-// still finish whatever it finds in the rounds left. Else its probe moves
-// towards the middle as far as that needs (one size a round), or the round
-// bisects. A model that is right is seldom moved; one that creeps (each
+// still finish whatever it finds in the rounds left. Else its probes move
+// towards the middle as far as that needs, or, where moving them cannot
+// do, the round bisects. A model that is right is seldom moved; one that creeps (each
 // probe on the same side, a little further) is, after refineSlack rounds.
 type refineBudget struct {
 	left    int // rounds left, this one included
@@ -248,10 +248,25 @@ func (b *refineBudget) hold(v view, sizes []int) []int {
 	if widestGap(v, sizes) <= reach {
 		return sizes
 	}
-	if len(sizes) == 1 {
-		if lo, hi := v.hi-reach, v.lo+reach; lo <= hi {
-			return []int{min(max(sizes[0], lo), hi)}
+	// Move each size no further than needed: to within reach above the
+	// one below it (lo for the first), then below the one above it.
+	moved := slices.Sorted(slices.Values(sizes))
+	for i := range moved {
+		below := v.lo
+		if i > 0 {
+			below = moved[i-1]
 		}
+		moved[i] = min(moved[i], below+reach)
+	}
+	for i := len(moved) - 1; i >= 0; i-- {
+		above := v.hi
+		if i < len(moved)-1 {
+			above = moved[i+1]
+		}
+		moved[i] = max(moved[i], above-reach)
+	}
+	if widestGap(v, moved) <= reach && len(slices.Compact(slices.Clone(moved))) == len(moved) && moved[0] > v.lo && moved[len(moved)-1] < v.hi {
+		return moved
 	}
 	return spread(v.g, v.lo, v.hi, v.k)
 }
