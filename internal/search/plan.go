@@ -224,12 +224,13 @@ func peakAt(v view, s int) float64 {
 
 // refineBudget keeps the rounds that narrow a closed bracket within
 // refineSlack of bisection's, as ITP keeps the secant's: the first such
-// round sets the budget, bisection's rounds for that bracket and the slack,
-// and a round may probe where the model says only while bisection could
-// still finish whatever it finds in the rounds left. Else its probes move
-// towards the middle as far as that needs, or, where moving them cannot
-// do, the round bisects. A model that is right is seldom moved; one that creeps (each
-// probe on the same side, a little further) is, after refineSlack rounds.
+// round sets the budget, bisection's rounds for that bracket and the
+// slack, and a round may probe where the model says only while bisection
+// could still finish whatever it finds in the rounds left. Else its probes
+// move towards the middle as far as that needs, or the round bisects where
+// moving them cannot do. A model that is right is seldom moved; one that
+// creeps (each probe on the same side, a little further) is, once the
+// slack is spent.
 type refineBudget struct {
 	left    int // rounds left, this one included
 	started bool
