@@ -142,13 +142,13 @@ func spread(g grid, x, y, k int) []int {
 // it missed by steps the boundary straight to where that much less memory
 // is needed (shortfallStep). A model can also hit its window every time and
 // still creep, one small step after another: while growing it is made to
-// gallop (gallop), and once the bracket is closed it may take only a few
-// rounds more than bisection (refineBudget).
+// gallop (gallop), and once the bracket is closed its steps are made to
+// double until they bisect (refineGuard).
 type modelPlanner struct {
 	start  int
 	misses int
 	gallop gallop
-	budget refineBudget
+	refine refineGuard
 }
 
 func (m *modelPlanner) next(v view) ([]int, float64) {
@@ -159,7 +159,7 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 	if v.growing() {
 		return m.gallop.hold(v, sizes), predicted
 	}
-	return m.budget.hold(v, sizes), predicted
+	return m.refine.hold(v, sizes), predicted
 }
 
 // predict plans where the model says the boundary is: a failure's Newton
@@ -222,87 +222,68 @@ func peakAt(v view, s int) float64 {
 	return 0
 }
 
-// refineBudget keeps the rounds that narrow a closed bracket within
-// refineSlack of bisection's, as ITP keeps the secant's: the first such
-// round sets the budget, bisection's rounds for that bracket and the
-// slack, and a round may probe where the model says only while bisection
-// could still finish whatever it finds in the rounds left. Else its probes
-// move towards the middle as far as that needs, or the round bisects where
-// moving them cannot do. A model that is right is seldom moved; one that
-// creeps (each probe on the same side, a little further) is, once the
-// slack is spent.
-type refineBudget struct {
-	left    int // rounds left, this one included
-	started bool
+// refineGuard keeps the model from creeping in a closed bracket, as
+// Illinois's rule keeps regula falsi from it: a model that is wrong the
+// same way each time (a figure that bends, failures that misstate their
+// shortfall) predicts the boundary just past the last trial, round after
+// round, and the bracket barely narrows. A round creeps when it neither
+// narrowed the bracket as bisection would (to 1/(k+1)) nor moved its ends
+// by half as much as the round before at most: a model closing in on one
+// point from one side (lo moving 13, 4, 1 sizes in one of the simulator's
+// shapes, two sizes a round) does not creep. After refineSlack creeping
+// rounds in a row (one, once the guard has had to act), the next round
+// reaches further from the side the last one moved: twice as far as that
+// one moved it, or as the guard's last step, whichever is more, but no
+// further than the middle. The steps double until they bisect, so however
+// the model errs the bracket closes in a small multiple of bisection's
+// rounds, and a model that is right is never moved.
+type refineGuard struct {
+	lo, hi  int  // the bracket the last round was planned in
+	planned bool // whether lo, hi hold one
+	streak  int  // rounds in a row that did not narrow the bracket
+	step    int  // the guard's last step; 0 before it acted
+	move    int  // how far the last round moved the bracket's ends
 }
 
-// refineSlack is how many rounds more than bisection the model may take.
+// refineSlack is how many rounds in a row the model may creep before the
+// guard first acts: three, as a model that reads failures' figures may
+// step twice on one side before they place the boundary (HF's 77 and 73
+// failed before 71 ran), and moving the third round cost that replay a
+// trial.
 const refineSlack = 3
 
-func (b *refineBudget) hold(v view, sizes []int) []int {
-	if !b.started {
-		b.started = true
-		b.left = bisectRounds(v.hi-v.lo, v) + refineSlack
-	}
-	b.left--
-	reach := bisectReach(b.left, v)
-	if widestGap(v, sizes) <= reach {
+func (r *refineGuard) hold(v view, sizes []int) []int {
+	lo, hi, planned := r.lo, r.hi, r.planned
+	r.lo, r.hi, r.planned = v.lo, v.hi, true
+	if !planned || len(sizes) == 0 {
 		return sizes
 	}
-	// Move each size no further than needed: to within reach above the
-	// one below it (lo for the first), then below the one above it.
-	moved := slices.Sorted(slices.Values(sizes))
-	for i := range moved {
-		below := v.lo
-		if i > 0 {
-			below = moved[i-1]
+	move := (v.lo - lo) + (hi - v.hi)
+	lastMove := r.move
+	r.move = move
+	if (v.hi-v.lo)*(v.k+1) <= hi-lo+v.k*v.g.step || 2*move <= lastMove {
+		r.streak = 0
+		return sizes
+	}
+	r.streak++
+	if r.streak < refineSlack && r.step == 0 {
+		return sizes
+	}
+	r.streak = 0
+	if v.lo > lo {
+		r.step = max(2*r.step, 2*(v.lo-lo))
+		least := min(v.g.floor(v.lo+r.step), v.g.floor(v.lo+(v.hi-v.lo)/2))
+		if top := slices.Max(sizes); top < least {
+			sizes[slices.Index(sizes, top)] = least
 		}
-		moved[i] = min(moved[i], below+reach)
+		return sizes
 	}
-	for i := len(moved) - 1; i >= 0; i-- {
-		above := v.hi
-		if i < len(moved)-1 {
-			above = moved[i+1]
-		}
-		moved[i] = max(moved[i], above-reach)
+	r.step = max(2*r.step, 2*(hi-v.hi))
+	most := max(v.g.ceil(v.hi-r.step), v.g.ceil(v.hi-(v.hi-v.lo)/2))
+	if bottom := slices.Min(sizes); bottom > most {
+		sizes[slices.Index(sizes, bottom)] = most
 	}
-	if widestGap(v, moved) <= reach && len(slices.Compact(slices.Clone(moved))) == len(moved) && moved[0] > v.lo && moved[len(moved)-1] < v.hi {
-		return moved
-	}
-	return spread(v.g, v.lo, v.hi, v.k)
-}
-
-// bisectRounds is how many rounds of bisection, k sizes each, close a
-// bracket width wide.
-func bisectRounds(width int, v view) int {
-	n := 0
-	for w := v.g.step; w < width; w *= v.k + 1 {
-		n++
-	}
-	return n
-}
-
-// bisectReach is the widest bracket bisection closes in n rounds.
-func bisectReach(n int, v view) int {
-	w := v.g.step
-	for range n {
-		if w > v.hi-v.lo {
-			break
-		}
-		w *= v.k + 1
-	}
-	return w
-}
-
-// widestGap is the widest bracket a round of sizes can leave.
-func widestGap(v view, sizes []int) int {
-	cuts := append([]int{v.lo, v.hi}, sizes...)
-	slices.Sort(cuts)
-	gap := 0
-	for i := 1; i < len(cuts); i++ {
-		gap = max(gap, cuts[i]-cuts[i-1])
-	}
-	return gap
+	return sizes
 }
 
 // opening plans before there is a fit: the start, then one jump.

@@ -8,41 +8,42 @@ import (
 )
 
 // TestCreepingModelBisects: a model that predicts the boundary just past
-// the last trial every time (here one size above lo, or below hi) is let
-// creep for refineSlack rounds, then moved towards the middle: the bracket
-// closes within refineSlack rounds of bisection's, and a model that is
-// right is never moved.
+// the last trial every time (one size above lo, or below hi) is let creep
+// for refineSlack rounds, then moved: further each time until it bisects,
+// so the bracket closes in a small multiple of bisection's rounds, not in
+// hundreds. A model that is right is never moved.
 func TestCreepingModelBisects(t *testing.T) {
 	g := grid{min: 1, max: 1 << 16, step: 1}
 	for _, tc := range []struct {
 		name    string
 		answer  int
 		predict func(v view) int
+		limit   int
 	}{
-		{"creeping up", 700, func(v view) int { return v.lo + 1 }},
-		{"creeping down", 300, func(v view) int { return v.hi - 1 }},
+		// Bisection takes 10 rounds.
+		{"creeping up", 700, func(v view) int { return v.lo + 1 }, 30},
+		{"creeping down", 300, func(v view) int { return v.hi - 1 }, 30},
 		{"right", 700, func(v view) int {
 			if v.lo == 700 {
 				return 701
 			}
 			return 700
-		}},
+		}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := view{g: g, k: 1, lo: 1, hi: 1025}
-			var b refineBudget
-			limit := bisectRounds(v.hi-v.lo, v) + refineSlack
+			var r refineGuard
 			rounds, moved := 0, 0
 			for v.hi > v.lo+1 {
 				want := tc.predict(v)
-				sizes := b.hold(v, []int{want})
+				sizes := r.hold(v, []int{want})
 				if len(sizes) != 1 || sizes[0] <= v.lo || sizes[0] >= v.hi {
 					t.Fatalf("bracket (%d, %d): planned %v", v.lo, v.hi, sizes)
 				}
 				if sizes[0] != want {
 					moved++
 				}
-				if rounds++; rounds < refineSlack && sizes[0] != want {
+				if rounds++; rounds <= refineSlack && sizes[0] != want {
 					t.Errorf("round %d moved the model's %d to %d before the slack was spent", rounds, want, sizes[0])
 				}
 				if sizes[0] <= tc.answer {
@@ -51,8 +52,8 @@ func TestCreepingModelBisects(t *testing.T) {
 					v.hi = sizes[0]
 				}
 			}
-			if v.lo != tc.answer || rounds > limit {
-				t.Errorf("closed on %d in %d rounds, want %d in at most %d", v.lo, rounds, tc.answer, limit)
+			if v.lo != tc.answer || rounds > tc.limit {
+				t.Errorf("closed on %d in %d rounds, want %d in at most %d", v.lo, rounds, tc.answer, tc.limit)
 			}
 			if tc.name == "right" && moved > 0 {
 				t.Errorf("a right model was moved %d times", moved)
