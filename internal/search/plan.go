@@ -182,9 +182,9 @@ func (m *modelPlanner) predict(v view) ([]int, float64) {
 // every fit predict the boundary just above the last size that ran. Each
 // round is meant to bring the largest size that ran (lo) at least halfway
 // to the boundary: its peak half the way to the expected capacity, the
-// growing phase's bracket in memory. From the third round in a row that
-// did not, every round reaches at least twice as far above lo as the last
-// one did, until one halves the gap: the growth then takes a logarithmic
+// growing phase's bracket in memory. After two rounds in a row that did
+// not, every round reaches at least twice as far above lo as the last one
+// did, until one halves the gap: the growth then takes a logarithmic
 // number of rounds however the model errs, and a model that closes in is
 // left alone.
 type gallop struct {
