@@ -98,21 +98,22 @@ func TestTrialCounts(t *testing.T) {
 	for _, strategy := range []Strategy{Model, Bisect} {
 		for _, k := range []int{1, 2, 4} {
 			r := rand.New(rand.NewPCG(2026, 11))
-			trials, rounds, worst := 0, 0, 0
+			trials, searched, rounds, worst := 0, 0, 0, 0
 			for range 100 {
 				w := randomWorkload(r)
 				cfg := Config{Min: 1, Max: 4096, Parallel: k, Strategy: strategy, Capacity: w.capacity}
-				res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+				res, search, err := countedRun(cfg, &fakeProber{w: w})
 				if err != nil {
 					t.Fatalf("%+v: %v", w, err)
 				}
 				checkProof(t, res, cfg, w.truth(cfg))
 				trials += len(res.Trials)
+				searched += search
 				rounds += res.Rounds
 				worst = max(worst, len(res.Trials))
 			}
 			mean := float64(trials) / 100
-			t.Logf("%s k=%d: %.2f trials, %.2f rounds on average, worst %d", strategy, k, mean, float64(rounds)/100, worst)
+			t.Logf("%s k=%d: %.2f trials (%.2f searching), %.2f rounds on average, worst %d", strategy, k, mean, float64(searched)/100, float64(rounds)/100, worst)
 			if strategy == Model && k == 1 && mean > 7 {
 				t.Errorf("model strategy: %.2f trials on average, want ≤ 7", mean)
 			}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 
 	"github.com/batchfit/batchfit/internal/memmodel"
 )
@@ -32,6 +33,11 @@ type view struct {
 	// failed is what the failure at hi said of itself (the zero Failure
 	// when nothing did, or hi has not been tried).
 	failed Failure
+	// growth is how much the memory that decides an OOM grows a sample,
+	// in bytes, from the sizes that fitted: their reserved peaks where all
+	// report one that grows (an allocator cap limits reserved memory, and
+	// a card runs out of it), else the fit's slope; 0 with no fit.
+	growth float64
 }
 
 func (v view) growing() bool { return v.hi > v.g.max }
@@ -132,18 +138,35 @@ func spread(g grid, x, y, k int) []int {
 // which makes the slope and the bound tight. When the window lies outside
 // the bracket the prediction has missed: the planner probes a band of the
 // bracket next to the window, twice as wide at every consecutive miss, which
-// becomes plain bisection after a few.
+// becomes plain bisection after a few. A failure whose figures say how much
+// it missed by steps the boundary straight to where that much less memory
+// is needed (shortfallStep). A model can also hit its window every time and
+// still creep, one small step after another: while growing it is made to
+// gallop (gallop), and once the bracket is closed its steps are made to
+// double until they bisect (refineGuard).
 type modelPlanner struct {
 	start  int
 	misses int
+	gallop gallop
+	refine refineGuard
 }
 
 func (m *modelPlanner) next(v view) ([]int, float64) {
 	if v.fit == nil {
 		return m.opening(v), 0
 	}
-	if nearMiss(v) {
-		return []int{v.hi - v.g.step}, float64(v.hi - v.g.step)
+	sizes, predicted := m.predict(v)
+	if v.growing() {
+		return m.gallop.hold(v, sizes), predicted
+	}
+	return m.refine.hold(v, sizes), predicted
+}
+
+// predict plans where the model says the boundary is: a failure's Newton
+// step when it can be trusted, else the window's candidates.
+func (m *modelPlanner) predict(v view) ([]int, float64) {
+	if sizes, ok := shortfallStep(v); ok {
+		return sizes, float64(sizes[0])
 	}
 	sizes, hit, predicted := windowPlan(v, m.misses)
 	if hit {
@@ -152,6 +175,115 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 		m.misses++
 	}
 	return sizes, predicted
+}
+
+// gallop keeps the model from creeping up while nothing has failed: a
+// figure that grows slower than the fit (a bend, a wrong intercept) makes
+// every fit predict the boundary just above the last size that ran. Each
+// round is meant to bring the largest size that ran (lo) at least halfway
+// to the boundary: its peak half the way to the expected capacity, the
+// growing phase's bracket in memory. After two rounds in a row that did
+// not, every round reaches at least twice as far above lo as the last one
+// did, until one halves the gap: the growth then takes a logarithmic
+// number of rounds however the model errs, and a model that closes in is
+// left alone.
+type gallop struct {
+	from    int     // lo when the last round was planned; 0 when none was
+	gap     float64 // the capacity less lo's peak then
+	streak  int     // rounds in a row that did not halve the gap
+	advance int     // how far the last round took lo
+}
+
+func (gl *gallop) hold(v view, sizes []int) []int {
+	from, gap := gl.from, gl.gap
+	gl.from, gl.gap = v.lo, v.cLo-peakAt(v, v.lo)
+	if from <= 0 || v.lo <= from || gl.gap <= gap/2 {
+		gl.streak = 0
+		return sizes
+	}
+	gl.advance = v.lo - from
+	if gl.streak++; gl.streak < 2 || len(sizes) == 0 {
+		return sizes
+	}
+	least := v.g.clamp(v.g.floor(v.lo + 2*gl.advance))
+	if top := slices.Max(sizes); top < least {
+		sizes[slices.Index(sizes, top)] = least
+	}
+	return sizes
+}
+
+// peakAt is the measured peak at size s, 0 when s did not run.
+func peakAt(v view, s int) float64 {
+	for _, p := range v.points {
+		if p.Size == s {
+			return float64(p.Bytes)
+		}
+	}
+	return 0
+}
+
+// refineGuard keeps the model from creeping in a closed bracket, as
+// Illinois's rule keeps regula falsi from it: a model that is wrong the
+// same way each time (a figure that bends, failures that misstate their
+// shortfall) predicts the boundary just past the last trial, round after
+// round, and the bracket barely narrows. A round creeps when it neither
+// narrowed the bracket as bisection would (to 1/(k+1)) nor moved its ends
+// by half as much as the round before at most: a model closing in on one
+// point from one side (lo moving 13, 4, 1 sizes in one of the simulator's
+// shapes, two sizes a round) does not creep. After refineSlack creeping
+// rounds in a row (one, once the guard has had to act), the next round
+// reaches further from the side the last one moved: twice as far as that
+// one moved it, or as the guard's last step, whichever is more, but no
+// further than the middle. The steps double until they bisect, so however
+// the model errs the bracket closes in a small multiple of bisection's
+// rounds, and a model that is right is never moved.
+type refineGuard struct {
+	lo, hi  int  // the bracket the last round was planned in
+	planned bool // whether lo, hi hold one
+	streak  int  // rounds in a row that did not narrow the bracket
+	step    int  // the guard's last step; 0 before it acted
+	move    int  // how far the last round moved the bracket's ends
+}
+
+// refineSlack is how many rounds in a row the model may creep before the
+// guard first acts: three, as a model that reads failures' figures may
+// step twice on one side before they place the boundary (HF's 77 and 73
+// failed before 71 ran), and moving the third round cost that replay a
+// trial.
+const refineSlack = 3
+
+func (r *refineGuard) hold(v view, sizes []int) []int {
+	lo, hi, planned := r.lo, r.hi, r.planned
+	r.lo, r.hi, r.planned = v.lo, v.hi, true
+	if !planned || len(sizes) == 0 {
+		return sizes
+	}
+	move := (v.lo - lo) + (hi - v.hi)
+	lastMove := r.move
+	r.move = move
+	if (v.hi-v.lo)*(v.k+1) <= hi-lo+v.k*v.g.step || 2*move <= lastMove {
+		r.streak = 0
+		return sizes
+	}
+	r.streak++
+	if r.streak < refineSlack && r.step == 0 {
+		return sizes
+	}
+	r.streak = 0
+	if v.lo > lo {
+		r.step = max(2*r.step, 2*(v.lo-lo))
+		least := min(v.g.floor(v.lo+r.step), v.g.floor(v.lo+(v.hi-v.lo)/2))
+		if top := slices.Max(sizes); top < least {
+			sizes[slices.Index(sizes, top)] = least
+		}
+		return sizes
+	}
+	r.step = max(2*r.step, 2*(hi-v.hi))
+	most := max(v.g.ceil(v.hi-r.step), v.g.ceil(v.hi-(v.hi-v.lo)/2))
+	if bottom := slices.Min(sizes); bottom > most {
+		sizes[slices.Index(sizes, bottom)] = most
+	}
+	return sizes
 }
 
 // opening plans before there is a fit: the start, then one jump.
@@ -178,20 +310,65 @@ func (m *modelPlanner) opening(v view) []int {
 	return bisectStep(v, m.start)
 }
 
-// nearMiss reports whether the failure at hi missed by less than a step's
-// worth of memory: what it asked for, less what the allocator could still
-// take, is less than the fit's bytes for one step of sizes. The size just
-// below then most likely fits, and one trial there closes the bracket where
-// a probe in the middle of the window takes two. One size a round only:
-// with more, the window is probed whole anyway.
-func nearMiss(v view) bool {
+// shortfallStep is a Newton step from the failure at hi: an OOM that says
+// what it asked for and what the allocator could still take missed by the
+// difference, and the memory that decides an OOM grows by v.growth a
+// sample, so the boundary is about hi − shortfall/growth. It returns the
+// largest grid size there and its neighbour above (as many of the two as
+// a round holds): the answer and its first failure when the step is right.
+// Once the step ran and fitted, it is lo, and the neighbour comes next.
+//
+// The shortfall is what the trial lacked only when the allocation that
+// failed was its step's last. A trial that held less than the model's peak
+// at hi by more than that allocation and midStepSamples samples' memory
+// failed before its peak, with more still to allocate: it lacked more, and
+// the step from its shortfall is only a bound from above. The size whose
+// fitted peak is what that trial could have reached (what it held and what
+// was free, Failure.Reached) is the estimate then, below the bound.
+//
+// It is taken only when the failure agrees with the model: what the trial
+// held and asked for is no more than the fitted peak at hi (else the
+// allocator needed memory the model does not see, HF's fragmented logits
+// buffer, and a step from it lands far below), or, when it did not say
+// what it held, the step is a single grid step. A step below lo means the
+// failure overstated the shortfall, and the window plans.
+func shortfallStep(v view) ([]int, bool) {
 	f := v.failed
-	if v.k != 1 || v.fit == nil || v.growing() || v.hi-v.g.step <= v.lo || f.Request == 0 || (!f.Capped && f.Free == 0) {
-		return false
+	if v.fit == nil || v.growing() || v.growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
+		return nil, false
 	}
-	short := float64(f.Request) - float64(f.Free)
-	return short > 0 && short < v.fit.Slope*float64(v.g.step)
+	short := float64(f.Request - f.Free)
+	if f.Allocated == 0 && short >= v.growth*float64(v.g.step) {
+		return nil, false
+	}
+	peak := v.fit.Predict(v.hi)
+	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+memmodel.Granularity) {
+		return nil, false
+	}
+	x := float64(v.hi) - short/v.growth
+	if r, ok := f.Reached(); ok && peak-float64(f.Allocated+f.Request) > midStepSamples*v.fit.Slope {
+		if at := v.fit.MaxSize(r); at >= float64(v.lo) {
+			x = min(x, at)
+		}
+	}
+	s := v.g.floor(toInt(math.Floor(x), v.g))
+	if s < v.lo {
+		return nil, false
+	}
+	s = max(s, v.lo+v.g.step)
+	var sizes []int
+	for ; s < v.hi && len(sizes) < min(v.k, 2); s += v.g.step {
+		sizes = append(sizes, s)
+	}
+	return sizes, true
 }
+
+// midStepSamples is how many samples' memory a failed trial may hold below
+// the fitted peak, less the allocation that failed, and still be taken to
+// have failed at its step's last allocation: the fit is seldom closer at
+// the boundary (SimCLR's 282 ran 0.35 samples below it, and its 283 failed
+// 1.1 samples short of it).
+const midStepSamples = 2
 
 // windowPlan probes the candidate answers that the predicted window and the
 // bracket share; hit is false when they share none.

@@ -534,6 +534,7 @@ func (d *driver) view(lo, hi int) view {
 	v.fig, v.points = d.points(hi)
 	if f, err := memmodel.Estimate(v.points); err == nil {
 		v.fit = &f
+		v.growth = d.reservedSlope(hi, f.Slope)
 	}
 	capacity, pooled := d.capacity()
 	context := 0.0
@@ -542,6 +543,26 @@ func (d *driver) view(lo, hi int) view {
 	}
 	v.cLo, v.cHi = expectedPeak(capacity, v.fig, context)
 	return v
+}
+
+// reservedSlope is the slope of the reserved peaks of the sizes believed
+// to fit below hi, or def when some size reports none or they do not grow
+// (a framework's preallocated pool).
+func (d *driver) reservedSlope(hi int, def float64) float64 {
+	var pts []memmodel.Point
+	for s, o := range d.belief {
+		if !fits(o) || s >= hi {
+			continue
+		}
+		if o.Memory.Reserved == 0 {
+			return def
+		}
+		pts = append(pts, memmodel.Point{Size: s, Bytes: o.Memory.Reserved})
+	}
+	if f, err := memmodel.Estimate(pts); err == nil {
+		return f.Slope
+	}
+	return def
 }
 
 // context is what the capacity loses outside the allocator's figures: 0
