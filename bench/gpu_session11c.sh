@@ -6,7 +6,8 @@
 #           (preload)
 #   lane 1  the zoo's hf and lightning (preload)
 #   then    the zoo's simclr, lm, hf on both GPUs (--gpus 0,1)
-# Lanes are cut at LANE_S seconds (330), the two-GPU part at GPUS2_S (170);
+# Lanes are cut at LANE_S seconds (330), the two-GPU part at GPUS2_S (170).
+# On a machine of one GPU: lane 1, then lane 0 without JAX, cut at ONE_S (520);
 # logs in WORK, tarred into OUTDIR/all.tgz with summary.txt.
 # Usage: bench/gpu_session11c.sh BATCHFIT OUTDIR
 set -u
@@ -30,17 +31,23 @@ lane0() {
 	simclr alloc --memory-limit-scope allocator -- python3 examples/simclr_resnet50/train.py --batch-size {}
 	simclr alloc-nopreload --memory-limit-scope allocator --no-preload -- python3 examples/simclr_resnet50/train.py --batch-size {}
 	simclr worker --memory-limit-scope allocator --worker -- python3 -m batchfit.worker examples/worker/simclr_trial.py:Trial
-	zoo --out "$w/l0" --gpu 0 --workloads lm,jax --modes preload >"$w/l0.out" 2>&1
+	zoo --out "$w/l0" --gpu 0 --workloads lm${LANE0_MORE:-,jax} --modes preload >"$w/l0.out" 2>&1
 }
 lane1() {
-	zoo --out "$w/l1" --gpu 1 --workloads hf,lightning --modes preload >"$w/l1.out" 2>&1
+	zoo --out "$w/l1" --gpu "$1" --workloads hf,lightning --modes preload >"$w/l1.out" 2>&1
 }
 export -f simclr zoo lane0 lane1
 export bf w
-timeout "${LANE_S:-330}" bash -c lane0 &
-timeout "${LANE_S:-330}" bash -c lane1 &
-wait
-timeout "${GPUS2_S:-170}" bash -c 'zoo --out "$w/g2" --workloads simclr,lm,hf --modes gpus2 >"$w/g2.out" 2>&1'
+if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
+	timeout "${LANE_S:-330}" bash -c lane0 &
+	timeout "${LANE_S:-330}" bash -c 'lane1 1' &
+	wait
+	timeout "${GPUS2_S:-170}" bash -c 'zoo --out "$w/g2" --workloads simclr,lm,hf --modes gpus2 >"$w/g2.out" 2>&1'
+else
+	# One GPU: the lanes one after the other, without JAX; no two-GPU part.
+	export LANE0_MORE=""
+	timeout "${ONE_S:-520}" bash -c 'lane1 0; lane0'
+fi
 {
 	echo "== simclr"
 	cat "$w/simclr.txt"
