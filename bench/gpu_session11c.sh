@@ -7,7 +7,7 @@
 #   lane 1  the zoo's hf and lightning (preload)
 #   then    the zoo's simclr, lm, hf on both GPUs (--gpus 0,1)
 # Lanes are cut at LANE_S seconds (330), the two-GPU part at GPUS2_S (170).
-# On a machine of one GPU: lane 1, then lane 0 without JAX, cut at ONE_S (520);
+# On a machine of one GPU: lane 0 without JAX, then lane 1, cut at ONE_S (520);
 # logs in WORK, tarred into OUTDIR/all.tgz with summary.txt.
 # Usage: bench/gpu_session11c.sh BATCHFIT OUTDIR
 set -u
@@ -46,7 +46,7 @@ if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
 else
 	# One GPU: the lanes one after the other, without JAX; no two-GPU part.
 	export LANE0_MORE=""
-	timeout "${ONE_S:-520}" bash -c 'lane1 0; lane0'
+	timeout "${ONE_S:-520}" bash -c 'lane0; lane1 0'
 fi
 {
 	echo "== simclr"
