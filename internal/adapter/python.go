@@ -27,6 +27,22 @@ func (Python) LimitEnv(env []string, limit, total uint64) []string {
 	return env
 }
 
+// LimitEnvReported is LimitEnv once the trials have reported which
+// framework they use (Summary.Framework): that one is capped at
+// limit/total; the others keep base/baseTotal, as the first trial had them,
+// so that their variables stay the same from trial to trial (a fork server
+// serves the trials of one environment, and the program reads none of them).
+func (Python) LimitEnvReported(env []string, framework string, limit, total, base, baseTotal uint64) []string {
+	for _, fw := range []Framework{Torch{}, JAX{}, TensorFlow{}} {
+		if fw.Name() == framework {
+			env = fw.LimitEnv(env, limit, total)
+		} else {
+			env = fw.LimitEnv(env, base, baseTotal)
+		}
+	}
+	return env
+}
+
 // Peaks are those of the framework that reported.
 func (Python) Peaks(s Summary) Peaks { return reported(s).Peaks(s) }
 

@@ -39,12 +39,16 @@ func outsideOf(peaks adapter.Peaks, device uint64) uint64 {
 }
 
 // noteDevice keeps what a trial told of the device: the most memory a
-// trial held outside its allocator, and CUDA's total (cudaTotal).
-func (p *Prober) noteDevice(peaks adapter.Peaks, device, cudaTotal uint64) {
+// trial held outside its allocator, CUDA's total (cudaTotal), and the
+// framework it used.
+func (p *Prober) noteDevice(peaks adapter.Peaks, device, cudaTotal uint64, framework string) {
 	o := outsideOf(peaks, device)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.outside = max(p.outside, o)
+	if p.framework == "" {
+		p.framework = framework
+	}
 	if cudaTotal > 0 && (p.cfg.DeviceTotal == 0 || cudaTotal <= p.cfg.DeviceTotal) {
 		p.cudaTotal = cudaTotal
 	}
@@ -118,4 +122,23 @@ func (p *Prober) holdToLimit(c classify.Result, peaks adapter.Peaks, sum adapter
 		return classify.Result{Outcome: classify.OOM, Reason: fmt.Sprintf("exceeded --memory-limit (peak %s > %s)", units.Bytes(device), units.Bytes(limit))}, false
 	}
 	return c, false
+}
+
+// limitEnv sets the frameworks' limit variables for a trial whose
+// allocator may have allocCap. Under --framework auto, once the trials have
+// reported their framework, only that one gets the cap (which a
+// whole-process limit fixes after the first trial, as a share of CUDA's
+// total); the others keep the limit as the first trial had it, so that
+// their variables, which the program does not read, do not make its
+// environment another one for the fork server.
+func (p *Prober) limitEnv(env []string, allocCap uint64) []string {
+	total := p.fractionTotal()
+	p.mu.Lock()
+	framework := p.framework
+	p.mu.Unlock()
+	if py, auto := p.cfg.Framework.(adapter.Python); auto && framework != "" {
+		base := min(p.cfg.MemoryLimit, p.cfg.DeviceTotal)
+		return py.LimitEnvReported(env, framework, min(allocCap, total), total, base, p.cfg.DeviceTotal)
+	}
+	return p.cfg.Framework.LimitEnv(env, min(allocCap, total), total)
 }

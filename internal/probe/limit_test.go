@@ -85,3 +85,28 @@ func TestHoldToLimitWholeProcess(t *testing.T) {
 		}
 	}
 }
+
+// Under --framework auto and a whole-process limit, once a trial reported
+// torch, only torch's variable carries the cap the measurement fixed: JAX's
+// and TensorFlow's keep the first trial's values, so a fork server started
+// for the first trial's environment serves the later ones.
+func TestLimitEnvCapsOnlyTheReportedFramework(t *testing.T) {
+	const gib = 1 << 30
+	p := New(Config{Command: []string{"python3", "train.py", "{}"}, Framework: adapter.Python{},
+		MemoryLimit: 24 * gib, DeviceTotal: 140 * gib, WholeProcess: true})
+	first := p.limitEnv(nil, p.allocatorCap())
+	p.noteDevice(adapter.Peaks{Allocated: 20 * gib, Reserved: 21 * gib}, 21*gib+760<<20, 139*gib+800<<20, "torch")
+	later := p.limitEnv(nil, p.allocatorCap())
+	for _, key := range []string{adapter.XLAFractionEnv, adapter.TFLimitEnv} {
+		a, _ := adapter.Lookup(first, key)
+		b, _ := adapter.Lookup(later, key)
+		if a == "" || a != b {
+			t.Errorf("%s: first trial %q, later %q: want the same", key, a, b)
+		}
+	}
+	a, _ := adapter.Lookup(first, adapter.AllocConfEnv)
+	b, _ := adapter.Lookup(later, adapter.AllocConfEnv)
+	if a == b || !strings.Contains(b, "per_process_memory_fraction:") {
+		t.Errorf("torch's cap: first %q, later %q: want the measured cap later", a, b)
+	}
+}

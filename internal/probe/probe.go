@@ -116,6 +116,9 @@ type Prober struct {
 	// cudaTotal is the device's total as CUDA reports it (the adapter's
 	// device_total), for WholeProcess; 0 until a trial reported it.
 	cudaTotal uint64
+	// framework is the framework the first trial that reported one used
+	// ("torch", "jax"; adapter.Summary.Framework), for limitEnv.
+	framework string
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -392,7 +395,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	sum := adapter.Summarize(events)
 	c := classifyTrial(res, events, sum, sp.soak)
 	peaks := p.cfg.Framework.Peaks(sum)
-	p.noteDevice(peaks, device, sum.DeviceTotal)
+	p.noteDevice(peaks, device, sum.DeviceTotal, sum.Framework)
 	c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
 	if why := adapter.CapNotHeld(spec.Env, sum); why != "" {
 		// Measured against a limit it did not keep: no outcome to believe.
@@ -567,8 +570,7 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, allocCap uint64,
 			env = append(env, k+"="+v)
 		}
 	}
-	total := p.fractionTotal()
-	env = p.cfg.Framework.LimitEnv(env, min(allocCap, total), total)
+	env = p.limitEnv(env, allocCap)
 	return adapter.Env(env, p.cfg.PythonPath, reportPath)
 }
 
