@@ -103,6 +103,8 @@ class Worker(object):
             self.warmup_steps = _trial.warm_up(self.runner, warmup, warmup_steps)
         self.torch = _trial.torch_module()
         self.cuda = _trial.cuda_in_use(self.torch)
+        if self.cuda:
+            _watch_ooms(self.torch)
         _trial.reset(self.runner, self.torch)
         self.baseline_allocated = self._allocated()
         self.baseline_reserved = self._reserved()
@@ -388,6 +390,21 @@ def main(argv=None):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _watch_ooms(torch):
+    """Have torch's OOM observer record what each trial's allocator refused
+    (batchfit.frameworks), as the adapter's hook does in a fresh trial: the
+    worker runs without the hook's report, and its trials report the
+    refusal themselves (oom_request)."""
+    try:
+        from batchfit import frameworks
+
+        attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+        if callable(attach):
+            frameworks._attach_observer(attach)
+    except Exception:
+        pass
 
 
 def _frameworks_state():
