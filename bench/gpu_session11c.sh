@@ -31,7 +31,7 @@ lane0() {
 	simclr alloc --memory-limit-scope allocator -- python3 examples/simclr_resnet50/train.py --batch-size {}
 	simclr alloc-nopreload --memory-limit-scope allocator --no-preload -- python3 examples/simclr_resnet50/train.py --batch-size {}
 	simclr worker --memory-limit-scope allocator --worker -- python3 -m batchfit.worker examples/worker/simclr_trial.py:Trial
-	zoo --out "$w/l0" --gpu 0 --workloads lm${LANE0_MORE:-,jax} --modes preload >"$w/l0.out" 2>&1
+	zoo --out "$w/l0" --gpu 0 --workloads lm${LANE0_MORE-,jax} --modes preload >"$w/l0.out" 2>&1
 }
 lane1() {
 	zoo --out "$w/l1" --gpu "$1" --workloads hf,lightning --modes preload >"$w/l1.out" 2>&1
