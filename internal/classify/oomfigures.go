@@ -32,11 +32,19 @@ var (
 	// XLA's BFC allocator: "Out of memory while trying to allocate
 	// 200.00GiB", "trying to allocate 4770354232 bytes."
 	xlaTried = regexp.MustCompile(`trying to allocate (\d+(?:\.\d+)?) ?(bytes|KiB|MiB|GiB|TiB)`)
+	// The state XLA's BFC allocator logs before that error ("Stats:"):
+	// the pool's limit and what was in use, "Limit:   23.90GiB",
+	// "InUse:  268.26MiB" (bare numbers are bytes: "B" and "" read so).
+	bfcLimit = regexp.MustCompile(`\bLimit:\s+(\d+(?:\.\d+)?)\s?(B|bytes|KiB|MiB|GiB|TiB)?`)
+	bfcInUse = regexp.MustCompile(`\bInUse:\s+(\d+(?:\.\d+)?)\s?(B|bytes|KiB|MiB|GiB|TiB)?`)
 )
 
 // ParseOOMFigures reads the last out-of-memory message in output that gives
 // figures: PyTorch's (every form ParseTorchOOM knows, with what PyTorch
-// had allocated and reserved) or XLA's (the allocation that failed only).
+// had allocated and reserved) or XLA's (the allocation that failed, and
+// from the BFC allocator's state logged before it, when there is one, the
+// pool's limit as Allowed and what was in use as Allocated and Reserved:
+// the pool holds the whole limit, and what is not in use is free in it).
 func ParseOOMFigures(output []byte) OOMFigures {
 	var f OOMFigures
 	torch := bytes.LastIndex(output, []byte("out of memory. Tried to allocate"))
@@ -46,6 +54,13 @@ func ParseOOMFigures(output []byte) OOMFigures {
 	}
 	if xla > torch {
 		f.Tried, _ = parseSize(lineAt(output, xla), xlaTried)
+		if i := bytes.LastIndex(output[:xla], []byte("Stats:")); i >= 0 {
+			stats := output[i:xla]
+			f.Allowed, _ = parseSize(stats, bfcLimit)
+			if u, ok := parseSize(stats, bfcInUse); ok {
+				f.Allocated, f.Reserved = u, u
+			}
+		}
 		return f
 	}
 	line := lineAt(output, torch)

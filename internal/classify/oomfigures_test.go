@@ -31,6 +31,9 @@ func TestParseOOMFigures(t *testing.T) {
 		{"oom-torchrun-rank.txt", OOMFigures{Tried: 8 * GiB, Capacity: gib(79.10), Free: gib(5.12), Allocated: gib(70.01), Reserved: gib(70.01) + gib(2.44)}},
 		{"oom-jax-xla.txt", OOMFigures{Tried: 4770354232}},
 		{"oom-jax-0.11-h200.txt", OOMFigures{Tried: 200 * GiB}},
+		// XLA's BFC allocator's state before the error: a 23.90 GiB pool
+		// (XLA_PYTHON_CLIENT_MEM_FRACTION) with 268.26 MiB in use.
+		{"oom-jax-bfc-stats-h200.txt", OOMFigures{Tried: gib(24.29), Allowed: gib(23.90), Allocated: mib(268.26), Reserved: mib(268.26)}},
 		{"oom-cuda-error.txt", OOMFigures{}},
 		{"crash-keyerror.txt", OOMFigures{}},
 	}

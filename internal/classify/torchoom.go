@@ -61,6 +61,6 @@ func parseSize(b []byte, res ...*regexp.Regexp) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	unit := map[string]float64{"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[string(m[2])]
+	unit := map[string]float64{"": 1, "B": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[string(m[2])]
 	return uint64(math.Round(v * unit)), true
 }
