@@ -20,8 +20,10 @@ func failureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) sea
 		return search.Failure{}
 	}
 	f := classify.ParseOOMFigures([]byte(sum.Exception))
-	if f.Tried == 0 {
-		f = classify.ParseOOMFigures(output)
+	if o := classify.ParseOOMFigures(output); f.Tried == 0 || (o.Tried == f.Tried && f.Allowed == 0 && f.Allocated == 0) {
+		// The output's copy of the same error can say more: XLA logs its
+		// allocator's state before it, outside the exception.
+		f = o
 	}
 	var req adapter.OOMRequest
 	if n := len(sum.OOMRequests); n > 0 {

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,6 +31,8 @@ func TestFailureOf(t *testing.T) {
 	}
 	round := func(v float64) uint64 { return uint64(v*gib + 0.5) }
 	observed := adapter.OOMRequest{Device: 0, Bytes: 3 * gib, Limit: 24 * gib, Free: 100 * gib}
+	mibs := func(v float64) uint64 { return uint64(math.Round(v * mib)) }
+	inUse := mibs(268.26) // XLA's pool in use, as its log rounds it
 	for _, tc := range []struct {
 		name    string
 		outcome classify.Outcome
@@ -55,6 +58,11 @@ func TestFailureOf(t *testing.T) {
 			adapter.Summary{DeviceTotal: 141 * gib, OOMRequests: []adapter.OOMRequest{observed}}, nil,
 			search.Failure{Request: 3 * gib, Capped: true}},
 		{"XLA: the request only", classify.OOM, adapter.Summary{}, corpus("oom-jax-xla.txt"), search.Failure{Request: 4770354232}},
+		{"XLA: the pool's state the output logged before the exception", classify.OOM,
+			adapter.Summary{Exception: "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 24.29GiB with allocator GPU_0_bfc on device 0.",
+				OOMRequests: []adapter.OOMRequest{{Device: 0, Bytes: 26081188904}}},
+			corpus("oom-jax-bfc-stats-h200.txt"),
+			search.Failure{Request: round(24.29), Allocated: inUse, Reserved: inUse, Free: round(23.90) - inUse, Capped: true}},
 		{"not an OOM", classify.OK, adapter.Summary{}, corpus("oom-torchrun-rank.txt"), search.Failure{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
