@@ -231,6 +231,12 @@ func (s *session) probeConfig() (probe.Config, error) {
 		}
 		pcfg.Slots = [][]int{slot, slot}
 		s.scfg.SideBySide = 2
+		if s.total >= 3*(s.limit+1<<30) {
+			// Room for three: a step that names the answer carries the
+			// proof's re-checks in its own round (search.Config.ProofAlongside).
+			pcfg.Slots = append(pcfg.Slots, slot)
+			s.scfg.SideBySide, s.scfg.ProofAlongside = 3, true
+		}
 	}
 	if executor == nil {
 		// NVML sees this machine only; remote trials report their memory

@@ -40,6 +40,13 @@ type Config struct {
 	// that leaves room for more capped processes); 0 means Parallel. The
 	// search itself still plans one size a round, as on one GPU.
 	SideBySide int
+	// ProofAlongside lets a round whose one size would close the bracket
+	// (the neighbour below a failure) carry the proof's re-checks when
+	// SideBySide allows three trials at once: that size once more and the
+	// failure above it again, so that a right step is proven in the same
+	// round. Only for a prober whose every trial is a fresh process: the
+	// re-checks must be.
+	ProofAlongside bool
 	// Confirm re-runs the answer this many more times, each in a fresh
 	// trial. If any of them does not fit, the answer is not trusted: the
 	// size counts as a failure and the search goes on below it.

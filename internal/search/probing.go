@@ -30,6 +30,12 @@ type probing struct {
 // probe runs one Probe call and records its observations. It turns crashes,
 // cancellations and Prober misbehaviour into errors.
 func (pr *probing) probe(ctx context.Context, phase Phase, sizes []int, predicted float64, fresh bool) ([]Observation, error) {
+	return pr.probeWith(ctx, phase, sizes, predicted, fresh, 0)
+}
+
+// probeWith is probe with the last rechecks of sizes marked as re-runs
+// (Observation.Retry): the proof's re-checks that ride along a round.
+func (pr *probing) probeWith(ctx context.Context, phase Phase, sizes []int, predicted float64, fresh bool, rechecks int) ([]Observation, error) {
 	if pr.settling {
 		phase, fresh = PhaseConfirm, true
 	}
@@ -57,7 +63,7 @@ func (pr *probing) probe(ctx context.Context, phase Phase, sizes []int, predicte
 		if !obs[i].Outcome.Valid() {
 			return nil, fmt.Errorf("probe batch size %d: unknown outcome %q", sizes[i], obs[i].Outcome)
 		}
-		obs[i].Retry = fresh
+		obs[i].Retry = fresh || i >= len(sizes)-rechecks
 	}
 	// Record the whole round before acting on any of it, so the trials
 	// that ran beside a crash are not lost.

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/classify"
@@ -113,5 +114,27 @@ func TestSideBySideRecheck(t *testing.T) {
 	}
 	if pairs != 1 {
 		t.Errorf("%d rounds of two, want the re-check's one: %v", pairs, p.calls)
+	}
+}
+
+// With three trials side by side, a round whose size is the neighbour below
+// a failure that missed by less than a sample carries the proof's
+// re-checks: a right step is proven in its own round (SimCLR's 282 after
+// 283 failed), a wrong one costs trials beside it, never the answer.
+func TestProofAlongside(t *testing.T) {
+	for _, tt := range replays() {
+		cfg := tt.cfg
+		cfg.SideBySide, cfg.ProofAlongside = 3, true
+		res, err := Run(context.Background(), cfg, tt.c.prober())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProof(t, res, cfg, tt.c.answer)
+		if tt.name != "simclr 24GiB" {
+			continue
+		}
+		if res.Rounds != 4 || !slices.Equal(sizesOf(res.Trials), []int{8, 156, 283, 282, 282, 283}) {
+			t.Errorf("simclr: %d rounds %v, want 8, 156, 283, then 282 with its proof in one round", res.Rounds, sizesOf(res.Trials))
+		}
 	}
 }

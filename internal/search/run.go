@@ -96,7 +96,7 @@ func (d *driver) run(ctx context.Context) error {
 				phase = PhaseBracket
 			}
 			sizes, predicted := d.plan.next(d.planView(lo, hi))
-			if err := d.round(ctx, phase, sizes, predicted); err != nil {
+			if err := d.roundWith(ctx, phase, sizes, predicted, d.proofAlongside(lo, hi, sizes)); err != nil {
 				return err
 			}
 			continue
@@ -157,14 +157,29 @@ func bracketOf(belief map[int]Observation, g grid, skip int) (lo, hi int) {
 // round probes sizes as new trials, then re-checks any result that
 // contradicts the others and settles what to believe.
 func (d *driver) round(ctx context.Context, phase Phase, sizes []int, predicted float64) error {
+	return d.roundWith(ctx, phase, sizes, predicted, nil)
+}
+
+// roundWith is round with the proof's rechecks (proofAlongside) run in the
+// same Probe call. They are only tallied, as the proof's re-checks are:
+// where one disagrees with the new trial at its size, the size is flaky.
+func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predicted float64, rechecks []int) error {
 	if len(sizes) == 0 {
 		// A planner bug must not spin forever.
 		return fmt.Errorf("search planner proposed no size inside the bracket")
 	}
 	clear := d.clearRoom()
-	obs, err := d.probe(ctx, phase, sizes, predicted, false)
+	all, err := d.probeWith(ctx, phase, slices.Concat(sizes, rechecks), predicted, false, len(rechecks))
 	if err != nil {
 		return err
+	}
+	obs := all[:len(sizes)]
+	for _, r := range all[len(sizes):] {
+		for _, o := range obs {
+			if o.Size == r.Size && !agree(o, r) {
+				d.markFlaky(r.Size)
+			}
+		}
 	}
 	// A result contradicts when it disagrees with the bracket built from
 	// everything else known, this round's other results included. A
@@ -255,6 +270,27 @@ func (d *driver) clearRoom() int {
 		return none
 	}
 	return d.g.floor(toInt(room, d.g))
+}
+
+// proofAlongside returns the proof's re-checks to run beside a round that
+// plans only sizes: when that is one size, the neighbour below the failure
+// at hi, which closes the bracket if it fits and which the failure's own
+// shortfall names (shortfallStep: the failure missed by less than a
+// sample), and three trials may run side by side (Config.ProofAlongside),
+// that size once more and hi again, if hi still needs failures. A right
+// step is then proven in its own round; a wrong one costs two trials that
+// ran beside it, and no round.
+func (d *driver) proofAlongside(lo, hi int, sizes []int) []int {
+	if !d.cfg.ProofAlongside || d.cfg.SideBySide < 3 || len(sizes) != 1 || hi > d.g.max || sizes[0] != hi-d.g.step || d.flaky[hi] {
+		return nil
+	}
+	if step, ok := shortfallStep(d.planView(lo, hi)); !ok || !slices.Equal(step, sizes) {
+		return nil
+	}
+	if ok, failed := d.tally(hi); ok > 0 || failed == 0 || failed >= d.failuresToProve(hi) {
+		return nil
+	}
+	return []int{sizes[0], hi}
 }
 
 // proofRecheck says whether the proof pair (lo ran, hi did not; hi above
