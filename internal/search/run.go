@@ -314,6 +314,11 @@ func (d *driver) proofRecheck(lo, hi int) (sizes []int, proven bool) {
 		if okHi > 0 {
 			d.markFlaky(hi)
 		} else if n := d.failuresToProve(hi) - failHi; n > 0 {
+			if failHi == 1 && d.exactFailure(hi) {
+				// One more failure to the byte proves it (failuresRepeat):
+				// ask for that one first, not for all a random OOM needs.
+				n = 1
+			}
 			sizes = append(sizes, slices.Repeat([]int{hi}, n)...)
 		}
 	}
@@ -354,6 +359,19 @@ func (d *driver) failuresRepeat(s int) bool {
 	}
 	a, b := seen[n-2], seen[n-1]
 	return a.Capped && a.Exact && a.Request > 0 && a.Allocated > 0 && a.Reserved > 0 && a == b
+}
+
+// exactFailure reports whether the last failure at s gave a capped
+// allocator's own counters, so that one more like it proves s
+// (failuresRepeat).
+func (d *driver) exactFailure(s int) bool {
+	for i := len(d.trials) - 1; i >= 0; i-- {
+		if o := d.trials[i]; o.Size == s && tooLarge(o) {
+			f := o.Failure
+			return f.Capped && f.Exact && f.Request > 0 && f.Allocated > 0 && f.Reserved > 0
+		}
+	}
+	return false
 }
 
 // uncorroboratedFailures is how often a failure the model cannot vouch
