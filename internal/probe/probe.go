@@ -397,8 +397,9 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	peaks := p.cfg.Framework.Peaks(sum)
 	p.noteDevice(peaks, device, sum.DeviceTotal, sum.Framework)
 	c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
-	if why := adapter.CapNotHeld(spec.Env, sum); why != "" {
+	if why := adapter.CapNotHeld(spec.Env, sum); why != "" && p.cfg.MemoryLimit > 0 {
 		// Measured against a limit it did not keep: no outcome to believe.
+		// (Without --memory-limit a fraction is the user's own business.)
 		c = classify.Result{Outcome: classify.Crash, Reason: why}
 	}
 
