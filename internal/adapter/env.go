@@ -98,6 +98,13 @@ func withoutFraction(conf string) []string {
 	return opts
 }
 
+// WithoutAllocFraction is torch's allocator configuration conf without its
+// per_process_memory_fraction: the options torch may read when it is
+// imported (a fork server's), where the cap is read when CUDA starts.
+func WithoutAllocFraction(conf string) string {
+	return strings.Join(withoutFraction(conf), ",")
+}
+
 // allocFraction is the fraction an allocator configuration caps torch at,
 // and whether it sets one.
 func allocFraction(conf string) (float64, bool) {

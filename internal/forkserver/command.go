@@ -49,26 +49,33 @@ func Forkable(argv []string, dir string) bool {
 // (batchfit sets them for each): the server starts without them, and a
 // trial may differ from the server only in them. CUDA's are read when CUDA
 // starts, in the child; the cookie must not be the server's, or the end of
-// a trial would take the server for one of its processes. So is torch's
-// allocator configuration, which carries --memory-limit's cap (fixed only
-// after the first trial under a whole-process limit): torch 2.11 reads it
-// when CUDA starts, also in a child forked after `import torch`
-// (bench/alloc_conf_lazy.py on the H200), and a trial whose allocator kept
-// another cap than its own is refused (adapter.CapNotHeld), whatever a
-// torch version does.
+// a trial would take the server for one of its processes.
 var perTrialEnv = []string{
 	"BATCHFIT_BATCH_SIZE", "BATCHFIT_STEPS", "BATCHFIT_TRIAL", "BATCHFIT_REPORT",
 	"BATCHFIT_SOAK", "BATCHFIT_TRIAL_COOKIE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-	adapter.AllocConfEnv,
 }
 
 // serverEnv is env without the per-trial variables, sorted: the server's
-// environment, and the key a trial must match to be forked from it.
+// environment, and the key a trial must match to be forked from it. The
+// cap in torch's allocator configuration (per_process_memory_fraction,
+// --memory-limit's, fixed only after the first trial under a whole-process
+// limit) is a trial's own too: torch 2.11 reads it when CUDA starts, also
+// in a child forked after `import torch` (bench/alloc_conf_lazy.py on the
+// H200), and a trial whose allocator kept another cap than its own is
+// refused (adapter.CapNotHeld), whatever a torch version does. The rest of
+// that variable stays the server's: torch picks its allocator backend
+// (backend:cudaMallocAsync) when it is imported.
 func serverEnv(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(perTrialEnv, k) {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case slices.Contains(perTrialEnv, k):
+		case k == adapter.AllocConfEnv:
+			if rest := adapter.WithoutAllocFraction(v); rest != "" {
+				out = append(out, k+"="+rest)
+			}
+		default:
 			out = append(out, kv)
 		}
 	}

@@ -638,6 +638,18 @@ func TestAllocatorCapIsPerTrial(t *testing.T) {
 	}
 }
 
+// The server keeps the allocator options torch reads at import (its
+// backend) and leaves out the cap, which each trial sets for itself.
+func TestServerEnvKeepsAllocatorOptionsButTheCap(t *testing.T) {
+	got := serverEnv([]string{"A=1", "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,per_process_memory_fraction:0.2", "BATCHFIT_TRIAL=3"})
+	if want := []string{"A=1", "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"}; !slices.Equal(got, want) {
+		t.Errorf("serverEnv = %q, want %q", got, want)
+	}
+	if got := serverEnv([]string{"PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:0.2"}); len(got) != 0 {
+		t.Errorf("serverEnv of a cap alone = %q, want nothing", got)
+	}
+}
+
 // primeSpec is testdata/prime/train.py's trial n, its packages writing who
 // imported them to marks.
 func (h *harness) primeSpec(n int, marks string, args ...string) trial.Spec {
