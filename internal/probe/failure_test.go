@@ -99,3 +99,21 @@ func TestProbeReportsFailure(t *testing.T) {
 		t.Errorf("record's oom %+v, want %+v", got, want)
 	}
 }
+
+// A warm worker's search numbers its fresh trials among its own: the next
+// trial takes the number it is given, and later ones count on from it.
+func TestNumberFrom(t *testing.T) {
+	p := New(Config{
+		Command: []string{"python3", "train.py", "{}"}, LogDir: t.TempDir(), Framework: adapter.Python{},
+		Executor: ExecutorFunc(func(context.Context, trial.Spec, trial.Watcher) (trial.Result, error) {
+			return trial.Result{}, nil
+		}),
+	})
+	p.NumberFrom(6)
+	if _, err := p.Probe(context.Background(), []int{8, 9}); err != nil {
+		t.Fatal(err)
+	}
+	if ts := p.Trials(); len(ts) != 2 || ts[0].N != 6 || ts[1].N != 7 {
+		t.Errorf("trials %+v, want numbers 6 and 7", ts)
+	}
+}
