@@ -8,13 +8,14 @@ descriptors batchfit names in BATCHFIT_WORKER_FDS ("r,w"); stdout and stderr
 stay the Trial's own.
 
     worker -> hello   {pid, torch, device, device_total, cuda, verify,
-                       baseline_allocated, baseline_reserved, ...}
+                       baseline_allocated, baseline_reserved, ..., packages}
              fatal    {stage, exception, traceback}   (setup failed; exits 1)
     batchfit -> trial {id, batch_size, steps}
     worker -> result  {id, outcome: ok|oom|error, exception, traceback,
                        peak_allocated, peak_reserved, step_seconds,
                        retained_bytes, allocated_after, reserved_after,
-                       verified, optimizer_state_created, ...}
+                       verified, optimizer_state_created, ...,
+                       oom_request: what torch's OOM observer saw refused}
     batchfit -> exit  (the worker exits 0 at once, skipping atexit handlers;
                        so does end of input)
     anything else -> error {error, id?}
