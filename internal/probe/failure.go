@@ -7,7 +7,7 @@ import (
 	"github.com/batchfit/batchfit/internal/search"
 )
 
-// failureOf is what a trial that ran out of memory said about it: the
+// FailureOf is what a trial that ran out of memory said about it: the
 // figures of its OOM message (the exception the adapter reported, else the
 // last in its output), and the allocation torch's OOM observer saw refused
 // where the message gives none; the observer's counters, to the byte,
@@ -15,7 +15,7 @@ import (
 // the cap less what it had reserved under a cap (the message's "allowed",
 // or the observer's limit below the device's total), else the device's
 // free memory.
-func failureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) search.Failure {
+func FailureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) search.Failure {
 	if outcome != classify.OOM {
 		return search.Failure{}
 	}

@@ -66,8 +66,8 @@ func TestFailureOf(t *testing.T) {
 		{"not an OOM", classify.OK, adapter.Summary{}, corpus("oom-torchrun-rank.txt"), search.Failure{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := failureOf(tc.outcome, tc.sum, tc.output); got != tc.want {
-				t.Errorf("failureOf =\n %+v, want\n %+v", got, tc.want)
+			if got := FailureOf(tc.outcome, tc.sum, tc.output); got != tc.want {
+				t.Errorf("FailureOf =\n %+v, want\n %+v", got, tc.want)
 			}
 		})
 	}

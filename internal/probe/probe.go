@@ -431,7 +431,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Stderr:       spec.StderrPath,
 	}
 	t.Signal, t.Tail = exitDetails(res, c.Outcome)
-	failure := failureOf(c.Outcome, sum, res.Output())
+	failure := FailureOf(c.Outcome, sum, res.Output())
 	t.OOM = oomFigures(failure)
 	p.keep(t, sum)
 	return search.Observation{

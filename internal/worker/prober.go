@@ -12,6 +12,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/trial"
@@ -609,26 +610,16 @@ func (p *Prober) warnOnce(msg string) {
 }
 
 // failureOf is what an out-of-memory warm trial said of itself, read as a
-// fresh trial's is (probe's failureOf): the allocation refused and the
-// allocator's counters then, to the byte, and what a cap below the device
-// left free, else the device's free memory. The planner places its next
-// probe by how far the trial was from fitting.
+// fresh trial's is (probe.FailureOf): the allocation torch's OOM observer
+// saw refused, with the allocator's counters then, and what a cap below the
+// device left free, else the device's free memory. The planner places its
+// next probe by how far the trial was from fitting.
 func failureOf(r Result, total uint64) search.Failure {
-	req := r.OOMRequest
-	if r.Outcome != classify.OOM || req == nil || req.Bytes == 0 {
+	if r.Outcome != classify.OOM || r.OOMRequest == nil || r.OOMRequest.Bytes == 0 {
 		return search.Failure{}
 	}
-	f := search.Failure{Request: req.Bytes, Allocated: req.Allocated, Reserved: req.Reserved,
-		Exact: req.Allocated > 0 && req.Reserved > 0}
-	if req.Limit > 0 && total > 0 && req.Limit < total {
-		f.Capped = true
-		if req.Reserved > 0 && req.Limit > req.Reserved {
-			f.Free = req.Limit - req.Reserved
-		}
-		return f
-	}
-	f.Free = req.Free
-	return f
+	sum := adapter.Summary{Exception: r.Exception, DeviceTotal: total, OOMRequests: []adapter.OOMRequest{*r.OOMRequest}}
+	return probe.FailureOf(classify.OOM, sum, nil)
 }
 
 // deviceTotal is the GPU's memory as the latest worker reported it, or 0.
