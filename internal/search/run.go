@@ -358,7 +358,7 @@ func (d *driver) failuresRepeat(s int) bool {
 		return false
 	}
 	a, b := seen[n-2], seen[n-1]
-	return a.Capped && a.Exact && a.Request > 0 && a.Allocated > 0 && a.Reserved > 0 && a == b
+	return a.capturedState() && a == b
 }
 
 // exactFailure reports whether the last failure at s gave a capped
@@ -367,8 +367,7 @@ func (d *driver) failuresRepeat(s int) bool {
 func (d *driver) exactFailure(s int) bool {
 	for i := len(d.trials) - 1; i >= 0; i-- {
 		if o := d.trials[i]; o.Size == s && tooLarge(o) {
-			f := o.Failure
-			return f.Capped && f.Exact && f.Request > 0 && f.Allocated > 0 && f.Reserved > 0
+			return o.Failure.capturedState()
 		}
 	}
 	return false

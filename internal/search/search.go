@@ -55,6 +55,14 @@ type Failure struct {
 	Exact bool `json:"exact,omitempty"`
 }
 
+// capturedState reports whether f is a capped allocator's whole state when
+// it refused, to the byte: what it asked for, held and had reserved, from
+// its own counters. Such a state decides the failure alone, so the same
+// state twice is no accident (driver.failuresRepeat).
+func (f Failure) capturedState() bool {
+	return f.Capped && f.Exact && f.Request > 0 && f.Allocated > 0 && f.Reserved > 0
+}
+
 // Reached returns the allocated memory the trial could have reached when
 // it failed (what it held and what it could still take), and whether the
 // failure says so.
