@@ -95,8 +95,9 @@ func (d *driver) run(ctx context.Context) error {
 			if hi > d.g.max {
 				phase = PhaseBracket
 			}
-			sizes, predicted := d.plan.next(d.planView(lo, hi))
-			if err := d.roundWith(ctx, phase, sizes, predicted, d.proofAlongside(lo, hi, sizes)); err != nil {
+			v := d.planView(lo, hi)
+			sizes, predicted := d.plan.next(v)
+			if err := d.roundWith(ctx, phase, sizes, predicted, d.proofAlongside(v, sizes)); err != nil {
 				return err
 			}
 			continue
@@ -273,18 +274,19 @@ func (d *driver) clearRoom() int {
 }
 
 // proofAlongside returns the proof's re-checks to run beside a round that
-// plans only sizes: when that is one size, the neighbour below the failure
-// at hi, which closes the bracket if it fits and which the failure's own
+// plans only sizes from v: when that is one size, the neighbour below the failure
+// at v.hi, which closes the bracket if it fits and which the failure's own
 // shortfall names (shortfallStep: the failure missed by less than a
 // sample), and three trials may run side by side (Config.ProofAlongside),
 // that size once more and hi again, if hi still needs failures. A right
 // step is then proven in its own round; a wrong one costs two trials that
 // ran beside it, and no round.
-func (d *driver) proofAlongside(lo, hi int, sizes []int) []int {
+func (d *driver) proofAlongside(v view, sizes []int) []int {
+	hi := v.hi
 	if !d.cfg.ProofAlongside || d.cfg.SideBySide < 3 || len(sizes) != 1 || hi > d.g.max || sizes[0] != hi-d.g.step || d.flaky[hi] {
 		return nil
 	}
-	if step, ok := shortfallStep(d.planView(lo, hi)); !ok || !slices.Equal(step, sizes) {
+	if step, ok := shortfallStep(v); !ok || !slices.Equal(step, sizes) {
 		return nil
 	}
 	if ok, failed := d.tally(hi); ok > 0 || failed == 0 || failed >= d.failuresToProve(hi) {
