@@ -66,6 +66,14 @@ func (d *driver) planView(lo, hi int) view {
 			v.cLo, v.cHi = max(eLo, 0), eHi
 			return v
 		}
+		if bottom > float64(r)+half {
+			// A size that ran held more than the failure could have
+			// reached: what the failures say of themselves does not
+			// decide this workload's OOM (HF's logits buffer meets
+			// fragmented memory), and the capacity was wrong already.
+			v.refuted = true
+			return v
+		}
 	}
 	// Nothing places it better: the capacity window moved down to end at
 	// hi's fitted peak, twice as wide at every failure that refuted it, so

@@ -82,6 +82,9 @@ func (c curve) prober() Prober {
 //   - a Lightning ResNet-18 and the question's SimCLR, both under a 24 GiB
 //     allocator cap (lightningCurve, simclrCurve): affine peaks, and
 //     failures that miss the cap by a little, the allocator's figures.
+//   - the HF and Lightning examples again, as the H200 measured every trial
+//     of session 12's searches (hfH200Curve, lightningH200Curve): what the
+//     failures said mid-step misled the shortfall step and the window.
 func TestMeasuredCurves(t *testing.T) {
 	tests := replays()
 	for _, tt := range tests {
@@ -194,6 +197,8 @@ func replays() []replay {
 		{"gpt_lm 24GiB", lmCurve(24, 19, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 8, 4},
 		{"gpt_lm whole card", lmCurve(141-0.54, 117, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 141 * gib}, 8, 4},
 		{"lightning 24GiB", lightningCurve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 7, 5},
+		{"hf_trainer 24GiB, H200 trials", hfH200Curve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 12, 11},
+		{"lightning 24GiB, H200 trials", lightningH200Curve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 13, 11},
 		{"simclr 24GiB", simclrCurve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 6, 4},
 	}
 }
@@ -238,6 +243,54 @@ func lightningCurve() curve {
 		return chunkFailure(peak(s), frag, 0.048*float64(s)*mibs, allowed24)
 	}}
 }
+
+// lightningH200Curve is the same Lightning ResNet-18 as the H200 measured
+// it in session 12 (bench/results/2026-12-01-session12-h200.txt): the
+// peaks of every size that ran, and what the three failures said, to the
+// byte; other failing sizes say what the nearest failure did. Its failures
+// come mid-step, below the fitted peak, so the shortfall step is only a
+// bound, and what they could have reached lies below sizes that ran: the
+// search went 1995, 1996, 1997 before 2004 (12 trials to the bracket).
+func lightningH200Curve() curve {
+	pts := []curvePoint{{8, 0.3645, 0.4102, 1.1504}, {521, 6.4391, 9.3379, 10.0781}, {1993, 23.7421, 23.7676, 24.5078},
+		{1995, 23.7651, 23.8652, 24.6055}, {1996, 23.7770, 23.8945, 24.6348}, {1997, 23.7857, 23.8926, 24.6328},
+		{2000, 23.8260, 23.8594, 24.5996}, {2002, 23.8483, 23.8750, 24.6152}, {2003, 23.8621, 23.8867, 24.6270}}
+	// size: request, allocated, reserved, free (GiB)
+	failures := map[int][4]float64{2016: {0.2832, 23.4252, 23.6348, 0.2652}, 2014: {0.1934, 23.6909, 23.8105, 0.0895},
+		2004: {0.1934, 23.7704, 23.8945, 0.0055}}
+	return nearestFailures(pts, 2003, failures)
+}
+
+// hfH200Curve is the HF Trainer Llama as the H200 measured it in session
+// 12, its trials' figures to the byte (bench/results/2026-12-01-session12-
+// h200.txt): torch's OOM observer says each failure held ~19 GiB and asked
+// for the ~4.7 GiB logits buffer, which fits under the cap by allocated
+// memory but not by reserved (4.3 GiB of it free but fragmented).
+func hfH200Curve() curve {
+	pts := []curvePoint{{8, 3.1953, 3.5488, 4.2891}, {59, 18.3013, 23.3867, 24.1270}, {66, 20.3377, 22.0762, 22.8164},
+		{69, 21.1998, 23.1055, 23.8457}, {70, 21.5222, 23.3789, 24.1191}, {71, 21.8269, 23.7109, 24.4512}}
+	failures := map[int][4]float64{78: {4.7617, 19.1309, 23.4668, 0.4332}, 77: {4.7012, 18.8659, 23.2227, 0.6773},
+		76: {4.6387, 18.5913, 22.8418, 1.0582}, 74: {4.5176, 18.1840, 22.2715, 1.6285}, 72: {4.3945, 17.6781, 21.6641, 2.2359}}
+	return nearestFailures(pts, 71, failures)
+}
+
+// nearestFailures is a curve of measured points whose failing sizes say
+// what the nearest measured failure said (request, allocated, reserved and
+// free, in GiB; torch's OOM observer, so capped and exact).
+func nearestFailures(pts []curvePoint, answer int, failures map[int][4]float64) curve {
+	return curve{points: pts, answer: answer, failure: func(s int) Failure {
+		nearest := -1
+		for at := range failures {
+			if nearest < 0 || abs(at-s) < abs(nearest-s) || abs(at-s) == abs(nearest-s) && at < nearest {
+				nearest = at
+			}
+		}
+		f := failures[nearest]
+		return Failure{Request: gibs(f[0]), Allocated: gibs(f[1]), Reserved: gibs(f[2]), Free: gibs(f[3]), Capped: true, Exact: true}
+	}}
+}
+
+func abs(x int) int { return max(x, -x) }
 
 // simclrCurve is the question's SimCLR ResNet-50 under a 24 GiB allocator
 // cap, as the H200 measured it (bench/results/2026-11-30-session10-issue13-

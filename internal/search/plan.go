@@ -38,6 +38,10 @@ type view struct {
 	// report one that grows (an allocator cap limits reserved memory, and
 	// a card runs out of it), else the fit's slope; 0 with no fit.
 	growth float64
+	// refuted says the trials contradict every window the failures and
+	// the capacity give (planView): the model has nothing left to place
+	// the boundary with, and bisection does better than its guesses.
+	refuted bool
 }
 
 func (v view) growing() bool { return v.hi > v.g.max }
@@ -167,6 +171,9 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 func (m *modelPlanner) predict(v view) ([]int, float64) {
 	if sizes, ok := shortfallStep(v); ok {
 		return sizes, float64(sizes[0])
+	}
+	if v.refuted {
+		return spread(v.g, v.lo, v.hi, v.k), 0
 	}
 	sizes, hit, predicted := windowPlan(v, m.misses)
 	if hit {
@@ -324,7 +331,8 @@ func (m *modelPlanner) opening(v view) []int {
 // failed before its peak, with more still to allocate: it lacked more, and
 // the step from its shortfall is only a bound from above. The size whose
 // fitted peak is what that trial could have reached (what it held and what
-// was free, Failure.Reached) is the estimate then, below the bound.
+// was free, Failure.Reached) is the estimate then, below the bound, until
+// sizes at it ran (ranFrom).
 //
 // It is taken only when the failure agrees with the model: what the trial
 // held and asked for is no more than the fitted peak at hi (else the
@@ -347,7 +355,7 @@ func shortfallStep(v view) ([]int, bool) {
 	}
 	x := float64(v.hi) - short/v.growth
 	if r, ok := f.Reached(); ok && peak-float64(f.Allocated+f.Request) > midStepSamples*v.fit.Slope {
-		if at := v.fit.MaxSize(r); at >= float64(v.lo) {
+		if at := v.fit.MaxSize(r); at >= float64(v.lo) && ranFrom(v, v.g.floor(toInt(at, v.g))-v.g.step) < 2 {
 			x = min(x, at)
 		}
 	}
@@ -361,6 +369,23 @@ func shortfallStep(v view) ([]int, bool) {
 		sizes = append(sizes, s)
 	}
 	return sizes, true
+}
+
+// ranFrom counts the sizes from s up that ran (below hi). Two of them at
+// the estimate a failure's reach gives (its size and the neighbour, or the
+// size below it and itself) mean the estimate is too low, however the
+// refitted model moves it: the fit follows the sizes that ran, so its
+// estimate follows lo up one size a round (Lightning on the H200: 1995,
+// 1996, 1997 ran below a boundary at 2003), and the bound from above plans
+// instead.
+func ranFrom(v view, s int) int {
+	n := 0
+	for _, p := range v.points {
+		if p.Size >= s && p.Size < v.hi {
+			n++
+		}
+	}
+	return n
 }
 
 // midStepSamples is how many samples' memory a failed trial may hold below
