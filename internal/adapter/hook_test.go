@@ -425,3 +425,30 @@ func TestHookReportsPackages(t *testing.T) {
 		t.Fatalf("packages = %q, want thirdparty and no program, stdlib or batchfit module", ev.Packages)
 	}
 }
+
+// A trial that runs beside others is held to its share of the CPUs, whether
+// torch loads after the hook (a fresh trial) or before it (a forked one).
+func TestHookSharesCPUs(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	share := CPUThreadsEnv + "=1"
+	fresh := runHooked(t, py, []string{share}, "-c", "import os, torch; print(os.environ.get('OMP_NUM_THREADS'), torch.get_num_threads())")
+	if got := strings.TrimSpace(fresh.stdout); fresh.code != 0 || got != "1 1" {
+		t.Errorf("fresh trial: %q (exit %d), want OMP_NUM_THREADS 1 and one torch thread; stderr:\n%s", got, fresh.code, fresh.stderr)
+	}
+	dir := t.TempDir()
+	pythonPath, err := Install(filepath.Join(dir, "adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked := runPython(t, py, append(baseEnv(), "PYTHONPATH="+pythonPath), "", "-c", `
+import os, torch
+os.environ["`+ReportEnv+`"] = "`+filepath.Join(dir, "report.jsonl")+`"
+os.environ["`+CPUThreadsEnv+`"] = "1"
+from batchfit import hook
+hook.install()
+print(torch.get_num_threads())`)
+	if got := strings.TrimSpace(forked.stdout); forked.code != 0 || got != "1" {
+		t.Errorf("torch loaded before the hook: %q threads (exit %d), want 1; stderr:\n%s", got, forked.code, forked.stderr)
+	}
+}

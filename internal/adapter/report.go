@@ -15,6 +15,16 @@ import (
 // appends its events to. It is private: stdout belongs to the user's program.
 const ReportEnv = "BATCHFIT_REPORT"
 
+// CPUThreadsEnv, set in the environment of trials that run at the same
+// time as others, is how many CPU threads each may use: the adapter sets
+// OMP_NUM_THREADS from it before torch loads, or torch.set_num_threads once
+// it has (a forked trial). Two trials that each start a thread per CPU
+// oversubscribe the machine: on the H200's 16 CPUs two Lightning trials
+// side by side took twice as long as one alone, and forked ones (whose
+// OpenMP pool the server started) ten times, with the threads split, as
+// long as one alone (bench/shared_threads.py).
+const CPUThreadsEnv = "BATCHFIT_CPU_THREADS"
+
 // SoakEnv, set to 1 in a --soak trial's environment, makes the adapter
 // answer batchfit's SIGTERM at the soak's end by writing its report and
 // leaving, so that the soak's per-step peaks are not lost.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,6 +224,10 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 	// Trials side by side on the same GPUs share its compute: their step
 	// times say nothing of one trial's speed.
 	shared := len(sizes) > 1 && len(slots) > 1 && slices.Equal(slots[0], slots[1])
+	threads := 0
+	if at := min(len(sizes), len(slots)); at > 1 {
+		threads = max(1, runtime.NumCPU()/at)
+	}
 	var wg sync.WaitGroup
 	for i, size := range sizes {
 		var gpus []int
@@ -235,7 +240,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 		go func() {
 			defer wg.Done()
 			defer func() { free <- gpus }()
-			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared})
+			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared, threads: threads})
 		}()
 	}
 	wg.Wait()
@@ -279,6 +284,9 @@ type special struct {
 	soak   time.Duration
 	steps  int
 	shared bool // runs beside another trial on the same GPU
+	// threads is the trial's share of the CPUs when others run at the
+	// same time (adapter.CPUThreadsEnv); 0 when it runs alone.
+	threads int
 }
 
 // Measure runs size once in a fresh trial of steps training steps, for its
@@ -472,9 +480,13 @@ func (p *Prober) spec(n, size int, gpus []int, sp special, allocCap uint64, base
 	case sp.steps > 0:
 		steps = sp.steps
 	}
+	env := p.env(n, size, steps, sp.soak > 0, gpus, allocCap, base+".report.jsonl")
+	if sp.threads > 0 {
+		env = append(adapter.Without(env, adapter.CPUThreadsEnv), adapter.CPUThreadsEnv+"="+strconv.Itoa(sp.threads))
+	}
 	return trial.Spec{
 		Argv:       Substitute(p.cfg.Command, size),
-		Env:        p.env(n, size, steps, sp.soak > 0, gpus, allocCap, base+".report.jsonl"),
+		Env:        env,
 		Dir:        p.cfg.Dir,
 		Timeout:    timeout,
 		Grace:      grace,

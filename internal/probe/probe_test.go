@@ -6,6 +6,9 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,4 +192,34 @@ func cut(kv string) (string, string, bool) {
 		}
 	}
 	return kv, "", false
+}
+
+// Trials that run at the same time share the CPUs: each is told its share
+// (adapter.CPUThreadsEnv), and a trial that runs alone is not.
+func TestConcurrentTrialsShareCPUs(t *testing.T) {
+	dir := t.TempDir()
+	p := New(Config{
+		Command: []string{"sh", "-c", `echo "${` + adapter.CPUThreadsEnv + `:-none}" >` + dir + `/threads-{}`},
+		Env:     os.Environ(),
+		Timeout: time.Minute,
+		Grace:   time.Second,
+		LogDir:  t.TempDir(),
+		Slots:   [][]int{nil, nil},
+	})
+	if _, err := p.Probe(context.Background(), []int{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Probe(context.Background(), []int{3}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]string{1: strconv.Itoa(max(1, runtime.NumCPU()/2)), 2: strconv.Itoa(max(1, runtime.NumCPU()/2)), 3: "none"}
+	for size, w := range want {
+		b, err := os.ReadFile(filepath.Join(dir, "threads-"+strconv.Itoa(size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != w {
+			t.Errorf("trial at %d: %s=%s, want %s", size, adapter.CPUThreadsEnv, got, w)
+		}
+	}
 }

@@ -39,6 +39,9 @@ import weakref
 REPORT_ENV = "BATCHFIT_REPORT"
 STEPS_ENV = "BATCHFIT_STEPS"
 SOAK_ENV = "BATCHFIT_SOAK"
+# Set for trials that run at the same time as others: their share of the
+# CPUs (internal/adapter CPUThreadsEnv).
+CPU_THREADS_ENV = "BATCHFIT_CPU_THREADS"
 EVENT_VERSION = 1
 
 # Bounds that keep one event a reasonable single write even for a long run.
@@ -89,6 +92,7 @@ def install(path=None):
     _wrap_excepthook()
     if os.environ.get(SOAK_ENV) == "1":
         _stop_on_sigterm()
+    _share_cpus()
     _after_import("torch", _torch_imported)
     _after_import("jax", _jax_imported)
     _after_import("optax", _optax_imported)
@@ -99,6 +103,29 @@ def install(path=None):
     except Exception:
         pass
     return True
+
+
+def _share_cpus():
+    """Hold the trial's torch to its share of the CPUs when batchfit runs
+    others at the same time: OpenMP reads OMP_NUM_THREADS when torch loads
+    it, so it is set first (unless the program's environment set it), and
+    torch is told once loaded (a trial forked from batchfit's fork server
+    loaded it before the trial began)."""
+    try:
+        n = int(os.environ.get(CPU_THREADS_ENV, ""))
+    except ValueError:
+        return
+    if n < 1:
+        return
+    os.environ.setdefault("OMP_NUM_THREADS", str(n))
+
+    def limit(torch):
+        try:
+            torch.set_num_threads(n)
+        except Exception:
+            pass
+
+    _after_import("torch", limit)
 
 
 def prepare_for_fork():
