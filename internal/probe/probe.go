@@ -220,9 +220,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 	for _, s := range slots {
 		free <- s
 	}
-	// Trials side by side on the same GPUs share its compute: their step
-	// times say nothing of one trial's speed.
-	shared := len(sizes) > 1 && len(slots) > 1 && slices.Equal(slots[0], slots[1])
+	shared := &sharing{}
 	var wg sync.WaitGroup
 	for i, size := range sizes {
 		var gpus []int
@@ -274,11 +272,13 @@ func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Tr
 
 // special is how a trial departs from the search's: a soak of that length
 // (see Soak), or a throughput measurement of that many steps (see
-// Measure). The zero special is a search trial.
+// Measure). The zero special is a search trial that runs alone.
 type special struct {
-	soak   time.Duration
-	steps  int
-	shared bool // runs beside another trial on the same GPU
+	soak  time.Duration
+	steps int
+	// shared tells the search's trials that ran beside another on the
+	// same GPUs; nil for a trial that runs alone.
+	shared *sharing
 }
 
 // Measure runs size once in a fresh trial of steps training steps, for its
@@ -382,7 +382,9 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	if p.cfg.OnStart != nil {
 		p.cfg.OnStart(n, size, gpus)
 	}
+	shared, ended := sp.shared.start(gpus)
 	res, peak, err := p.watched(ctx, spec, gpus)
+	ended()
 	if err != nil {
 		return search.Observation{}, record.Trial{}, false, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
 	}
@@ -426,7 +428,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Rising:       record.Rising(sum.StepPeaks),
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
-		SharedGPU:    sp.shared,
+		SharedGPU:    shared.Load(),
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
 	}
