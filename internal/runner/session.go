@@ -220,23 +220,20 @@ func (s *session) probeConfig() (probe.Config, error) {
 		}
 		pcfg.PythonPath = pp
 	}
-	if executor == nil && cfg.Worker == nil && len(pcfg.Slots) <= 1 && s.limit > 0 && s.total >= 2*(s.limit+1<<30) {
-		// A memory limit that leaves the card room for two capped
-		// processes: the proof's re-check runs its pair side by side. Each
-		// is held to the limit by its own cap (and, for the whole process,
-		// its own NVML peak), so neither changes the other's outcome.
-		var slot []int
-		if len(pcfg.Slots) == 1 {
-			slot = pcfg.Slots[0]
+	if n := s.cappedPerGPU(pcfg.Slots); executor == nil && cfg.Worker == nil && n >= 2 {
+		// A memory limit that leaves each GPU room for two capped
+		// processes: trials run side by side on it, each held to the limit
+		// by its own cap (and, for the whole process, its own NVML peak),
+		// so none changes another's outcome. The proof's re-check runs its
+		// pair at once; with room for three, a round that may name the
+		// answer carries the proof's re-checks (search.Config.ProofAlongside).
+		// The search still plans a size a GPU a round.
+		sets := pcfg.Slots
+		if len(sets) == 0 {
+			sets = [][]int{nil}
 		}
-		pcfg.Slots = [][]int{slot, slot}
-		s.scfg.SideBySide = 2
-		if s.total >= 3*(s.limit+1<<30) {
-			// Room for three: a step that names the answer carries the
-			// proof's re-checks in its own round (search.Config.ProofAlongside).
-			pcfg.Slots = append(pcfg.Slots, slot)
-			s.scfg.SideBySide, s.scfg.ProofAlongside = 3, true
-		}
+		pcfg.Slots = interleave(sets, n)
+		s.scfg.SideBySide, s.scfg.ProofAlongside = len(pcfg.Slots), n >= 3
 	}
 	if executor == nil {
 		// NVML sees this machine only; remote trials report their memory
