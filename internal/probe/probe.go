@@ -221,6 +221,8 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 		free <- s
 	}
 	shared := &sharing{}
+	// The last sizes may be the proof's re-checks, riding along the round.
+	rechecks := search.Rechecks(ctx)
 	var wg sync.WaitGroup
 	for i, size := range sizes {
 		var gpus []int
@@ -233,7 +235,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 		go func() {
 			defer wg.Done()
 			defer func() { free <- gpus }()
-			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared})
+			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared, retry: i >= len(sizes)-rechecks})
 		}()
 	}
 	wg.Wait()
@@ -279,6 +281,8 @@ type special struct {
 	// shared tells the search's trials that ran beside another on the
 	// same GPUs; nil for a trial that runs alone.
 	shared *sharing
+	// retry marks a re-run of a size in a round of new ones (search.Rechecks).
+	retry bool
 }
 
 // Measure runs size once in a fresh trial of steps training steps, for its
@@ -413,7 +417,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Seconds:      res.Duration.Seconds(),
 		ExitCode:     res.ExitCode,
 		Phase:        phase,
-		Retry:        phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
+		Retry:        sp.retry || phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
 		GPUs:         gpus,
 		Allocated:    peaks.Allocated,
 		Reserved:     peaks.Reserved,

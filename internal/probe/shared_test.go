@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/sim"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
@@ -66,5 +68,41 @@ func TestSharedGPU(t *testing.T) {
 				t.Errorf("shared %v, want %v", shared, tc.shared)
 			}
 		})
+	}
+}
+
+// The proof's re-checks that ride along a round of new sizes (two GPUs with
+// room for three capped trials each) are recorded as re-runs, as the proof's
+// own re-check round is, though they run in the round's phase.
+func TestRechecksAlongsideAreRetries(t *testing.T) {
+	w := sim.ResNet50()
+	w.StepSleep = 0
+	card := sim.H100()
+	fraction := float64(24<<30) / float64(card.Total)
+	cfg := search.Config{Min: 1, Max: 65536, MultipleOf: 1, Parallel: 2, SideBySide: 6, ProofAlongside: true}
+	res, p, err := simSearch(t, w, card, cfg, fraction)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := w.TrueMax(card, fraction, 1, 65536, 1); res.Max != want {
+		t.Fatalf("answer %d, truth %d", res.Max, want)
+	}
+	retries, alongside := 0, 0
+	for _, o := range res.Trials {
+		if o.Retry {
+			retries++
+		}
+	}
+	for _, tr := range p.Trials() {
+		if !tr.Retry {
+			continue
+		}
+		retries--
+		if tr.Phase != string(search.PhaseRecheck) && tr.Phase != string(search.PhaseConfirm) {
+			alongside++
+		}
+	}
+	if retries != 0 || alongside == 0 {
+		t.Errorf("records and observations differ by %d re-runs; %d ran alongside a round, want some (%v)", retries, alongside, p.Trials())
 	}
 }
