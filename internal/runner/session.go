@@ -27,11 +27,11 @@ type session struct {
 	deps  Deps
 	scfg  search.Config
 	limit uint64 // --memory-limit in bytes; 0 for none
-	// foreignLimit is how much memory others may take on a trial's GPU
-	// while it runs (probe.Config.ForeignLimit).
-	foreignLimit uint64
-	total        uint64 // the first GPU's memory; 0 when unknown
-	run          *record.Run
+	// held is what other processes held on each GPU before the search
+	// (checkGPUs); nil when unknown.
+	held  map[int]uint64
+	total uint64 // the first GPU's memory; 0 when unknown
+	run   *record.Run
 
 	keepLogs bool
 	mu       sync.Mutex // guards prog, which the fork server's start reads
@@ -139,7 +139,8 @@ func (s *session) begin(ctx context.Context) error {
 		if err := s.checkGPUs(ctx, pcfg.Sampler); err != nil {
 			return err
 		}
-		pcfg.ForeignLimit = s.foreignLimit
+		perGPU := s.placeSideBySide(&pcfg)
+		pcfg.ForeignLimit = foreignLimit(s.cfg.Group.Devices, s.held, s.limit, perGPU)
 	}
 	if err := s.deps.Store.BeginRun(ctx, s.run); err != nil {
 		return withHint(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")
@@ -219,21 +220,6 @@ func (s *session) probeConfig() (probe.Config, error) {
 			return probe.Config{}, fmt.Errorf("install the Python adapter: %w", err)
 		}
 		pcfg.PythonPath = pp
-	}
-	if n := s.cappedPerGPU(pcfg.Slots); executor == nil && cfg.Worker == nil && n >= 2 {
-		// A memory limit that leaves each GPU room for two capped
-		// processes: trials run side by side on it, each held to the limit
-		// by its own cap (and, for the whole process, its own NVML peak),
-		// so none changes another's outcome. The proof's re-check runs its
-		// pair at once; with room for three, a round that may name the
-		// answer carries the proof's re-checks (search.Config.ProofAlongside).
-		// The search still plans a size a GPU a round.
-		sets := pcfg.Slots
-		if len(sets) == 0 {
-			sets = [][]int{nil}
-		}
-		pcfg.Slots = interleave(sets, n)
-		s.scfg.SideBySide, s.scfg.ProofAlongside = len(pcfg.Slots), n >= 3
 	}
 	if executor == nil {
 		// NVML sees this machine only; remote trials report their memory
