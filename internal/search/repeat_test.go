@@ -184,3 +184,27 @@ func TestProofAlongsideTwoSizes(t *testing.T) {
 		t.Errorf("answer %d, flaky %+v: want below 281, which is flaky (%v)", res.Max, res.Flaky, sizesOf(res.Trials))
 	}
 }
+
+// A failure the model did not expect is re-run before it moves the boundary;
+// when a re-check beside its round (proofAlongside) already ran that size
+// again, that re-run is its re-check, and no round is spent on another.
+func TestSurpriseRecheckedAlongside(t *testing.T) {
+	w := smallWorkload(100)
+	p := &fakeProber{w: w, script: func(size, _ int) (classify.Outcome, bool) {
+		return classify.OOM, size == 60 // far below what the model allows
+	}}
+	cfg := Config{Min: 1, Max: 1000, Capacity: w.capacity, SideBySide: 3, ProofAlongside: true}
+	d := newDriver(cfg, p)
+	for _, s := range []int{8, 50} {
+		d.belief[s] = w.observe(s)
+	}
+	if clear := d.clearRoom(); clear < 60 {
+		t.Fatalf("the model leaves clear room to %d, want 60 inside it", clear)
+	}
+	if err := d.roundWith(context.Background(), PhaseRefine, []int{60}, 0, []int{60}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.calls) != 1 || !d.modelDoubted || fits(d.belief[60]) {
+		t.Errorf("calls %v, model doubted %v, belief at 60 %v: want one round, the surprise held", p.calls, d.modelDoubted, d.belief[60].Outcome)
+	}
+}

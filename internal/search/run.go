@@ -207,17 +207,28 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 	if len(suspects) == 0 {
 		return nil
 	}
-	recheck := make([]int, len(suspects))
+	// A suspect that a re-check beside the round (proofAlongside) ran
+	// again has had its re-run; the others run again now, as many at once
+	// as run side by side.
+	again := make([]Observation, len(suspects))
+	var recheck, pending []int
 	for i, o := range suspects {
-		recheck[i] = o.Size
+		if j := slices.IndexFunc(all[len(sizes):], func(r Observation) bool { return r.Size == o.Size }); j >= 0 {
+			again[i] = all[len(sizes)+j]
+			continue
+		}
+		recheck, pending = append(recheck, o.Size), append(pending, i)
 	}
-	var again []Observation
-	for chunk := range slices.Chunk(recheck, d.k) {
+	var rerun []Observation
+	for chunk := range slices.Chunk(recheck, max(d.k, d.cfg.SideBySide)) {
 		r, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
 		if err != nil {
 			return err
 		}
-		again = append(again, r...)
+		rerun = append(rerun, r...)
+	}
+	for j, i := range pending {
+		again[i] = rerun[j]
 	}
 	var held []int
 	for i, o := range suspects {
