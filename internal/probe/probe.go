@@ -221,9 +221,9 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 	for _, s := range slots {
 		free <- s
 	}
-	// Trials side by side on the same GPUs share its compute: their step
-	// times say nothing of one trial's speed.
-	shared := len(sizes) > 1 && len(slots) > 1 && slices.Equal(slots[0], slots[1])
+	shared := &sharing{}
+	// The last sizes may be the proof's re-checks, riding along the round.
+	rechecks := search.Rechecks(ctx)
 	threads := 0
 	if at := min(len(sizes), len(slots)); at > 1 {
 		threads = max(1, runtime.NumCPU()/at)
@@ -240,7 +240,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 		go func() {
 			defer wg.Done()
 			defer func() { free <- gpus }()
-			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared, threads: threads})
+			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared, retry: i >= len(sizes)-rechecks, threads: threads})
 		}()
 	}
 	wg.Wait()
@@ -279,11 +279,15 @@ func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Tr
 
 // special is how a trial departs from the search's: a soak of that length
 // (see Soak), or a throughput measurement of that many steps (see
-// Measure). The zero special is a search trial.
+// Measure). The zero special is a search trial that runs alone.
 type special struct {
-	soak   time.Duration
-	steps  int
-	shared bool // runs beside another trial on the same GPU
+	soak  time.Duration
+	steps int
+	// shared tells the search's trials that ran beside another on the
+	// same GPUs; nil for a trial that runs alone.
+	shared *sharing
+	// retry marks a re-run of a size in a round of new ones (search.Rechecks).
+	retry bool
 	// threads is the trial's share of the CPUs when others run at the
 	// same time (adapter.CPUThreadsEnv); 0 when it runs alone.
 	threads int
@@ -390,7 +394,9 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	if p.cfg.OnStart != nil {
 		p.cfg.OnStart(n, size, gpus)
 	}
+	shared, ended := sp.shared.start(gpus)
 	res, peak, err := p.watched(ctx, spec, gpus)
+	ended()
 	if err != nil {
 		return search.Observation{}, record.Trial{}, false, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
 	}
@@ -419,7 +425,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Seconds:      res.Duration.Seconds(),
 		ExitCode:     res.ExitCode,
 		Phase:        phase,
-		Retry:        phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
+		Retry:        sp.retry || phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm),
 		GPUs:         gpus,
 		Allocated:    peaks.Allocated,
 		Reserved:     peaks.Reserved,
@@ -434,7 +440,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Rising:       record.Rising(sum.StepPeaks),
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
-		SharedGPU:    sp.shared,
+		SharedGPU:    shared.Load(),
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
 	}

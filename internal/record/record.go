@@ -189,9 +189,10 @@ type Trial struct {
 	// outcomes, or when it said nothing): how far the trial was from
 	// fitting, which the planner reads and a replay of the search needs.
 	OOM *OOMFigures `json:"oom"`
-	// SharedGPU marks a trial that ran beside another of the search on the
-	// same GPU (the proof's re-check under a roomy memory limit): its step
-	// times are not its own speed, and give no throughput.
+	// SharedGPU marks a trial that ran at the same time as another of the
+	// search on the same GPU (several capped trials a GPU under a roomy
+	// memory limit): its step times are not its own speed, and give no
+	// throughput.
 	SharedGPU bool `json:"shared_gpu"`
 	// Warm-worker trials: the worker's pid, the memory its reset left
 	// above the baseline, whether the reset verified, and why the worker

@@ -40,15 +40,16 @@ func tooBusy(total, held, limit uint64) bool {
 // foreignLimit is how much memory a process that appears during a trial
 // may take before the trial is run again: BusyThreshold on the whole card;
 // under --memory-limit whatever still leaves the limit and the headroom
-// free on the fullest GPU, and never less than BusyThreshold.
-func foreignLimit(devices []gpu.Device, held map[int]uint64, limit uint64) uint64 {
+// free on the fullest GPU for each of the perGPU trials that run side by
+// side on it, and never less than BusyThreshold.
+func foreignLimit(devices []gpu.Device, held map[int]uint64, limit uint64, perGPU int) uint64 {
 	if limit == 0 {
 		return BusyThreshold
 	}
 	room := uint64(0)
 	for i, d := range devices {
 		var free uint64
-		if need := held[d.Index] + limit + contextHeadroom; need < d.Total {
+		if need := held[d.Index] + uint64(max(perGPU, 1))*(limit+contextHeadroom); need < d.Total {
 			free = d.Total - need
 		}
 		if i == 0 || free < room {
@@ -106,7 +107,7 @@ func (s *session) checkGPUs(ctx context.Context, sampler *gpu.Sampler) error {
 		}
 	}
 	sampler.SetBaseline(before)
-	s.foreignLimit = foreignLimit(devices, held, s.limit)
+	s.held = held
 	if len(problems) == 0 {
 		return nil
 	}

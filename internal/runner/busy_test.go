@@ -39,14 +39,18 @@ func TestTooBusy(t *testing.T) {
 
 func TestForeignLimit(t *testing.T) {
 	devs := []gpu.Device{{Index: 0, Total: 80 * gib}, {Index: 1, Total: 80 * gib}}
-	if got := foreignLimit(devs, nil, 0); got != BusyThreshold {
+	if got := foreignLimit(devs, nil, 0, 1); got != BusyThreshold {
 		t.Errorf("whole card: %d, want the threshold", got)
 	}
 	// The fuller GPU sets the room: 80 - 10 - 24 - 1 = 45 GiB.
-	if got := foreignLimit(devs, map[int]uint64{1: 10 * gib}, 24*gib); got != 45*gib {
+	if got := foreignLimit(devs, map[int]uint64{1: 10 * gib}, 24*gib, 1); got != 45*gib {
 		t.Errorf("under a limit: %d, want 45 GiB", got)
 	}
-	if got := foreignLimit(devs, map[int]uint64{0: 79 * gib}, 24*gib); got != BusyThreshold {
+	// Two capped trials side by side on each GPU: 80 - 10 - 2·25 = 20 GiB.
+	if got := foreignLimit(devs, map[int]uint64{1: 10 * gib}, 24*gib, 2); got != 20*gib {
+		t.Errorf("two side by side: %d, want 20 GiB", got)
+	}
+	if got := foreignLimit(devs, map[int]uint64{0: 79 * gib}, 24*gib, 1); got != BusyThreshold {
 		t.Errorf("no room: %d, want the threshold", got)
 	}
 }

@@ -27,11 +27,11 @@ type session struct {
 	deps  Deps
 	scfg  search.Config
 	limit uint64 // --memory-limit in bytes; 0 for none
-	// foreignLimit is how much memory others may take on a trial's GPU
-	// while it runs (probe.Config.ForeignLimit).
-	foreignLimit uint64
-	total        uint64 // the first GPU's memory; 0 when unknown
-	run          *record.Run
+	// held is what other processes held on each GPU before the search
+	// (checkGPUs); nil when unknown.
+	held  map[int]uint64
+	total uint64 // the first GPU's memory; 0 when unknown
+	run   *record.Run
 
 	keepLogs bool
 	mu       sync.Mutex // guards prog, which the fork server's start reads
@@ -139,7 +139,8 @@ func (s *session) begin(ctx context.Context) error {
 		if err := s.checkGPUs(ctx, pcfg.Sampler); err != nil {
 			return err
 		}
-		pcfg.ForeignLimit = s.foreignLimit
+		perGPU := s.placeSideBySide(&pcfg)
+		pcfg.ForeignLimit = foreignLimit(s.cfg.Group.Devices, s.held, s.limit, perGPU)
 	}
 	if err := s.deps.Store.BeginRun(ctx, s.run); err != nil {
 		return withHint(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")
@@ -219,24 +220,6 @@ func (s *session) probeConfig() (probe.Config, error) {
 			return probe.Config{}, fmt.Errorf("install the Python adapter: %w", err)
 		}
 		pcfg.PythonPath = pp
-	}
-	if executor == nil && cfg.Worker == nil && len(pcfg.Slots) <= 1 && s.limit > 0 && s.total >= 2*(s.limit+1<<30) {
-		// A memory limit that leaves the card room for two capped
-		// processes: the proof's re-check runs its pair side by side. Each
-		// is held to the limit by its own cap (and, for the whole process,
-		// its own NVML peak), so neither changes the other's outcome.
-		var slot []int
-		if len(pcfg.Slots) == 1 {
-			slot = pcfg.Slots[0]
-		}
-		pcfg.Slots = [][]int{slot, slot}
-		s.scfg.SideBySide = 2
-		if s.total >= 3*(s.limit+1<<30) {
-			// Room for three: a step that names the answer carries the
-			// proof's re-checks in its own round (search.Config.ProofAlongside).
-			pcfg.Slots = append(pcfg.Slots, slot)
-			s.scfg.SideBySide, s.scfg.ProofAlongside = 3, true
-		}
 	}
 	if executor == nil {
 		// NVML sees this machine only; remote trials report their memory

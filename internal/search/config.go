@@ -35,17 +35,17 @@ type Config struct {
 	Start int
 	// Parallel is how many sizes one round may try at once; 0 means 1.
 	Parallel int
-	// SideBySide is how many trials the proof's re-check may run at once
-	// when the prober runs trials side by side on one GPU (a memory limit
-	// that leaves room for more capped processes); 0 means Parallel. The
-	// search itself still plans one size a round, as on one GPU.
+	// SideBySide is how many trials one Probe call may run at once when
+	// the prober runs several side by side on each GPU (a memory limit
+	// that leaves room for more capped processes): all the GPUs' slots; 0
+	// means Parallel. The proof's re-check uses them all; the search itself
+	// still plans Parallel sizes a round, one a GPU.
 	SideBySide int
-	// ProofAlongside lets a round whose one size would close the bracket
-	// (the neighbour below a failure) carry the proof's re-checks when
-	// SideBySide allows three trials at once: that size once more and the
-	// failure above it again, so that a right step is proven in the same
-	// round. Only for a prober whose every trial is a fresh process: the
-	// re-checks must be.
+	// ProofAlongside lets a round that may close the bracket carry the
+	// proof's re-checks in the trials SideBySide leaves beside its sizes
+	// (driver.proofAlongside), so that the answer is proven in the round
+	// that finds it. Only for a prober whose every trial is a fresh
+	// process: the re-checks must be.
 	ProofAlongside bool
 	// Confirm re-runs the answer this many more times, each in a fresh
 	// trial. If any of them does not fit, the answer is not trusted: the

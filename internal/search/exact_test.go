@@ -119,6 +119,33 @@ func TestTrialCounts(t *testing.T) {
 			}
 		}
 	}
+	// Under a roomy memory limit: one GPU with three trials side by side,
+	// two GPUs with three each, the proof's re-checks riding along the
+	// rounds. Two GPUs must not take more rounds on average (about 3.7
+	// against 5.4).
+	var rounds [2]int
+	for i, cfg := range []Config{
+		{Min: 1, Max: 4096, Parallel: 1, SideBySide: 3, ProofAlongside: true},
+		{Min: 1, Max: 4096, Parallel: 2, SideBySide: 6, ProofAlongside: true},
+	} {
+		r := rand.New(rand.NewPCG(2026, 11))
+		trials := 0
+		for range 100 {
+			w := randomWorkload(r)
+			cfg.Capacity = w.capacity
+			res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+			if err != nil {
+				t.Fatalf("%+v: %v", w, err)
+			}
+			checkProof(t, res, cfg, w.truth(cfg))
+			trials += len(res.Trials)
+			rounds[i] += res.Rounds
+		}
+		t.Logf("model k=%d, %d side by side: %.2f trials, %.2f rounds on average", cfg.Parallel, cfg.SideBySide, float64(trials)/100, float64(rounds[i])/100)
+	}
+	if rounds[1] > rounds[0] {
+		t.Errorf("two GPUs side by side: %d rounds over 100 shapes, one GPU %d", rounds[1], rounds[0])
+	}
 }
 
 // TestQuestionWorkload replays the shape of DESIGN.md's anchor: ResNet-50

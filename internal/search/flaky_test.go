@@ -28,9 +28,17 @@ func flakyProber(w workload, cfg Config, p float64, band int, seed uint64) *fake
 // so, wrong. A flaky result must be the safe side.
 func flakyRun(t *testing.T, strategy Strategy, k, band int, seed uint64) (exact, wrong bool) {
 	t.Helper()
+	return flakyRunWith(t, Config{Parallel: k, Strategy: strategy}, band, seed)
+}
+
+// flakyRunWith is flakyRun with the search's Parallel, Strategy, SideBySide
+// and ProofAlongside taken from cfg.
+func flakyRunWith(t *testing.T, cfg Config, band int, seed uint64) (exact, wrong bool) {
+	t.Helper()
+	strategy, k := cfg.Strategy, cfg.Parallel
 	w := smallWorkload(100)
 	w.noise, w.seed = w.perSample/4, seed
-	cfg := Config{Min: 1, Max: 1000, Parallel: k, Strategy: strategy, Capacity: w.capacity}
+	cfg.Min, cfg.Max, cfg.Capacity = 1, 1000, w.capacity
 	truth := w.truth(cfg)
 	res, err := Run(context.Background(), cfg, flakyProber(w, cfg, 0.2, band, seed))
 	if err != nil {
@@ -70,6 +78,31 @@ func TestFlakyBoundary(t *testing.T) {
 				if wrong > runs/100 {
 					t.Errorf("%s k=%d band %d: %d of %d runs exact but wrong", strategy, k, band, wrong, runs)
 				}
+			}
+		}
+	}
+}
+
+// TestFlakyBoundarySideBySide: the same, with the proof's re-checks riding
+// along the rounds, on one GPU with three trials side by side and on two
+// with six. Re-checks beside a round are tallied as the proof's own are, so
+// the bound is the same; more trials near the limit make more runs flaky
+// (the safe side), none more wrong (k=2: 3 and 4 of 1000, as without).
+func TestFlakyBoundarySideBySide(t *testing.T) {
+	const runs = 1000
+	for _, cfg := range []Config{
+		{Parallel: 1, SideBySide: 3, ProofAlongside: true},
+		{Parallel: 2, SideBySide: 6, ProofAlongside: true},
+	} {
+		for _, band := range []int{3, 20} {
+			exact, wrong := 0, 0
+			for seed := range uint64(runs) {
+				e, w := flakyRunWith(t, cfg, band, seed)
+				exact, wrong = exact+b2i(e), wrong+b2i(w)
+			}
+			t.Logf("k=%d side by side %d band %d: %d exact (%d wrong), %d flaky of %d", cfg.Parallel, cfg.SideBySide, band, exact, wrong, runs-exact, runs)
+			if wrong > runs/100 {
+				t.Errorf("k=%d side by side %d band %d: %d of %d runs exact but wrong", cfg.Parallel, cfg.SideBySide, band, wrong, runs)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"math"
+	"slices"
 	"sort"
 	"testing"
 
@@ -342,4 +343,52 @@ func jaxFailure(s int) Failure {
 	request := limit - inUse + 0.01 + 0.0355*float64(s-694)
 	return Failure{Request: uint64(request * gib), Allocated: uint64(inUse * gib), Reserved: uint64(inUse * gib),
 		Free: uint64((limit - inUse) * gib), Capped: true}
+}
+
+// TestTwoGPURounds runs every replay as one GPU that runs three capped
+// trials side by side and as two such GPUs (two sizes a round, six trials
+// side by side), and holds the two GPUs to no more rounds than the one:
+// issue 12's "two GPUs never slower", with rounds as the replays' wall
+// time. It logs both for the table in bench/results.
+func TestTwoGPURounds(t *testing.T) {
+	var ratios []float64
+	for _, tt := range replays() {
+		one, two := tt.cfg, tt.cfg
+		one.Parallel, one.SideBySide, one.ProofAlongside = 1, 3, true
+		two.Parallel, two.SideBySide, two.ProofAlongside = 2, 6, true
+		p1, p2 := roundsProber{p: tt.c.prober()}, roundsProber{p: tt.c.prober()}
+		r1, err := Run(context.Background(), one, &p1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProof(t, r1, one, tt.c.answer)
+		r2, err := Run(context.Background(), two, &p2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProof(t, r2, two, tt.c.answer)
+		ratio := float64(r2.Rounds) / float64(r1.Rounds)
+		ratios = append(ratios, ratio)
+		t.Logf("%-18s one GPU  %2d rounds %2d trials %v", tt.name, r1.Rounds, len(r1.Trials), p1.calls)
+		t.Logf("%-18s two GPUs %2d rounds %2d trials %v: %.2f", tt.name, r2.Rounds, len(r2.Trials), p2.calls, ratio)
+		if r2.Rounds > r1.Rounds {
+			t.Errorf("%s: two GPUs took %d rounds, one GPU %d", tt.name, r2.Rounds, r1.Rounds)
+		}
+	}
+	sum := 0.0
+	for _, r := range ratios {
+		sum += r
+	}
+	t.Logf("rounds two GPUs / one GPU: mean %.2f", sum/float64(len(ratios)))
+}
+
+// roundsProber keeps the sizes of each Probe call: the rounds, for a log.
+type roundsProber struct {
+	p     Prober
+	calls [][]int
+}
+
+func (r *roundsProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
+	r.calls = append(r.calls, slices.Clone(sizes))
+	return r.p.Probe(ctx, sizes)
 }

@@ -324,6 +324,9 @@ func (m *modelPlanner) opening(v view) []int {
 // largest grid size there and its neighbour above (as many of the two as
 // a round holds): the answer and its first failure when the step is right.
 // Once the step ran and fitted, it is lo, and the neighbour comes next.
+// When the neighbour above is hi itself, a round of two takes the one
+// below instead: the answer when the step is a size too high (SimCLR's 283
+// from 284's failure), so that the round closes the bracket either way.
 //
 // The shortfall is what the trial lacked only when the allocation that
 // failed was its step's last. A trial that held less than the model's peak
@@ -341,17 +344,36 @@ func (m *modelPlanner) opening(v view) []int {
 // what it held, the step is a single grid step. A step below lo means the
 // failure overstated the shortfall, and the window plans.
 func shortfallStep(v view) ([]int, bool) {
+	s, ok := shortfallAnswer(v)
+	if !ok {
+		return nil, false
+	}
+	s = max(s, v.lo+v.g.step)
+	sizes := []int{s}
+	if min(v.k, 2) == 2 {
+		if up := s + v.g.step; up < v.hi {
+			sizes = append(sizes, up)
+		} else if down := s - v.g.step; down > v.lo {
+			sizes = []int{down, s}
+		}
+	}
+	return sizes, true
+}
+
+// shortfallAnswer is the answer the failure at hi names (see
+// shortfallStep): the largest grid size at its Newton step, lo or above.
+func shortfallAnswer(v view) (int, bool) {
 	f := v.failed
 	if v.fit == nil || v.growing() || v.growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
-		return nil, false
+		return 0, false
 	}
 	short := float64(f.Request - f.Free)
 	if f.Allocated == 0 && short >= v.growth*float64(v.g.step) {
-		return nil, false
+		return 0, false
 	}
 	peak := v.fit.Predict(v.hi)
 	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+memmodel.Granularity) {
-		return nil, false
+		return 0, false
 	}
 	x := float64(v.hi) - short/v.growth
 	if r, ok := f.Reached(); ok && peak-float64(f.Allocated+f.Request) > midStepSamples*v.fit.Slope {
@@ -360,15 +382,7 @@ func shortfallStep(v view) ([]int, bool) {
 		}
 	}
 	s := v.g.floor(toInt(math.Floor(x), v.g))
-	if s < v.lo {
-		return nil, false
-	}
-	s = max(s, v.lo+v.g.step)
-	var sizes []int
-	for ; s < v.hi && len(sizes) < min(v.k, 2); s += v.g.step {
-		sizes = append(sizes, s)
-	}
-	return sizes, true
+	return s, s >= v.lo
 }
 
 // ranFrom counts the sizes from s up that ran (below hi). Two of them at

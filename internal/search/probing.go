@@ -45,6 +45,9 @@ func (pr *probing) probeWith(ctx context.Context, phase Phase, sizes []int, pred
 	if fresh {
 		pctx = context.WithValue(ctx, freshKey{}, true)
 	}
+	if rechecks > 0 {
+		pctx = context.WithValue(pctx, rechecksKey{}, rechecks)
+	}
 	pr.rounds++
 	obs, err := pr.p.Probe(pctx, slices.Clone(sizes))
 	if err != nil {

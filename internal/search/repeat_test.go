@@ -80,14 +80,19 @@ func TestNearMissProbesJustBelow(t *testing.T) {
 		{"1.4 GiB asked", Failure{Request: 1434 * mib, Free: 5 * mib, Capped: true}, 1, false},
 		{"nothing known of the failure", Failure{}, 1, false},
 		{"free memory unknown without a cap", Failure{Request: 56 * mib}, 1, false},
-		// The step and its neighbour, but the neighbour is 283 itself.
+		// The step's neighbour above is 283 itself: the size below runs
+		// beside it, the answer if the step is one too high.
 		{"three sizes a round", Failure{Request: 56 * mib, Free: 5 * mib, Capped: true}, 3, true},
 	} {
 		v := base
 		v.failed, v.k = tc.failed, tc.k
 		sizes, _ := (&modelPlanner{}).next(v)
-		if got := len(sizes) == 1 && sizes[0] == 282; got != tc.near {
-			t.Errorf("%s: next %v, want 282 alone: %v", tc.name, sizes, tc.near)
+		want := []int{282}
+		if tc.k > 1 {
+			want = []int{281, 282}
+		}
+		if got := slices.Equal(sizes, want); got != tc.near {
+			t.Errorf("%s: next %v, want %v: %v", tc.name, sizes, want, tc.near)
 		}
 	}
 }
@@ -136,5 +141,70 @@ func TestProofAlongside(t *testing.T) {
 		if res.Rounds != 4 || !slices.Equal(sizesOf(res.Trials), []int{8, 156, 283, 282, 282, 283}) {
 			t.Errorf("simclr: %d rounds %v, want 8, 156, 283, then 282 with its proof in one round", res.Rounds, sizesOf(res.Trials))
 		}
+	}
+}
+
+// With two GPUs of three slots each, a round whose two sizes fill the
+// bracket carries the re-checks of every pair it may close: SimCLR's 282
+// and 283, between 281 and 284's failure, are proven in the round that
+// runs them. A re-check beside it that disagrees with an earlier belief
+// (281, which fitted, failing) makes that size flaky, as the proof's own
+// re-check would: the answer moves to the safe side below it.
+func TestProofAlongsideTwoSizes(t *testing.T) {
+	simclr := simclrCurve()
+	cfg := Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true, Parallel: 2, SideBySide: 6, ProofAlongside: true}
+	p := &roundsProber{p: simclr.prober()}
+	res, err := Run(context.Background(), cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProof(t, res, cfg, simclr.answer)
+	if want := []int{282, 283, 281, 282, 283, 284}; res.Rounds != 3 || !slices.Equal(p.calls[2], want) {
+		t.Errorf("%d rounds %v, want the third %v", res.Rounds, p.calls, want)
+	}
+
+	runs := 0
+	flaky := ProberFunc(func(ctx context.Context, sizes []int) ([]Observation, error) {
+		obs, err := simclr.prober().Probe(ctx, sizes)
+		for i := range obs {
+			if obs[i].Size == 281 {
+				if runs++; runs == 2 {
+					obs[i] = Observation{Size: 281, Outcome: classify.OOM}
+				}
+			}
+		}
+		return obs, err
+	})
+	res, err = Run(context.Background(), cfg, flaky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("281 flaky: answer %d, flaky %+v, %v", res.Max, res.Flaky, sizesOf(res.Trials))
+	if !res.Found || res.Max >= 281 || len(res.Flaky) == 0 || res.Flaky[0].Size != 281 {
+		t.Errorf("answer %d, flaky %+v: want below 281, which is flaky (%v)", res.Max, res.Flaky, sizesOf(res.Trials))
+	}
+}
+
+// A failure the model did not expect is re-run before it moves the boundary;
+// when a re-check beside its round (proofAlongside) already ran that size
+// again, that re-run is its re-check, and no round is spent on another.
+func TestSurpriseRecheckedAlongside(t *testing.T) {
+	w := smallWorkload(100)
+	p := &fakeProber{w: w, script: func(size, _ int) (classify.Outcome, bool) {
+		return classify.OOM, size == 60 // far below what the model allows
+	}}
+	cfg := Config{Min: 1, Max: 1000, Capacity: w.capacity, SideBySide: 3, ProofAlongside: true}
+	d := newDriver(cfg, p)
+	for _, s := range []int{8, 50} {
+		d.belief[s] = w.observe(s)
+	}
+	if clear := d.clearRoom(); clear < 60 {
+		t.Fatalf("the model leaves clear room to %d, want 60 inside it", clear)
+	}
+	if err := d.roundWith(context.Background(), PhaseRefine, []int{60}, 0, []int{60}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.calls) != 1 || !d.modelDoubted || fits(d.belief[60]) {
+		t.Errorf("calls %v, model doubted %v, belief at 60 %v: want one round, the surprise held", p.calls, d.modelDoubted, d.belief[60].Outcome)
 	}
 }

@@ -179,6 +179,17 @@ func Fresh(ctx context.Context) bool {
 	return v
 }
 
+type rechecksKey struct{}
+
+// Rechecks reports how many of a Probe call's sizes, the last ones, re-run
+// sizes beside the round's new ones (the proof's re-checks that ride along
+// it, Config.ProofAlongside): a Prober that keeps records marks them as
+// re-runs, as it does a Fresh call's.
+func Rechecks(ctx context.Context) int {
+	n, _ := ctx.Value(rechecksKey{}).(int)
+	return n
+}
+
 func fits(o Observation) bool     { return o.Outcome.Fits() }
 func tooLarge(o Observation) bool { return o.Outcome.TooLarge() }
 

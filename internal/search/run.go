@@ -110,7 +110,7 @@ func (d *driver) run(ctx context.Context) error {
 			continue
 		}
 		if n := d.cfg.Confirm - d.confirmed[lo]; n > 0 {
-			if err := d.confirm(ctx, lo, min(n, d.k)); err != nil {
+			if err := d.confirm(ctx, lo, min(n, max(d.k, d.cfg.SideBySide))); err != nil {
 				return err
 			}
 			continue
@@ -163,7 +163,8 @@ func (d *driver) round(ctx context.Context, phase Phase, sizes []int, predicted 
 
 // roundWith is round with the proof's rechecks (proofAlongside) run in the
 // same Probe call. They are only tallied, as the proof's re-checks are:
-// where one disagrees with the new trial at its size, the size is flaky.
+// where one disagrees with the new trial at its size, or with what was
+// believed of a size the round did not plan (lo, hi), the size is flaky.
 func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predicted float64, rechecks []int) error {
 	if len(sizes) == 0 {
 		// A planner bug must not spin forever.
@@ -176,10 +177,12 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 	}
 	obs := all[:len(sizes)]
 	for _, r := range all[len(sizes):] {
-		for _, o := range obs {
-			if o.Size == r.Size && !agree(o, r) {
-				d.markFlaky(r.Size)
-			}
+		o, known := d.belief[r.Size]
+		if i := slices.IndexFunc(obs, func(o Observation) bool { return o.Size == r.Size }); i >= 0 {
+			o, known = obs[i], true
+		}
+		if known && !agree(o, r) {
+			d.markFlaky(r.Size)
 		}
 	}
 	// A result contradicts when it disagrees with the bracket built from
@@ -204,17 +207,28 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 	if len(suspects) == 0 {
 		return nil
 	}
-	recheck := make([]int, len(suspects))
+	// A suspect that a re-check beside the round (proofAlongside) ran
+	// again has had its re-run; the others run again now, as many at once
+	// as run side by side.
+	again := make([]Observation, len(suspects))
+	var recheck, pending []int
 	for i, o := range suspects {
-		recheck[i] = o.Size
+		if j := slices.IndexFunc(all[len(sizes):], func(r Observation) bool { return r.Size == o.Size }); j >= 0 {
+			again[i] = all[len(sizes)+j]
+			continue
+		}
+		recheck, pending = append(recheck, o.Size), append(pending, i)
 	}
-	var again []Observation
-	for chunk := range slices.Chunk(recheck, d.k) {
+	var rerun []Observation
+	for chunk := range slices.Chunk(recheck, max(d.k, d.cfg.SideBySide)) {
 		r, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
 		if err != nil {
 			return err
 		}
-		again = append(again, r...)
+		rerun = append(rerun, r...)
+	}
+	for j, i := range pending {
+		again[i] = rerun[j]
 	}
 	var held []int
 	for i, o := range suspects {
@@ -274,25 +288,100 @@ func (d *driver) clearRoom() int {
 }
 
 // proofAlongside returns the proof's re-checks to run beside a round that
-// plans only sizes from v: when that is one size, the neighbour below the failure
-// at v.hi, which closes the bracket if it fits and which the failure's own
-// shortfall names (shortfallStep: the failure missed by less than a
-// sample), and three trials may run side by side (Config.ProofAlongside),
-// that size once more and hi again, if hi still needs failures. A right
-// step is then proven in its own round; a wrong one costs two trials that
+// plans sizes from v, when trials side by side leave room for them
+// (Config.ProofAlongside), so that the pair the round closes is proven in
+// that round. The round's outcome picks the pair: of lo, the sizes and hi,
+// the two grid neighbours where fitting stops. A round that closes the
+// bracket whatever it finds (its sizes fill it) proves every pair it may
+// close, when room allows; any round proves the pair that a failure's own
+// shortfall names (shortfallAnswer: the failure missed by less than a
+// sample), when the round can close on it, the failing side as often as
+// room allows. A right guess costs no round; a wrong one costs trials that
 // ran beside it, and no round.
 func (d *driver) proofAlongside(v view, sizes []int) []int {
-	hi := v.hi
-	if !d.cfg.ProofAlongside || d.cfg.SideBySide < 3 || len(sizes) != 1 || hi > d.g.max || sizes[0] != hi-d.g.step || d.flaky[hi] {
+	room := d.cfg.SideBySide - len(sizes)
+	if !d.cfg.ProofAlongside || room < 1 || v.growing() {
 		return nil
 	}
-	if step, ok := shortfallStep(v); !ok || !slices.Equal(step, sizes) {
+	ends := slices.Concat([]int{v.lo}, slices.Sorted(slices.Values(sizes)), []int{v.hi})
+	var pairs [][2]int
+	closes := true
+	for i := range len(ends) - 1 {
+		a, b := ends[i], ends[i+1]
+		if b != a+d.g.step {
+			closes = false
+		} else if a >= d.g.min {
+			pairs = append(pairs, [2]int{a, b})
+		}
+	}
+	if all := d.proving(pairs, sizes); closes && len(all) <= room {
+		return all
+	}
+	s, ok := shortfallAnswer(v)
+	if !ok || room < 2 || !slices.Contains(pairs, [2]int{s, s + d.g.step}) {
 		return nil
 	}
-	if ok, failed := d.tally(hi); ok > 0 || failed == 0 || failed >= d.failuresToProve(hi) {
-		return nil
+	named := d.proving([][2]int{{s, s + d.g.step}}, sizes)
+	return named[:min(len(named), room)]
+}
+
+// proving returns the re-checks that prove each of pairs (a fits, the
+// grid size above it does not) once a round of sizes has run, if its
+// outcome closes the bracket on that pair: a until it was seen to fit
+// twice, the failing side until it failed as often as failuresToProve
+// asks, as proofRecheck would ask for them after the round. A size in two
+// pairs (a failure in one, the fitting side in the next) is re-run as
+// often as the more demanding asks: whichever way it comes out, its runs
+// count for the pair its outcome closes. Sizes come in increasing order,
+// the fitting side of each pair first.
+func (d *driver) proving(pairs [][2]int, sizes []int) []int {
+	need := map[int]int{}
+	for _, p := range pairs {
+		a, b := p[0], p[1]
+		ok, _ := d.tally(a)
+		if slices.Contains(sizes, a) {
+			ok++
+		}
+		need[a] = max(need[a], 2-ok)
+		need[b] = max(need[b], d.failuresWanted(b, slices.Contains(sizes, b)))
 	}
-	return []int{sizes[0], hi}
+	var out []int
+	for _, s := range slices.Sorted(maps.Keys(need)) {
+		out = append(out, slices.Repeat([]int{s}, max(need[s], 0))...)
+	}
+	return out
+}
+
+// failuresWanted is how many more failures at s its proof may ask for,
+// once a round in which s runs (planned) has run: none when s was seen to
+// fit (it is flaky) or is flaky already, else what failuresToProve asks
+// beyond those seen, but at most two in all while failures capture their
+// allocator's state (failuresRepeat: a second to the byte proves it).
+func (d *driver) failuresWanted(s int, planned bool) int {
+	ok, failed := d.tally(s)
+	if ok > 0 || d.flaky[s] {
+		return 0
+	}
+	if planned {
+		failed++
+	}
+	n := d.failuresToProve(s) - failed
+	if failed < 2 && d.failuresCaptureState() {
+		n = min(n, 2-failed)
+	}
+	return max(n, 0)
+}
+
+// failuresCaptureState says whether the workload's last failure gave its
+// capped allocator's whole state (Failure.capturedState): its next failure
+// most likely will too, so two alike prove a size (failuresRepeat).
+func (d *driver) failuresCaptureState() bool {
+	for i := len(d.trials) - 1; i >= 0; i-- {
+		if o := d.trials[i]; tooLarge(o) {
+			return o.Failure.capturedState()
+		}
+	}
+	return false
 }
 
 // proofRecheck says whether the proof pair (lo ran, hi did not; hi above

@@ -1,0 +1,76 @@
+package runner
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/probe"
+	"github.com/batchfit/batchfit/internal/record"
+)
+
+// Under a memory limit that leaves room, each GPU runs up to three capped
+// trials side by side: one GPU as before, and with --gpus each GPU of the
+// list, its slots interleaved so that a round's sizes spread over the
+// GPUs first. The GPU with the least room (the smallest, or the one others
+// hold most of) decides how many; the search still plans a size a GPU a
+// round, and may run the proof's re-checks in every slot.
+func TestSideBySideSlots(t *testing.T) {
+	h200 := func(i int) gpu.Device { return gpu.Device{Index: i, Name: "H200", Total: 141 * gib} }
+	small := gpu.Device{Index: 1, Name: "H200", Total: 48 * gib}
+	local := func(Group) (probe.Executor, error) { return nil, nil }
+	remote := func(Group) (probe.Executor, error) { return &fakeExecutor{}, nil }
+	for _, tc := range []struct {
+		name       string
+		devices    []gpu.Device
+		slots      [][]int
+		limit      uint64
+		held       map[int]uint64 // by others, before the search
+		executor   func(Group) (probe.Executor, error)
+		want       [][]int
+		sideBySide int
+		alongside  bool
+	}{
+		{"one GPU, room for three", []gpu.Device{{Index: 0, Total: 80 * gib}}, nil, 24 * gib, nil, local,
+			[][]int{nil, nil, nil}, 3, true},
+		{"one GPU, room for two", []gpu.Device{{Index: 0, Total: 80 * gib}}, nil, 30 * gib, nil, local,
+			[][]int{nil, nil}, 2, false},
+		{"--gpus 1", []gpu.Device{h200(1)}, [][]int{{1}}, 24 * gib, nil, local,
+			[][]int{{1}, {1}, {1}}, 3, true},
+		{"two GPUs, three each, interleaved", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 24 * gib, nil, local,
+			[][]int{{0}, {1}, {0}, {1}, {0}, {1}}, 6, true},
+		{"the smaller GPU decides", []gpu.Device{h200(0), small}, [][]int{{0}, {1}}, 20 * gib, nil, local,
+			[][]int{{0}, {1}, {0}, {1}}, 4, false},
+		{"two GPUs a trial", []gpu.Device{h200(0), h200(1), h200(2), h200(3)}, [][]int{{0, 1}, {2, 3}}, 24 * gib, nil, local,
+			[][]int{{0, 1}, {2, 3}, {0, 1}, {2, 3}, {0, 1}, {2, 3}}, 6, true},
+		{"others hold 70 GiB of GPU 1", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 24 * gib, map[int]uint64{1: 70 * gib}, local,
+			[][]int{{0}, {1}, {0}, {1}}, 4, false},
+		{"no limit", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 0, nil, local,
+			[][]int{{0}, {1}}, 0, false},
+		{"a limit without room", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 100 * gib, nil, local,
+			[][]int{{0}, {1}}, 0, false},
+		{"Slurm picks the GPUs", []gpu.Device{{Name: "h100"}}, make([][]int, 4), 24 * gib, nil, remote,
+			make([][]int, 4), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(plain)
+			f.cfg.Framework = adapter.None{}
+			f.cfg.Group = Group{Name: "H200", Devices: tc.devices, Slots: tc.slots}
+			d := f.deps()
+			d.Executor = tc.executor
+			s := &session{cfg: f.cfg, deps: d, limit: tc.limit, held: tc.held, total: tc.devices[0].Total, run: &record.Run{LogDir: t.TempDir()}}
+			pcfg, err := s.probeConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pcfg.Sampler != nil { // as begin does, for trials that run here
+				s.placeSideBySide(&pcfg)
+			}
+			if !reflect.DeepEqual(pcfg.Slots, tc.want) || s.scfg.SideBySide != tc.sideBySide || s.scfg.ProofAlongside != tc.alongside {
+				t.Errorf("slots %v, side by side %d, proof alongside %v; want %v, %d, %v",
+					pcfg.Slots, s.scfg.SideBySide, s.scfg.ProofAlongside, tc.want, tc.sideBySide, tc.alongside)
+			}
+		})
+	}
+}
