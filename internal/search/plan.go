@@ -153,6 +153,9 @@ type modelPlanner struct {
 	misses int
 	gallop gallop
 	refine refineGuard
+	// stepLo and stepHi are the bracket the last round's shortfall step
+	// was planned in; 0 when the last round was not one.
+	stepLo, stepHi int
 }
 
 func (m *modelPlanner) next(v view) ([]int, float64) {
@@ -169,7 +172,15 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 // predict plans where the model says the boundary is: a failure's Newton
 // step when it can be trusted, else the window's candidates.
 func (m *modelPlanner) predict(v view) ([]int, float64) {
-	if sizes, ok := shortfallStep(v); ok {
+	// A step whose every size failed says the failures overstate how
+	// close they came (they failed mid-step): the next failure's step
+	// would land one short of it again, round after round (Lightning's
+	// H200 trials, two GPUs: 2025, 2023, 2021, ... with 1989 run), so the
+	// window plans the round after it.
+	overshot := m.stepHi > 0 && v.lo == m.stepLo && v.hi < m.stepHi
+	m.stepLo, m.stepHi = 0, 0
+	if sizes, ok := shortfallStep(v); ok && !overshot {
+		m.stepLo, m.stepHi = v.lo, v.hi
 		return sizes, float64(sizes[0])
 	}
 	if v.refuted {
