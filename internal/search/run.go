@@ -175,16 +175,8 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 	if err != nil {
 		return err
 	}
-	obs := all[:len(sizes)]
-	for _, r := range all[len(sizes):] {
-		o, known := d.belief[r.Size]
-		if i := slices.IndexFunc(obs, func(o Observation) bool { return o.Size == r.Size }); i >= 0 {
-			o, known = obs[i], true
-		}
-		if known && !agree(o, r) {
-			d.markFlaky(r.Size)
-		}
-	}
+	obs, riders := all[:len(sizes)], all[len(sizes):]
+	d.markDisagreeing(obs, riders)
 	// A result contradicts when it disagrees with the bracket built from
 	// everything else known, this round's other results included. A
 	// failure the model did not expect is suspect too when it would move
@@ -207,28 +199,9 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 	if len(suspects) == 0 {
 		return nil
 	}
-	// A suspect that a re-check beside the round (proofAlongside) ran
-	// again has had its re-run; the others run again now, as many at once
-	// as run side by side.
-	again := make([]Observation, len(suspects))
-	var recheck, pending []int
-	for i, o := range suspects {
-		if j := slices.IndexFunc(all[len(sizes):], func(r Observation) bool { return r.Size == o.Size }); j >= 0 {
-			again[i] = all[len(sizes)+j]
-			continue
-		}
-		recheck, pending = append(recheck, o.Size), append(pending, i)
-	}
-	var rerun []Observation
-	for chunk := range slices.Chunk(recheck, max(d.k, d.cfg.SideBySide)) {
-		r, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
-		if err != nil {
-			return err
-		}
-		rerun = append(rerun, r...)
-	}
-	for j, i := range pending {
-		again[i] = rerun[j]
+	again, err := d.rerunSuspects(ctx, suspects, riders)
+	if err != nil {
+		return err
 	}
 	var held []int
 	for i, o := range suspects {
@@ -247,6 +220,48 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 		d.recordConflict(s)
 	}
 	return nil
+}
+
+// markDisagreeing marks flaky the sizes that a re-check riding along the
+// round (riders) saw otherwise than this round's own result there, or
+// than what was believed of it before.
+func (d *driver) markDisagreeing(obs, riders []Observation) {
+	for _, r := range riders {
+		o, known := d.belief[r.Size]
+		if i := slices.IndexFunc(obs, func(o Observation) bool { return o.Size == r.Size }); i >= 0 {
+			o, known = obs[i], true
+		}
+		if known && !agree(o, r) {
+			d.markFlaky(r.Size)
+		}
+	}
+}
+
+// rerunSuspects returns each suspect's second result, in order: a suspect
+// that a re-check beside the round (proofAlongside) ran again has had its
+// re-run; the others run again now, as many at once as run side by side.
+func (d *driver) rerunSuspects(ctx context.Context, suspects, riders []Observation) ([]Observation, error) {
+	again := make([]Observation, len(suspects))
+	var recheck, pending []int
+	for i, o := range suspects {
+		if j := slices.IndexFunc(riders, func(r Observation) bool { return r.Size == o.Size }); j >= 0 {
+			again[i] = riders[j]
+			continue
+		}
+		recheck, pending = append(recheck, o.Size), append(pending, i)
+	}
+	var rerun []Observation
+	for chunk := range slices.Chunk(recheck, max(d.k, d.cfg.SideBySide)) {
+		r, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
+		if err != nil {
+			return nil, err
+		}
+		rerun = append(rerun, r...)
+	}
+	for j, i := range pending {
+		again[i] = rerun[j]
+	}
+	return again, nil
 }
 
 // believe makes o the belief at its size, unless the size is flaky: then
