@@ -20,9 +20,9 @@ const ReportEnv = "BATCHFIT_REPORT"
 // OMP_NUM_THREADS from it before torch loads, or torch.set_num_threads once
 // it has (a forked trial). Two trials that each start a thread per CPU
 // oversubscribe the machine: on the H200's 16 CPUs two Lightning trials
-// side by side took twice as long as one alone, and forked ones (whose
-// OpenMP pool the server started) ten times, with the threads split, as
-// long as one alone (bench/shared_threads.py).
+// side by side each took twice as long as one alone (forked ones ten
+// times as long), and with the threads split as long as one alone
+// (bench/shared_threads.py).
 const CPUThreadsEnv = "BATCHFIT_CPU_THREADS"
 
 // SoakEnv, set to 1 in a --soak trial's environment, makes the adapter
