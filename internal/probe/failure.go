@@ -50,6 +50,8 @@ func FailureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) sea
 		if out.Reserved > 0 && capped > out.Reserved {
 			out.Free = capped - out.Reserved
 		}
+	case out.Exact && req.Free > 0:
+		out.Free = req.Free // to the byte, as the counters beside it
 	case f.Free > 0:
 		out.Free = f.Free
 	default:

@@ -28,8 +28,9 @@ func (f *figuresProber) Probe(ctx context.Context, sizes []int) ([]Observation, 
 }
 
 // The proof's failing side is believed after two failures when both were
-// the same capped allocator state to the byte; a message's rounded figures,
-// or figures that differ, take four, as when nothing is known.
+// the same allocator state to the byte, the room it had left included (the
+// cap's, or the device's free memory on a whole card); a message's rounded
+// figures, or figures that differ, take four, as when nothing is known.
 func TestRepeatedFailureProves(t *testing.T) {
 	w := smallWorkload(100)
 	same := func(size, _ int) Failure {
@@ -42,7 +43,17 @@ func TestRepeatedFailureProves(t *testing.T) {
 	}{
 		{"the same, to the byte", same, 2},
 		{"rounded figures from a message", func(size, n int) Failure { f := same(size, n); f.Exact = false; return f }, 4},
-		{"not under a cap", func(size, n int) Failure { f := same(size, n); f.Capped = false; return f }, 4},
+		{"not under a cap, the device's free memory alike", func(size, n int) Failure {
+			f := same(size, n)
+			f.Capped, f.Free = false, 5<<20
+			return f
+		}, 2},
+		{"not under a cap, other free memory each time", func(size, n int) Failure {
+			f := same(size, n)
+			f.Capped, f.Free = false, 5<<20+uint64(n)<<20
+			return f
+		}, 4},
+		{"not under a cap, free memory unknown", func(size, n int) Failure { f := same(size, n); f.Capped = false; return f }, 4},
 		{"other figures each time", func(size, n int) Failure { f := same(size, n); f.Reserved += uint64(n); return f }, 4},
 	} {
 		cfg := Config{Min: 1, Max: 1000, Strategy: Bisect, Capacity: w.capacity}

@@ -388,7 +388,7 @@ func (d *driver) failuresWanted(s int, planned bool) int {
 }
 
 // failuresCaptureState says whether the workload's last failure gave its
-// capped allocator's whole state (Failure.capturedState): its next failure
+// allocator's whole state (Failure.capturedState): its next failure
 // most likely will too, so two alike prove a size (failuresRepeat).
 func (d *driver) failuresCaptureState() bool {
 	for i := len(d.trials) - 1; i >= 0; i-- {
@@ -446,9 +446,9 @@ func (d *driver) failuresToProve(hi int) int {
 }
 
 // failuresRepeat reports whether the last two failures at s were the same
-// out-of-memory error to the byte under an allocator cap: the size asked
-// for, and what the allocator held and had reserved, from its own counters
-// (Failure.Exact; a message's figures are rounded to 10 MiB). A capped
+// out-of-memory error to the byte: the size asked for, what the allocator
+// held and had reserved, from its own counters (Failure.Exact; a message's
+// figures are rounded to 10 MiB), and what it could still take. An
 // allocator decides from that state alone, so the same state failing twice
 // is no accident of timing; a failure at random near the limit
 // (fragmentation, a varying allocation) leaves other figures each time.
@@ -467,8 +467,8 @@ func (d *driver) failuresRepeat(s int) bool {
 	return a.capturedState() && a == b
 }
 
-// exactFailure reports whether the last failure at s gave a capped
-// allocator's own counters, so that one more like it proves s
+// exactFailure reports whether the last failure at s gave its
+// allocator's whole state, so that one more like it proves s
 // (failuresRepeat).
 func (d *driver) exactFailure(s int) bool {
 	for i := len(d.trials) - 1; i >= 0; i-- {
