@@ -64,6 +64,7 @@ func (d *driver) planView(lo, hi int) view {
 		half := float64(failed.Failure.Request-failed.Failure.Free) / 2
 		if eLo, eHi := max(wLo, float64(r)-half), min(wHi, float64(r)+half); eLo <= eHi {
 			v.cLo, v.cHi = max(eLo, 0), eHi
+			v.reached = true
 			return v
 		}
 		if bottom > float64(r)+half {

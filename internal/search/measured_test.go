@@ -86,6 +86,10 @@ func (c curve) prober() Prober {
 //   - the HF and Lightning examples again, as the H200 measured every trial
 //     of session 12's searches (hfH200Curve, lightningH200Curve): what the
 //     failures said mid-step misled the shortfall step and the window.
+//   - SimCLR, the HF Trainer and the LM on the whole H200, as session 12
+//     measured every trial (simclrCardCurve, hfCardCurve, lmCardCurve):
+//     near the card, fragmentation decides, and what the failures could
+//     have reached places the boundary only roughly.
 func TestMeasuredCurves(t *testing.T) {
 	tests := replays()
 	for _, tt := range tests {
@@ -198,10 +202,54 @@ func replays() []replay {
 		{"gpt_lm 24GiB", lmCurve(24, 19, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 8, 4},
 		{"gpt_lm whole card", lmCurve(141-0.54, 117, 0.54), Config{Min: 1, Max: 1 << 16, Capacity: 141 * gib}, 8, 4},
 		{"lightning 24GiB", lightningCurve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 7, 5},
-		{"hf_trainer 24GiB, H200 trials", hfH200Curve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 12, 11},
+		{"hf_trainer 24GiB, H200 trials", hfH200Curve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 11, 10},
 		{"lightning 24GiB, H200 trials", lightningH200Curve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 9, 7},
 		{"simclr 24GiB", simclrCurve(), Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true}, 6, 4},
+		{"simclr whole card, H200 trials", simclrCardCurve(), Config{Min: 1, Max: 1 << 16, Capacity: h200Total}, 12, 10},
+		{"hf_trainer whole card, H200 trials", hfCardCurve(), Config{Min: 1, Max: 1 << 16, Capacity: h200Total}, 14, 12},
+		{"gpt_lm whole card, H200 trials", lmCardCurve(), Config{Min: 1, Max: 1 << 16, Capacity: h200Total}, 12, 10},
 	}
+}
+
+// h200Total is the H200's memory as NVML gives it, the capacity of a search
+// on the whole card.
+const h200Total = 150754820096
+
+// simclrCardCurve, hfCardCurve and lmCardCurve are the SimCLR, HF Trainer
+// and LM examples on the whole H200 (no limit), as session 12 measured
+// every trial of their searches (bench/results/2026-12-01-session12-
+// h200.txt): the peaks of the sizes that ran, and what the failures said,
+// torch's OOM observer's counters and the device's free memory. Near the
+// card the allocator decides, not the model: SimCLR's 1680 failed with
+// 0.06 GiB free, below 1686's 0.30; HF's logits buffer (~26 GiB) found
+// 7-29 GiB free but in pieces. The LM is not monotone there (160 runs), but
+// its search saw only what this replays: 152 ran, 153 and above failed.
+func simclrCardCurve() curve {
+	pts := []curvePoint{{8, 1.2146, 1.2285, 1.9707}, {918, 76.2181, 83.0703, 83.8125}, {1665, 137.7572, 138.8496, 139.5898},
+		{1666, 137.8489, 138.9277, 139.6680}, {1675, 138.5766, 138.8105, 139.5527}, {1676, 138.6570, 139.0371, 139.7793},
+		{1677, 138.6540, 138.9961, 139.6035}}
+	failures := map[int][4]float64{1678: {0.3926, 138.4307, 138.8340, 0.2159}, 1680: {0.3926, 137.7502, 138.7754, 0.0558},
+		1686: {0.3945, 138.7551, 138.8262, 0.2960}}
+	return nearestFailures(pts, 1677, failures, false)
+}
+
+func hfCardCurve() curve {
+	pts := []curvePoint{{8, 3.1953, 3.5488, 4.2891}, {349, 103.8309, 114.5977, 115.3379}, {381, 113.2738, 125.0605, 125.8008},
+		{382, 113.6000, 125.3359, 126.0762}, {402, 119.4786, 131.8887, 132.6289}, {412, 122.3758, 135.1055, 135.8457},
+		{417, 123.9126, 136.8438, 137.5840}, {419, 124.5192, 137.4766, 138.2168}, {420, 124.7504, 137.6895, 138.4297},
+		{421, 125.0737, 138.1660, 138.9062}, {424, 125.9470, 139.0098, 139.7500}}
+	failures := map[int][4]float64{425: {25.9414, 100.3117, 125.9941, 13.0600}, 427: {26.0625, 100.8350, 126.5020, 12.5500},
+		433: {26.4297, 102.2042, 128.3242, 10.7300}, 445: {27.1621, 104.9972, 131.8496, 7.2000},
+		469: {28.6270, 110.6111, 138.9648, 0.0870}, 470: {28.6875, 110.3995, 110.4590, 28.6600}}
+	return nearestFailures(pts, 424, failures, false)
+}
+
+func lmCardCurve() curve {
+	pts := []curvePoint{{8, 8.8331, 9.9082, 10.6484}, {126, 102.6300, 117.1758, 117.9160}, {148, 120.1197, 137.5430, 138.2832},
+		{149, 120.9172, 138.4531, 139.1934}, {150, 121.7099, 130.2168, 130.9570}, {152, 123.2994, 131.9219, 132.6621}}
+	failures := map[int][4]float64{153: {18.6777, 105.4180, 123.4512, 15.6000}, 159: {19.4102, 109.4549, 128.2793, 10.7700},
+		172: {20.9961, 118.2036, 128.2363, 10.8200}}
+	return nearestFailures(pts, 152, failures, false)
 }
 
 // allowed24 is what torch's allocator allowed under --memory-limit 24GiB
@@ -260,7 +308,7 @@ func lightningH200Curve() curve {
 	// size: request, allocated, reserved, free (GiB)
 	failures := map[int][4]float64{2016: {0.2832, 23.4252, 23.6348, 0.2652}, 2014: {0.1934, 23.6909, 23.8105, 0.0895},
 		2004: {0.1934, 23.7704, 23.8945, 0.0055}}
-	return nearestFailures(pts, 2003, failures)
+	return nearestFailures(pts, 2003, failures, true)
 }
 
 // hfH200Curve is the HF Trainer Llama as the H200 measured it in session
@@ -273,13 +321,14 @@ func hfH200Curve() curve {
 		{69, 21.1998, 23.1055, 23.8457}, {70, 21.5222, 23.3789, 24.1191}, {71, 21.8269, 23.7109, 24.4512}}
 	failures := map[int][4]float64{78: {4.7617, 19.1309, 23.4668, 0.4332}, 77: {4.7012, 18.8659, 23.2227, 0.6773},
 		76: {4.6387, 18.5913, 22.8418, 1.0582}, 74: {4.5176, 18.1840, 22.2715, 1.6285}, 72: {4.3945, 17.6781, 21.6641, 2.2359}}
-	return nearestFailures(pts, 71, failures)
+	return nearestFailures(pts, 71, failures, true)
 }
 
 // nearestFailures is a curve of measured points whose failing sizes say
 // what the nearest measured failure said (request, allocated, reserved and
-// free, in GiB; torch's OOM observer, so capped and exact).
-func nearestFailures(pts []curvePoint, answer int, failures map[int][4]float64) curve {
+// free, in GiB; torch's OOM observer, so exact, under an allocator cap or
+// not).
+func nearestFailures(pts []curvePoint, answer int, failures map[int][4]float64, capped bool) curve {
 	return curve{points: pts, answer: answer, failure: func(s int) Failure {
 		nearest := -1
 		for at := range failures {
@@ -288,7 +337,7 @@ func nearestFailures(pts []curvePoint, answer int, failures map[int][4]float64) 
 			}
 		}
 		f := failures[nearest]
-		return Failure{Request: gibs(f[0]), Allocated: gibs(f[1]), Reserved: gibs(f[2]), Free: gibs(f[3]), Capped: true, Exact: true}
+		return Failure{Request: gibs(f[0]), Allocated: gibs(f[1]), Reserved: gibs(f[2]), Free: gibs(f[3]), Capped: capped, Exact: true}
 	}}
 }
 

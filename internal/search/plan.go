@@ -42,6 +42,9 @@ type view struct {
 	// the capacity give (planView): the model has nothing left to place
 	// the boundary with, and bisection does better than its guesses.
 	refuted bool
+	// reached says [cLo, cHi] is where the failure at hi could have
+	// reached (planView), not the capacity.
+	reached bool
 }
 
 func (v view) growing() bool { return v.hi > v.g.max }
@@ -436,11 +439,15 @@ func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64) {
 	aLo, aHi := v.lo, v.hi-g.step
 	if iLo, iHi := max(wLo, aLo), min(wHi, aHi); iLo <= iHi {
 		// Proving answer a takes a at or above lo and a+step below hi.
-		if v.growing() && wLo <= v.lo {
-			// Nothing has failed, and sizes the window allowed as the
-			// answer ran: the model's figure is bending. Its top, if it
-			// fails, bounds the search; a probe in the middle only creeps.
-			// More sizes a round spread below it.
+		if (v.growing() || v.reached) && wLo <= v.lo {
+			// Sizes the window allowed as the answer ran. Nothing has
+			// failed: the model's figure is bending. Or the window is
+			// what a failure could have reached, and lo's peak is in it:
+			// the boundary is seldom in its middle (HF on the whole H200:
+			// 385, 403, 412, 417, 419, 420, 421 ran up to its top, 420,
+			// and the boundary was 424). Its top, if it fails, bounds the
+			// search; a probe in the middle only creeps. More sizes a
+			// round spread below it.
 			top := max(iHi, v.lo+g.step)
 			return append(spread(g, v.lo, top, v.k-1), top), true, predicted
 		}
