@@ -52,9 +52,12 @@ type Options struct {
 // DefaultStartTimeout bounds a server's start and preloading.
 const DefaultStartTimeout = 5 * time.Minute
 
-// maxServers bounds how many servers one search starts: each module that
-// poisons a server (it started a thread or a GPU runtime) costs one more,
-// which imports everything before it again.
+// maxServers bounds how many servers one search starts. A module that
+// started a thread or a GPU runtime is dropped by a backup of the server
+// taking over from the process that imported it (see forkserver.py), so one
+// server is the rule; only a server that could not fork a backup is
+// poisoned by such a module, and each costs one more server, which imports
+// everything before it again.
 const maxServers = 5
 
 // Executor runs trials, forking those it can from a preloading server.
@@ -396,11 +399,12 @@ func (e *Executor) rekey(k key) {
 }
 
 // start starts a server that preloads what w wants (or imports it into
-// w.onto), restarting it without any module that started a thread or a GPU
-// runtime; nil when none could be had. A guess fails without a word (the
-// report is learned as without it), names only the module that made a
-// server unsafe (a failed import is the program's business), and gives no
-// server when it found nothing to import.
+// w.onto), without any module that started a thread or a GPU runtime: the
+// server drops such a module itself, and is restarted without it only when
+// it was poisoned instead (it could not fork a backup); nil when none could
+// be had. A guess fails without a word (the report is learned as without
+// it), names only the modules that are unsafe (a failed import is the
+// program's business), and gives no server when it found nothing to import.
 func (e *Executor) start(k key, env []string, w wanted) (*server, preloaded) {
 	logPath := ""
 	if e.opts.LogDir != "" {
@@ -444,8 +448,8 @@ func (e *Executor) start(k key, env []string, w wanted) (*server, preloaded) {
 			e.modules = slices.DeleteFunc(slices.Clone(e.modules), gone)
 		}
 		e.mu.Unlock()
-		for i, d := range p.dropped {
-			if w.guess && (!p.poisoned || i < len(p.dropped)-1) {
+		for _, d := range p.dropped {
+			if w.guess && !d.Unsafe {
 				continue
 			}
 			e.opts.Detail(fmt.Sprintf("preload: not preloading %s: %s", d.Module, d.Reason))

@@ -373,19 +373,26 @@ func TestTorchForkedLikeFresh(t *testing.T) {
 	compareReports(t, forked, fresh)
 }
 
+// Each module that fails to import or is unsafe to fork from is named, and
+// dropped by one server: marked, imported first, is imported once.
 func TestUnsafeModulesAreDropped(t *testing.T) {
 	faketorch, _ := filepath.Abs("../adapter/testdata/faketorch")
 	h := newHarness(t, faketorch)
 	e := h.executor()
-	k, ok := keyOf(h.spec(1, "show.py"))
+	path := filepath.Join(h.dir, "marks")
+	spec := h.modulesSpec(1, path)
+	k, ok := keyOf(spec)
 	if !ok {
-		t.Fatal("show.py not forkable")
+		t.Fatal("modules.py not forkable")
 	}
-	srv, _ := e.start(k, serverEnv(h.spec(1, "show.py").Env), wanted{modules: []string{"broken", "threaded", "nativethread", "gpuinit", "heavy"}})
+	srv, _ := e.start(k, serverEnv(spec.Env), wanted{modules: []string{"marked", "broken", "threaded", "nativethread", "gpuinit", "heavy"}})
 	if srv == nil {
 		t.Fatalf("no server: %s", h.notices())
 	}
 	defer srv.close()
+	if m := marks(t, path); len(m["marked"]) != 1 || m["marked"][0] != srv.pgid {
+		t.Errorf("marked imported by %v, want once, by the server started as %d", m["marked"], srv.pgid)
+	}
 	for _, want := range []string{
 		"not preloading broken: import failed",
 		"not preloading threaded: 1 Python thread(s) running",
@@ -399,6 +406,9 @@ func TestUnsafeModulesAreDropped(t *testing.T) {
 	}
 }
 
+// A server that has forked a trial imports in place, without a backup to
+// hand over to (only it can report the trial's exit): a module that
+// initialises CUDA poisons it, and it refuses to fork again.
 func TestForkAfterCUDAInitIsRefused(t *testing.T) {
 	faketorch, _ := filepath.Abs("../adapter/testdata/faketorch")
 	h := newHarness(t, faketorch)
@@ -409,14 +419,29 @@ func TestForkAfterCUDAInitIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.close()
+	hang := h.spec(2, "show.py", "hang")
+	hang.Launcher = srv
+	started, ended := make(chan struct{}), make(chan trial.Result, 1)
+	hang.OnSpawn = func(trial.Process) func() { close(started); return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		res, _ := trial.Run(ctx, hang, nil)
+		ended <- res
+	}()
+	<-started
 	p, err := srv.preload([]string{"gpuinit"}, false, "", time.Minute)
-	if err != nil || !p.poisoned || len(p.dropped) != 1 {
-		t.Fatalf("preload: dropped %v, poisoned %v, %v", p.dropped, p.poisoned, err)
+	if err != nil || !p.poisoned || len(p.dropped) != 1 || !p.dropped[0].Unsafe || srv.serverPID() != srv.pgid {
+		t.Fatalf("preload: dropped %v, poisoned %v, server %d (started as %d), %v", p.dropped, p.poisoned, srv.serverPID(), srv.pgid, err)
 	}
 	spec.Launcher = srv
 	_, err = trial.Run(context.Background(), spec, nil)
 	if err == nil || !strings.Contains(err.Error(), "refused to fork: gpuinit: torch initialised CUDA") {
 		t.Fatalf("run after CUDA init: %v", err)
+	}
+	cancel()
+	if res := <-ended; !res.Canceled {
+		t.Errorf("the trial forked before the import: %+v", res)
 	}
 }
 
@@ -496,7 +521,7 @@ func TestCloseWhilePreloading(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		e.mu.Lock()
 		if e.pending != nil {
-			pid = e.pending.pid
+			pid = e.pending.pgid
 		}
 		e.mu.Unlock()
 	}
@@ -513,8 +538,9 @@ func TestCloseWhilePreloading(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("start still waiting 10s after Close")
 	}
-	if time.Since(began) > 5*time.Second || alive(pid) {
-		t.Errorf("closed in %s, server alive %v", time.Since(began), alive(pid))
+	took := time.Since(began)
+	if left := groupLeft(pid); took > 5*time.Second || len(left) > 0 {
+		t.Errorf("closed in %s, processes of the server left %v", took, left)
 	}
 }
 
@@ -779,7 +805,12 @@ func TestGuessMissingAPackageIsImported(t *testing.T) {
 	}
 	for n := 2; n <= 3; n++ {
 		p, res := h.primeRun(e, h.primeSpec(n, path, "indirect"))
-		if !res.Forked || guessed == 0 || p.Marked != guessed || p.Indirect != guessed {
+		// The guess's broken failed to import: a backup of the guessed
+		// server took over from the process that tried, and imported indirect.
+		e.mu.Lock()
+		srv := e.srv
+		e.mu.Unlock()
+		if !res.Forked || guessed == 0 || srv == nil || srv.pgid != guessed || p.Marked != guessed || p.Indirect != srv.serverPID() {
 			t.Errorf("trial %d: forked %v, %+v (guessed server %d): %s", n, res.Forked, p, guessed, h.notices())
 		}
 	}
@@ -814,28 +845,33 @@ func TestGuessImportsOnlyThirdParty(t *testing.T) {
 		!slices.Contains(p.packages, "marked") || slices.Contains(p.packages, "shadow") {
 		t.Errorf("preloaded %+v", p)
 	}
-	if b, _ := os.ReadFile(path); string(b) != "marked "+strconv.Itoa(srv.pid)+"\n" {
+	if b, _ := os.ReadFile(path); string(b) != "marked "+strconv.Itoa(srv.pgid)+"\n" {
 		t.Errorf("imported: %q", b)
 	}
 }
 
 // A guessed package that is unsafe to fork from is named once, and the
 // server without it is kept: the report that names it again starts no other.
+// The server that imported it handed over to a backup, which imported marked:
+// marked is imported by the first trial and one server.
 func TestGuessUnsafeNamedOnce(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
-	script := filepath.Join(t.TempDir(), "unsafe.py")
-	if err := os.WriteFile(script, []byte("import threaded\nimport heavy\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeScripts(t, map[string]string{"unsafe.py": "import threaded\nimport marked\n"})
+	path := filepath.Join(dir, "marks")
 	for n := 1; n <= 3; n++ {
-		r := h.run(e, h.spec(n, script))
+		spec := h.spec(n, filepath.Join(dir, "unsafe.py"))
+		spec.Env = append(spec.Env, "PRIME_MARKS="+path)
+		r := h.run(e, spec)
 		if r.res.Forked != (n > 1) || r.res.ExitCode != 0 {
 			t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
 		}
 	}
+	if m := marks(t, path); len(m["marked"]) != 2 {
+		t.Errorf("imports: %v, want marked by the first trial and one server", m)
+	}
 	want := "preload: not preloading threaded: 1 Python thread(s) running\n" +
-		"preload: forking trials from a server that imported heavy (the script's imports)"
+		"preload: forking trials from a server that imported marked (the script's imports)"
 	if h.notices() != want {
 		t.Errorf("notices:\n%s\nwant\n%s", h.notices(), want)
 	}
@@ -892,21 +928,28 @@ func writeScripts(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-// A package the guess missed that is unsafe to fork from spoils the guessed
-// server: a new one imports the report without it.
-func TestGuessMissedUnsafeStartsAnew(t *testing.T) {
+// A package the guess missed that is unsafe to fork from would spoil the
+// guessed server: a backup of it takes over without the package, and no
+// server is started anew (marked is imported by the first trial and the
+// guessed server only).
+func TestGuessMissedUnsafeHandedOver(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
-	dir := writeScripts(t, map[string]string{"train.py": "import heavy\nimport helper\n", "helper.py": "import threaded\n"})
+	dir := writeScripts(t, map[string]string{"train.py": "import marked\nimport helper\n", "helper.py": "import threaded\n"})
+	path := filepath.Join(dir, "marks")
 	for n := 1; n <= 3; n++ {
-		if r := h.run(e, h.spec(n, filepath.Join(dir, "train.py"))); r.res.Forked != (n > 1) || r.res.ExitCode != 0 {
+		spec := h.spec(n, filepath.Join(dir, "train.py"))
+		spec.Env = append(spec.Env, "PRIME_MARKS="+path)
+		if r := h.run(e, spec); r.res.Forked != (n > 1) || r.res.ExitCode != 0 {
 			t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
 		}
 	}
+	if m := marks(t, path); len(m["marked"]) != 2 {
+		t.Errorf("imports: %v, want marked by the first trial and one server", m)
+	}
 	lines := strings.Split(h.notices(), "\n")
 	if len(lines) != 2 || lines[0] != "preload: not preloading threaded: 1 Python thread(s) running" ||
-		!strings.HasPrefix(lines[1], "preload: forking trials from a server that imported ") || !strings.Contains(lines[1], "heavy") ||
-		strings.Contains(lines[1], "script") {
+		lines[1] != "preload: forking trials from a server that imported marked" {
 		t.Errorf("notices:\n%s", h.notices())
 	}
 }
@@ -941,8 +984,8 @@ func TestCloseWhileGuessing(t *testing.T) {
 	e.mu.Lock()
 	kept := e.srv != nil
 	e.mu.Unlock()
-	if kept || alive(srv.pid) {
-		t.Errorf("server kept %v, alive %v", kept, alive(srv.pid))
+	if left := groupLeft(srv.pgid); kept || len(left) > 0 {
+		t.Errorf("server kept %v, its processes left %v", kept, left)
 	}
 }
 
@@ -1003,5 +1046,165 @@ import os
 		if got := scriptImports(c.argv, dir); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("scriptImports(%q) = %q, want %q", c.argv, got, c.want)
 		}
+	}
+}
+
+// held is what testdata/modules.py printed.
+type held struct {
+	PID           int             `json:"pid"`
+	Modules       map[string]bool `json:"modules"`
+	ImportedBy    map[string]int  `json:"imported_by"`
+	Threads       int             `json:"threads"`
+	PythonThreads int             `json:"python_threads"`
+}
+
+// modulesSpec is trial n of testdata/modules.py showing names, its packages
+// writing who imported them to marks.
+func (h *harness) modulesSpec(n int, marks string, names ...string) trial.Spec {
+	spec := h.spec(n, append([]string{"modules.py"}, names...)...)
+	spec.Env = append(spec.Env, "PRIME_MARKS="+marks)
+	return spec
+}
+
+// taught runs trial 1 of modules.py showing names, forked from a server
+// taught to preload modules (as a warm worker's hello would teach it), and
+// returns what the trial held and the server it was forked from.
+func (h *harness) taught(e *Executor, marks string, modules []string, names ...string) (held, *server) {
+	h.t.Helper()
+	spec := h.modulesSpec(1, marks, names...)
+	e.Teach(spec, modules)
+	r := h.run(e, spec)
+	var got held
+	if !r.res.Forked || r.res.ExitCode != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
+		h.t.Fatalf("trial: forked %v, exit %d: %s%s\n%s", r.res.Forked, r.res.ExitCode, r.stdout, r.stderr, h.notices())
+	}
+	e.mu.Lock()
+	srv := e.srv
+	e.mu.Unlock()
+	if srv == nil {
+		h.t.Fatalf("no server: %s", h.notices())
+	}
+	return got, srv
+}
+
+// serverPID is the server process now: the one batchfit started, or a
+// backup that took over from it.
+func (s *server) serverPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid
+}
+
+// groupLeft lists the processes of group pgid that have not exited, once
+// they had 5s to: the reply channel ends as the last of them closes it,
+// a moment before it is a zombie.
+func groupLeft(pgid int) []int {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left []int
+		pids, _ := procfs.PIDs()
+		for _, pid := range pids {
+			if st, err := procfs.ReadStat(pid); err == nil && st.PGRP == pgid && !st.Dead() {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+	}
+}
+
+// Modules that start a thread on import (a Python one, a native one) are
+// dropped without a server started anew: the server that imported each hands
+// over to a backup of itself from before the import. One server imports
+// every other module once, and a trial forked from it holds neither the
+// dropped modules nor their threads.
+func TestUnsafeModuleHandedOver(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	modules := []string{"marked", "threaded", "nativethread", "indirect"}
+	got, srv := h.taught(e, path, modules, modules...)
+	want := map[string]bool{"marked": true, "threaded": false, "nativethread": false, "indirect": true}
+	if !reflect.DeepEqual(got.Modules, want) || got.Threads != 1 || got.PythonThreads != 1 {
+		t.Errorf("forked trial held %v, %d threads (%d Python), want %v and 1", got.Modules, got.Threads, got.PythonThreads, want)
+	}
+	// A server started anew would import marked again.
+	if m := marks(t, path); len(m["marked"]) != 1 || len(m["indirect"]) != 1 {
+		t.Errorf("imports: %v, want each once", m)
+	}
+	pid := srv.serverPID()
+	if got.ImportedBy["marked"] != srv.pgid || got.ImportedBy["indirect"] != pid || pid == srv.pgid {
+		t.Errorf("marked imported by %d, indirect by %d; the server started as %d and is %d now",
+			got.ImportedBy["marked"], got.ImportedBy["indirect"], srv.pgid, pid)
+	}
+	if st, err := procfs.ReadStat(pid); err != nil || st.PGRP != srv.pgid {
+		t.Errorf("the server that took over, %d: %+v, %v; want it in group %d", pid, st, err, srv.pgid)
+	}
+	for _, line := range []string{
+		"preload: not preloading threaded: 1 Python thread(s) running",
+		"preload: not preloading nativethread: 1 native thread(s) running that a fork does not stop",
+		"preload: forking trials from a server that imported marked, indirect",
+	} {
+		if !strings.Contains(h.notices(), line) {
+			t.Errorf("notices lack %q:\n%s", line, h.notices())
+		}
+	}
+}
+
+// A package whose import fails halfway (a submodule imported, then an
+// exception) is dropped with the process that imported it: a trial forked
+// afterwards holds no half of it.
+func TestFailedImportLeavesNothingBehind(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	got, srv := h.taught(e, path, []string{"halfbroken", "marked"}, "halfbroken", "halfbroken.part", "marked")
+	want := map[string]bool{"halfbroken": false, "halfbroken.part": false, "marked": true}
+	if !reflect.DeepEqual(got.Modules, want) {
+		t.Errorf("forked trial held %v, want %v", got.Modules, want)
+	}
+	if m := marks(t, path); len(m["halfbroken.part"]) != 1 || m["halfbroken.part"][0] != srv.pgid || len(m["marked"]) != 1 {
+		t.Errorf("imports: %v (the server started as %d)", m, srv.pgid)
+	}
+	if !strings.Contains(h.notices(), "preload: not preloading halfbroken: import failed: ImportError: halfbroken fails after importing part") {
+		t.Errorf("notices:\n%s", h.notices())
+	}
+}
+
+// After a handover the server is a process batchfit did not start: a forked
+// trial's time limit still kills it, and Close still leaves no process of
+// the server behind.
+func TestHandedOverServerCloses(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	// A trial makes the test a child subreaper, as batchfit is once a
+	// trial has run: the server that takes over is then re-parented to us.
+	h.run(nil, h.spec(9, "modules.py"))
+	_, srv := h.taught(e, path, []string{"threaded", "marked"}, "marked")
+	pid := srv.serverPID()
+	if st, err := procfs.ReadStat(pid); pid == srv.pgid || err != nil || st.Dead() || st.PPID != os.Getpid() {
+		t.Fatalf("server %d (started as %d): %+v, %v; want a handover, to a process re-parented to us", pid, srv.pgid, st, err)
+	}
+	spec := h.modulesSpec(2, path, "marked", "hang")
+	spec.Timeout = 500 * time.Millisecond
+	r := h.run(e, spec)
+	if !r.res.Forked || !r.res.TimedOut || r.res.Signal != syscall.SIGTERM || alive(r.res.PID) {
+		t.Errorf("forked %v, timed out %v, signal %v, leader alive %v", r.res.Forked, r.res.TimedOut, r.res.Signal, alive(r.res.PID))
+	}
+	began := time.Now()
+	e.Close()
+	// Under 5s: the server exited as its request channel closed, and was
+	// not killed.
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("Close took %s", took)
+	}
+	if left := groupLeft(srv.pgid); len(left) > 0 || alive(pid) {
+		t.Errorf("processes of the server's group left after Close: %v (the server %d alive %v)", left, pid, alive(pid))
+	}
+	// Nor a zombie of ours: re-parented to the test (a subreaper once a
+	// trial has run), the server that took over is reaped by Close.
+	if st, err := procfs.ReadStat(pid); err == nil && st.PPID == os.Getpid() {
+		t.Errorf("the server %d is left as a child of ours: %+v", pid, st)
 	}
 }

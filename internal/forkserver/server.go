@@ -23,6 +23,9 @@ var errServer = errors.New("fork server")
 type Dropped struct {
 	Module string `json:"module"`
 	Reason string `json:"reason"`
+	// Unsafe says the module started a thread or a GPU runtime; otherwise
+	// its import failed.
+	Unsafe bool `json:"unsafe"`
 }
 
 // message is any line the server writes.
@@ -42,10 +45,16 @@ type message struct {
 
 // server is a running `python -m batchfit.forkserver` and the client side of
 // its channel. It is a trial.Launcher: each Launch forks one child.
+//
+// The process batchfit started (cmd) may hand over to a backup of itself
+// while it preloads, and exit: the server is then another process of the
+// same group. So the server's life is its reply channel, which ends only
+// once every process that holds it has exited, and it is killed by its
+// group, never by cmd's pid alone.
 type server struct {
 	cmd  *exec.Cmd
 	req  *os.File
-	pid  int
+	pgid int           // the group of cmd's process, which every server process stays in
 	done chan struct{} // closed when the reply channel ends (the server died or exited)
 
 	// Launches are one at a time: a request and its reply are a pair.
@@ -55,6 +64,7 @@ type server struct {
 	wmu sync.Mutex // one request line at a time on the channel
 
 	mu       sync.Mutex
+	pid      int // the server process now: cmd's, or the backup's that took over
 	children map[int]*child
 	early    map[int]message // exits that came before their launch's reply was handled
 	dead     bool
@@ -82,7 +92,7 @@ func startServer(k key, env []string, logPath string, timeout time.Duration) (*s
 		return nil, err
 	}
 	s := &server{
-		cmd: cmd, req: reqW, pid: cmd.Process.Pid,
+		cmd: cmd, req: reqW, pgid: cmd.Process.Pid, pid: cmd.Process.Pid,
 		done: make(chan struct{}), replies: make(chan message, 1), children: map[int]*child{}, early: map[int]message{},
 	}
 	go s.read(repR)
@@ -181,14 +191,16 @@ type preloaded struct {
 	loaded  []string
 	dropped []Dropped
 	// poisoned says the server must not be used: a module started a
-	// thread or a GPU runtime.
+	// thread or a GPU runtime, and no backup could take over.
 	poisoned bool
 	// packages are the third-party top-level packages the server holds
 	// after its imports: those loaded and what they imported.
 	packages []string
 }
 
-// preload imports modules in the server, one at a time. A guess (the
+// preload imports modules in the server, one at a time: a module that
+// would spoil it is dropped, and the server that replies may be a backup
+// that took over from the process that imported it (see forkserver.py). A guess (the
 // script's imports, home its directory) imports only the names that are
 // third-party packages and skips the rest without a word.
 func (s *server) preload(modules []string, guess bool, home string, timeout time.Duration) (preloaded, error) {
@@ -204,6 +216,11 @@ func (s *server) preload(modules []string, guess bool, home string, timeout time
 	}
 	if m.Event != "preloaded" {
 		return preloaded{}, fmt.Errorf("%w: preload: %s %s", errServer, m.Event, m.Error)
+	}
+	if m.PID > 1 {
+		s.mu.Lock()
+		s.pid = m.PID
+		s.mu.Unlock()
 	}
 	return preloaded{loaded: m.Loaded, dropped: m.Dropped, poisoned: m.Poisoned, packages: m.Packages}, nil
 }
@@ -246,7 +263,9 @@ func (s *server) Launch(l trial.Launch) (trial.Leader, error) {
 }
 
 // close ends the server: it exits when its request channel closes; one that
-// does not within a few seconds is killed with its group.
+// does not within a few seconds is killed with its group. cmd is waited for
+// only to reap it: after a handover it exited long before, and the server
+// that took over, re-parented to batchfit, is reaped with the group.
 func (s *server) close() {
 	s.req.Close()
 	select {
@@ -255,6 +274,7 @@ func (s *server) close() {
 		s.kill()
 	}
 	_ = s.cmd.Wait()
+	procgroup.ReapGroup(s.pgid)
 }
 
 // retire closes the server once the trials forked from it have ended and
@@ -285,8 +305,9 @@ func (s *server) killedChildren(res trial.Result) bool {
 }
 
 // kill kills the server's process group at once (it imports; its children,
-// if any, die with it by their parent-death signal).
-func (s *server) kill() { _ = procgroup.KillGroup(s.pid, syscall.SIGKILL) }
+// if any, die with it by their parent-death signal). The group outlives
+// cmd's process, which led it, while a backup that took over is in it.
+func (s *server) kill() { _ = procgroup.KillGroup(s.pgid, syscall.SIGKILL) }
 
 // child is a forked trial leader.
 type child struct {

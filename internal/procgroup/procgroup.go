@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,6 +29,29 @@ func KillGroup(pgid int, sig syscall.Signal) error {
 		return fmt.Errorf("kill process group %d: not a child's group", pgid)
 	}
 	return unix.Kill(-pgid, sig)
+}
+
+// ReapGroup collects members of the group pgid that were re-parented to
+// batchfit (it is a child subreaper once a trial has run) and have exited
+// or are exiting, waiting up to a second, so that they do not stay zombies:
+// a killed worker's children, a fork server's process that took over from
+// the one batchfit started. Without subreaping there are none: ECHILD at
+// once. The group's leader, batchfit's own child, is reaped by its
+// exec.Cmd before.
+func ReapGroup(pgid int) {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-pgid, &ws, unix.WNOHANG, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return // ECHILD: none left
+		case pid == 0:
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // Exited reports whether pid has exited: it is a zombie, or its stat

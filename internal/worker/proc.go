@@ -4,30 +4,9 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/procgroup"
 )
-
-// reapGroup collects members of the killed group pgid that were re-parented
-// to batchfit (it is a child subreaper once a trial has run), so that they
-// do not stay zombies. Without subreaping there are none: ECHILD at once.
-func reapGroup(pgid int) {
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-pgid, &ws, unix.WNOHANG, nil)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return // ECHILD: none left
-		case pid == 0:
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
 
 // killGroup sends SIGKILL to the process group pgid and waits (up to a
 // second) until none of its members runs any more, so that a caller who

@@ -520,7 +520,7 @@ func (w *Worker) wait() {
 	_ = w.cmd.Wait()
 	w.reaped = true
 	w.procMu.Unlock()
-	reapGroup(w.pid)
+	procgroup.ReapGroup(w.pid)
 	w.exitCode = -1
 	if ps := w.cmd.ProcessState; ps != nil {
 		ws, _ := ps.Sys().(syscall.WaitStatus)

@@ -13,8 +13,9 @@ replies on fd 4), never stdin/stdout, which preloaded modules may print to:
 
   -> {"op": "preload", "modules": ["torch", ...],
       "third_party_only": bool, "home": dir or ""}
-  <- {"event": "preloaded", "loaded": [...], "dropped": [{"module", "reason"}],
-      "poisoned": bool, "packages": [...]}
+  <- {"event": "preloaded", "pid": N, "loaded": [...],
+      "dropped": [{"module", "reason", "unsafe"}], "poisoned": bool,
+      "packages": [...]}
   -> {"op": "run", "argv": [...], "env": [...], "cwd": ..., "stdout": path,
       "stderr": path, "cgroup": path or ""}
   <- {"event": "started", "pid": N, "cgroup": bool} or {"event": "error", ...}
@@ -30,9 +31,22 @@ without a word. "packages" are the third-party top-level packages the server
 holds once it has imported (what the imported ones imported too).
 
 A module that initialised a GPU runtime or started a thread on import
-"poisons" the server: imports cannot be undone, so batchfit starts a new one
-without it. The server stays single-threaded: fork copies only the calling
-thread, and a lock held by another thread would stay locked in the child.
+("unsafe") would spoil the server, and so would a failed import (half of a
+package imported): imports cannot be undone. So before each import the
+server forks a backup of itself as it was, which waits on a private pipe.
+If the import goes well the backup exits; if not, the spoiled process hands
+over to the backup, telling it the module it dropped and why, and exits
+without another word on the channel. The backup is then the server: it goes
+on with the next module and sends the "preloaded" reply itself, with its
+own "pid". It is in the server's process group, which outlives the process
+that led it, so batchfit still ends the server by its group; the reply
+channel ends only when every process holding it has exited. A server that
+has forked trials (whose exits only it can report), or that cannot fork,
+imports in place instead, and an unsafe module "poisons" it: it refuses to
+fork and batchfit starts a new one without that module.
+
+The server stays single-threaded: fork copies only the calling thread, and
+a lock held by another thread would stay locked in the child.
 """
 
 from __future__ import annotations
@@ -45,7 +59,8 @@ import signal
 import sys
 import traceback
 import types
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from batchfit.lines import write_line
 
@@ -127,6 +142,21 @@ def thread_hazard() -> str | None:
     return None
 
 
+@dataclass
+class Backup:
+    """A fork of the server made before an import, and the pipe it waits
+    on: the write end in the server, the read end in the backup, whose own
+    pid here is 0."""
+
+    pid: int
+    fd: int
+
+    def dismiss(self) -> None:
+        """The import went well: the backup exits, and is reaped."""
+        os.close(self.fd)
+        os.waitpid(self.pid, 0)
+
+
 class Server:
     def __init__(self, requests: int = REQUESTS_FD, replies: int = REPLIES_FD) -> None:
         self.requests = os.fdopen(requests, "rb", buffering=0)
@@ -135,27 +165,38 @@ class Server:
         self.exited: set[int] = set()
         self.poisoned: str | None = None
         self.buffer = b""
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_w, False)
-        os.set_blocking(self.wake_r, False)
-        for fd in (self.wake_r, self.wake_w):
-            os.set_inheritable(fd, False)
-        signal.set_wakeup_fd(self.wake_w)
+        self.sel: selectors.BaseSelector | None = None
+        self.wake_on_signals()
         # A handler (not SIG_IGN, which would let the kernel reap the
         # children) so that the wakeup fd hears of every exit.
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+
+    def wake_on_signals(self) -> None:
+        """A new wakeup pipe, which each signal writes a byte to, so that
+        the select of serve returns when a child exits."""
+        self.wake_r, self.wake_w = os.pipe()
+        for fd in (self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+            os.set_inheritable(fd, False)
+        signal.set_wakeup_fd(self.wake_w)
+
+    def selector(self) -> selectors.BaseSelector:
+        sel = selectors.DefaultSelector()
+        sel.register(self.requests, selectors.EVENT_READ, "requests")
+        sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        return sel
 
     def reply(self, msg: dict[str, Any]) -> None:
         write_line(self.replies, msg)
 
     def serve(self) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(self.requests, selectors.EVENT_READ, "requests")
-        sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        self.sel = self.selector()
         self.reply({"event": "ready", "pid": os.getpid(), "python": sys.executable,
                     "hazard": fork_hazard()})
         while True:
-            for key, _ in sel.select(timeout=1.0):
+            # self.sel, not a local: a backup that took over in handle has
+            # a selector of its own.
+            for key, _ in self.sel.select(timeout=1.0):
                 if key.data == "wake":
                     try:
                         while os.read(self.wake_r, 512):
@@ -203,27 +244,118 @@ class Server:
                 break
             if third_party_only and not third_party(name, home):
                 continue
-            try:
-                importlib.import_module(name)
-            except BaseException as e:  # an import may call sys.exit
-                dropped.append({"module": name, "reason": f"import failed: {type(e).__name__}: {e}"})
-                continue
-            hazard = fork_hazard()
-            if hazard is not None:
-                self.poisoned = f"{name}: {hazard}"
-                dropped.append({"module": name, "reason": hazard})
-                break
-            loaded.append(name)
-        return {"event": "preloaded", "loaded": loaded, "dropped": dropped,
+            drop = self.load(name)
+            if drop is None:
+                loaded.append(name)
+            else:
+                dropped.append(drop)
+        # The pid is this process's, which may be a backup that took over.
+        return {"event": "preloaded", "pid": os.getpid(), "loaded": loaded, "dropped": dropped,
                 "poisoned": self.poisoned is not None, "packages": _packages()}
+
+    def load(self, name: str) -> dict[str, Any] | None:
+        """Imports name, with a backup that takes over if the import spoils
+        this process (see the module's docstring); the dropped entry when
+        name was not loaded, else None. Returns in the backup, once it has
+        taken over; never returns in a spoiled process."""
+        if sys.modules.get(name) is not None:
+            return None  # a module before it imported it, and was checked
+        backup = self.fork_backup()
+        if backup is not None and backup.pid == 0:
+            return self.stand_by(backup.fd)
+        drop = self.load_in_place(name)
+        if backup is None:
+            return drop
+        if drop is not None:
+            self.hand_over(backup, drop)
+        backup.dismiss()
+        return None
+
+    def load_in_place(self, name: str) -> dict[str, Any] | None:
+        """Imports name in this process: an unsafe module poisons it."""
+        try:
+            importlib.import_module(name)
+        except BaseException as e:  # an import may call sys.exit
+            return {"module": name, "reason": f"import failed: {type(e).__name__}: {e}", "unsafe": False}
+        hazard = fork_hazard()
+        if hazard is None:
+            return None
+        self.poisoned = f"{name}: {hazard}"
+        return {"module": name, "reason": hazard, "unsafe": True}
+
+    def fork_backup(self) -> Backup | None:
+        """Forks a backup of this process as it is (pid 0 in the backup
+        itself), or None: a server with trials keeps importing in place,
+        since only it, their parent, can report their exits; so does one
+        that cannot fork."""
+        if self.children or self.exited:
+            return None
+        try:
+            r, w = os.pipe()
+        except OSError:
+            return None
+        _flush()  # else the backup would write it again
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return None
+        if pid == 0:
+            os.close(w)
+            return Backup(0, r)
+        os.close(r)
+        return Backup(pid, w)
+
+    def stand_by(self, fd: int) -> dict[str, Any]:
+        """In the backup: wait until the server says whether it needs us.
+        Silence (the import went well, or the server died) ends us; a
+        dropped entry means the server is spoiled and we take over, and it
+        is returned to the preload loop. The backup keeps the server's
+        process group, which batchfit kills the server by, but not its
+        parent-death signal, which fork clears: one that took over learns of
+        batchfit's death from the end of its request channel."""
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+        os.close(fd)
+        try:
+            drop = json.loads(data)
+        except ValueError:  # nothing, or a server killed as it wrote
+            os._exit(0)  # not atexit's nor the buffers': they are the server's
+        self.take_over()
+        return drop
+
+    def take_over(self) -> None:
+        """Make the backup the server: its own wakeup pipe and selector,
+        shared with no other process (the spoiled one may not have gone)."""
+        old = (self.wake_r, self.wake_w)
+        self.wake_on_signals()
+        for fd in old:
+            os.close(fd)
+        if self.sel is not None:
+            self.sel.close()
+            self.sel = self.selector()
+
+    def hand_over(self, backup: Backup, drop: dict[str, Any]) -> NoReturn:
+        """In the spoiled server: let the backup take over and exit. The
+        channel's ends are closed first, so that nothing this process does
+        (a thread of the module it imported) can be mistaken for the
+        server's."""
+        try:
+            _flush()  # what the import printed, for the log
+            os.close(self.requests.fileno())
+            os.close(self.replies)
+            write_line(backup.fd, drop)
+        finally:
+            os._exit(0)
 
     def run(self, req: dict[str, Any]) -> dict[str, Any]:
         hazard = self.poisoned or fork_hazard()
         if hazard is not None:
             return {"event": "error", "error": f"refused to fork: {hazard}"}
         go_r, go_w = os.pipe()
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+        _flush()
         pid = os.fork()
         if pid == 0:
             try:
@@ -303,6 +435,16 @@ def third_party(name: str, home: str | None) -> bool:
         return False
     origin = getattr(spec, "origin", None)
     return isinstance(origin, str) and os.path.isabs(origin) and hook.is_third_party(origin)
+
+
+def _flush() -> None:
+    """Flush the server's own output (its log) before a fork, so that the
+    child does not write it again. A failure loses only log lines."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
 
 
 def _packages() -> list[str]:
