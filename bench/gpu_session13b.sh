@@ -4,7 +4,8 @@
 #      once, timed), so that neither mode of the ratio pays the disk alone
 #   2. SimCLR at 24 GiB (allocator scope, as issue 12's target): preload, --no-preload, preload,
 #      --no-preload, alternating, each pair a ratio
-#   3. the zoo at 24 GiB (preload): lm, hf, jax, lightning, cut at ZOO_S (380 s)
+#   3. the zoo at 24 GiB (preload): lm, hf, jax, cut at ZOO_S (250 s)
+#   4. JAX on the whole card (preload; call 1 ran out of time before it), cut at CARD_S (110 s)
 # Logs in WORK, tarred into OUTDIR/all.tgz with summary.txt.
 # Usage: bench/gpu_session13b.sh BATCHFIT OUTDIR
 set -u
@@ -34,8 +35,10 @@ simclr preload-1
 simclr nopreload-1 --no-preload
 simclr preload-2
 simclr nopreload-2 --no-preload
-timeout "${ZOO_S:-380}" python3 bench/zoo.py --batchfit "$bf" --out "$w/zoo" --conditions 24GiB \
-	--workloads "${ZOO_WORKLOADS:-lm,hf,jax,lightning}" --modes preload >"$w/zoo.out" 2>&1
+timeout "${ZOO_S:-250}" python3 bench/zoo.py --batchfit "$bf" --out "$w/zoo" --conditions 24GiB \
+	--workloads "${ZOO_WORKLOADS:-lm,hf,jax}" --modes preload >"$w/zoo.out" 2>&1
+timeout "${CARD_S:-110}" python3 bench/zoo.py --batchfit "$bf" --out "$w/card" --conditions card \
+	--workloads jax --modes preload >"$w/card.out" 2>&1
 {
 	cat "$w/warm.txt"
 	echo "== simclr"
@@ -59,6 +62,11 @@ PY
 	done
 	cat "$w/zoo.out"
 	cat "$w/zoo/table.txt" 2>/dev/null
+	echo "== card"
+	for f in "$w/card"/*-card-*.json; do
+		[ -f "$f" ] && echo "$(basename "$f"): $(python3 bench/record_line.py "$f")"
+	done
+	cat "$w/card.out"
 } >"$w/summary.txt" 2>&1
 cp "$w/summary.txt" "$out/summary.txt"
 tar czf "$out/all.tgz" -C "$w" .
