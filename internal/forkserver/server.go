@@ -322,14 +322,14 @@ func (s *server) busy() bool {
 }
 
 // killedChildren reports whether res, a trial forked from s, ended because
-// s died: its children die with it (their parent-death signal).
+// s died: its children die with it (their parent-death signal). It asks
+// s.dead, not s.done: died sets dead before it ends the children's waits
+// and closes done only after, so a trial may end in between.
 func (s *server) killedChildren(res trial.Result) bool {
-	select {
-	case <-s.done:
-	default:
-		return false
-	}
-	return res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
+	s.mu.Lock()
+	dead := s.dead
+	s.mu.Unlock()
+	return dead && res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
 }
 
 // kill kills the server's process group at once (it imports; its children,
