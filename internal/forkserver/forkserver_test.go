@@ -129,6 +129,11 @@ func (h *harness) run(e *Executor, spec trial.Spec) ran {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return h.left(spec, res)
+}
+
+// left is what spec's trial, which ended with res, left.
+func (h *harness) left(spec trial.Spec, res trial.Result) ran {
 	out, _ := os.ReadFile(spec.StdoutPath)
 	errb, _ := os.ReadFile(spec.StderrPath)
 	report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
@@ -136,14 +141,62 @@ func (h *harness) run(e *Executor, spec trial.Spec) ran {
 	return ran{res: res, stdout: string(out), stderr: string(errb), events: events}
 }
 
-// freshThenForked runs a trial that teaches the executor its modules, then
-// args fresh (trial.Run) and forked, and returns both.
+// running is a trial started in the background (harness.start).
+type running struct {
+	spec trial.Spec
+	done chan struct{}
+	res  trial.Result
+	err  error
+}
+
+// start runs spec with e in the background, for trials side by side or a
+// trial that waits.
+func (h *harness) start(e *Executor, spec trial.Spec) *running {
+	r := &running{spec: spec, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.res, r.err = e.Run(context.Background(), spec, nil)
+	}()
+	return r
+}
+
+// wait is what r left once it ended, within limit.
+func (h *harness) wait(r *running, limit time.Duration) ran {
+	h.t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(limit):
+		h.t.Fatalf("trial %q still running after %s", r.spec.Argv, limit)
+	}
+	if r.err != nil {
+		h.t.Fatal(r.err)
+	}
+	return h.left(r.spec, r.res)
+}
+
+// awaitPending is the server being started and preloaded, once there is
+// one (within 10s), or nil.
+func (e *Executor) awaitPending() *server {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		e.mu.Lock()
+		srv := e.pending
+		e.mu.Unlock()
+		if srv != nil {
+			return srv
+		}
+	}
+	return nil
+}
+
+// freshThenForked runs a trial that teaches the executor its modules (itself
+// forked from the server guessed from show.py's imports), then args fresh
+// (trial.Run, no executor) and forked, and returns both.
 func (h *harness) freshThenForked(e *Executor, args ...string) (fresh, forked ran) {
 	h.t.Helper()
 	if !e.learnedAlready() {
 		first := h.run(e, h.spec(1, "show.py"))
-		if first.res.Forked || first.res.ExitCode != 0 {
-			h.t.Fatalf("first trial: forked %v, exit %d: %s", first.res.Forked, first.res.ExitCode, first.stderr)
+		if !first.res.Forked || first.res.ExitCode != 0 || !e.learnedAlready() {
+			h.t.Fatalf("first trial: forked %v, exit %d, taught %v: %s", first.res.Forked, first.res.ExitCode, e.learnedAlready(), first.stderr)
 		}
 	}
 	h.mu.Lock()
@@ -357,20 +410,31 @@ func TestTorchForkedLikeFresh(t *testing.T) {
 		spec.Env = append(spec.Env, "BATCHFIT_STEPS=2")
 		return spec
 	}
+	// The first trial is forked from the server guessed from the script's
+	// imports (torch), the third from the one settled by the first's
+	// report; both are compared with a plain fresh process.
 	first := h.run(e, steps(h.spec(1, "torchtrain.py", "4")))
 	fresh := h.run(nil, steps(h.spec(2, "torchtrain.py", "4")))
 	forked := h.run(e, steps(h.spec(3, "torchtrain.py", "4")))
-	if first.res.Forked || !forked.res.Forked {
+	if !first.res.Forked || !forked.res.Forked {
 		t.Fatalf("first forked %v, third forked %v: %s", first.res.Forked, forked.res.Forked, h.notices())
 	}
-	t.Logf("fresh %.2fs, forked %.2fs (%s)", fresh.res.Duration.Seconds(), forked.res.Duration.Seconds(), h.notices())
-	if forked.stdout != fresh.stdout || forked.res.ExitCode != 0 {
-		t.Errorf("forked %q (exit %d), fresh %q", forked.stdout, forked.res.ExitCode, fresh.stdout)
+	t.Logf("fresh %.2fs, forked first %.2fs, third %.2fs (%s)", fresh.res.Duration.Seconds(), first.res.Duration.Seconds(),
+		forked.res.Duration.Seconds(), h.notices())
+	for _, f := range []struct {
+		name string
+		r    ran
+	}{{"first", first}, {"third", forked}} {
+		t.Run(f.name, func(t *testing.T) {
+			if f.r.stdout != fresh.stdout || f.r.res.ExitCode != 0 {
+				t.Errorf("forked %q (exit %d), fresh %q", f.r.stdout, f.r.res.ExitCode, fresh.stdout)
+			}
+			if ev := f.r.events; len(ev) != 1 || !ev[0].Stopped || ev[0].Steps != 2 || !slices.Contains(ev[0].Packages, "torch") {
+				t.Errorf("forked report %+v", ev)
+			}
+			compareReports(t, f.r, fresh)
+		})
 	}
-	if ev := forked.events; len(ev) != 1 || !ev[0].Stopped || ev[0].Steps != 2 || !slices.Contains(ev[0].Packages, "torch") {
-		t.Errorf("forked report %+v", ev)
-	}
-	compareReports(t, forked, fresh)
 }
 
 // Each module that fails to import or is unsafe to fork from is named, and
@@ -579,6 +643,41 @@ func TestServerDeathRunsTheTrialFresh(t *testing.T) {
 	}
 }
 
+// TestGuessedServerDeathRunsTheTrialFresh: the guessed server dying under
+// the first trial takes the trial with it, which runs again as a fresh
+// process, without a notice (a guess fails without a word): its report
+// starts a server of its own, which the trial after is forked from.
+func TestGuessedServerDeathRunsTheTrialFresh(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	dir := writeScripts(t, map[string]string{"train.py": "import time\nimport heavy\ntime.sleep(1)\n"})
+	spec := h.spec(1, filepath.Join(dir, "train.py"))
+	var once sync.Once
+	var guessed *server
+	spec.OnSpawn = func(p trial.Process) func() {
+		once.Do(func() {
+			e.mu.Lock()
+			guessed = e.srv
+			e.mu.Unlock()
+			time.AfterFunc(300*time.Millisecond, guessed.kill)
+		})
+		return nil
+	}
+	if r := h.run(e, spec); r.res.Forked || r.res.ExitCode != 0 || guessed == nil {
+		t.Fatalf("first trial: forked %v, exit %d (the fresh re-run should have ended well): %s", r.res.Forked, r.res.ExitCode, r.stderr)
+	}
+	r := h.run(e, h.spec(2, filepath.Join(dir, "train.py")))
+	e.mu.Lock()
+	srv := e.srv
+	e.mu.Unlock()
+	if !r.res.Forked || srv == nil || srv == guessed {
+		t.Errorf("second trial: forked %v, from %v (the dead guessed server %v)", r.res.Forked, srv, guessed)
+	}
+	if n := h.notices(); strings.Contains(n, "died") || !strings.Contains(n, "heavy") || strings.Contains(n, "the script's imports") {
+		t.Errorf("notices:\n%s", n)
+	}
+}
+
 func TestListed(t *testing.T) {
 	if got := listed([]string{"a", "b"}, 2); got != "a, b" {
 		t.Errorf("listed = %q", got)
@@ -621,8 +720,9 @@ func TestForkedInParallel(t *testing.T) {
 
 // A search's trials change their environment once early (JAX's pool
 // fraction, which the first trial's measurement fixes for a whole-process
-// memory limit): the trial with the new environment runs fresh and the
-// server starts anew for it, so that the trials after it are forked again.
+// memory limit): the first trial is forked from the server guessed for the
+// first environment, the trial with the new one runs fresh and the server
+// starts anew for it, so that the trials after it are forked again.
 func TestServerStartsAnewForANewEnvironment(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
@@ -634,7 +734,7 @@ func TestServerStartsAnewForANewEnvironment(t *testing.T) {
 	for i, tc := range []struct {
 		fraction string
 		forked   bool
-	}{{"0.5", false}, {"0.4", false}, {"0.4", true}, {"0.4", true}} {
+	}{{"0.5", true}, {"0.4", false}, {"0.4", true}, {"0.4", true}} {
 		r := h.run(e, withCap(i+1, tc.fraction))
 		if r.res.Forked != tc.forked || r.res.ExitCode != 0 {
 			t.Fatalf("trial %d (fraction %s): forked %v, exit %d, want forked %v: %s\n%s", i+1, tc.fraction, r.res.Forked, r.res.ExitCode, tc.forked, r.stderr, h.notices())
@@ -643,11 +743,17 @@ func TestServerStartsAnewForANewEnvironment(t *testing.T) {
 			t.Errorf("trial %d saw another environment than its own: %s", i+1, r.stdout)
 		}
 	}
+	e.mu.Lock()
+	rekeys := e.rekeys
+	e.mu.Unlock()
+	if rekeys != 1 {
+		t.Errorf("started anew %d times, want once", rekeys)
+	}
 }
 
 // Torch's allocator cap is a trial's own variable (torch reads it when CUDA
-// starts): a new cap is forked from the same server, and each trial sees
-// its own.
+// starts): a new cap is forked from the same server (the guessed one, that
+// the first trial is forked from too), and each trial sees its own.
 func TestAllocatorCapIsPerTrial(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
@@ -655,12 +761,18 @@ func TestAllocatorCapIsPerTrial(t *testing.T) {
 		spec := h.spec(i+1, "show.py")
 		spec.Env = append(spec.Env, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,per_process_memory_fraction:"+fraction)
 		r := h.run(e, spec)
-		if r.res.Forked != (i > 0) || r.res.ExitCode != 0 {
+		if !r.res.Forked || r.res.ExitCode != 0 {
 			t.Fatalf("trial %d (fraction %s): forked %v, exit %d: %s\n%s", i+1, fraction, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
 		}
 		if !strings.Contains(r.stdout, "per_process_memory_fraction:"+fraction) {
 			t.Errorf("trial %d saw another environment than its own: %s", i+1, r.stdout)
 		}
+	}
+	e.mu.Lock()
+	rekeys := e.rekeys
+	e.mu.Unlock()
+	if rekeys != 0 {
+		t.Errorf("a server was started anew %d times for a new cap", rekeys)
 	}
 }
 
@@ -720,34 +832,23 @@ func marks(t *testing.T, path string) map[string][]int {
 }
 
 // The server starts as the first trial starts, from the script's imports,
-// and imports only the third-party ones: a first trial slower than the
-// server's imports is followed by a forked one, even one that does not
-// wait for the server; the program's own modules (one named like a
+// and imports only the third-party ones: the first trial waits for it and
+// is forked from it, and so are the trials after, even without waiting for
+// a server (Options.Wait); the program's own modules (one named like a
 // third-party package among them) are never imported by the server, and a
 // guessed package that fails to import is not worth a notice.
-func TestSecondTrialForkedFromTheGuess(t *testing.T) {
+func TestTrialsForkedFromTheGuess(t *testing.T) {
 	h := newHarness(t)
 	e := New(Options{LogDir: h.dir, Notice: h.record, Detail: h.record})
 	t.Cleanup(func() { e.Close() })
 	path := filepath.Join(h.dir, "marks")
-	// The first trial ends only once another process imported marked.
-	first, res := h.primeRun(e, h.primeSpec(1, path, "wait"))
-	if res.Forked || first.Marked != first.PID {
-		t.Fatalf("first trial: forked %v, %+v", res.Forked, first)
-	}
-	e.mu.Lock()
-	ready := e.ready
-	e.mu.Unlock()
-	<-ready
-	var server int
-	for _, pid := range marks(t, path)["marked"] {
-		if pid != first.PID {
-			server = pid
-		}
-	}
-	for n := 2; n <= 3; n++ {
+	server := 0
+	for n := 1; n <= 3; n++ {
 		p, res := h.primeRun(e, h.primeSpec(n, path))
-		if !res.Forked || p.Marked != server || p.Mine != p.PID || p.Shadow != "user" {
+		if n == 1 {
+			server = p.Marked
+		}
+		if !res.Forked || p.Marked == p.PID || p.Marked != server || p.Mine != p.PID || p.Shadow != "user" {
 			t.Errorf("trial %d: forked %v, %+v (server %d): %s", n, res.Forked, p, server, h.notices())
 		}
 	}
@@ -758,7 +859,7 @@ func TestSecondTrialForkedFromTheGuess(t *testing.T) {
 		t.Errorf("dropped %q, want the guess's broken", dropped)
 	}
 	m := marks(t, path)
-	if len(m["shadow-site"]) > 0 || len(m["mine"]) != 3 || slices.Contains(m["mine"], server) {
+	if len(m["shadow-site"]) > 0 || len(m["mine"]) != 3 || slices.Contains(m["mine"], server) || !reflect.DeepEqual(m["marked"], []int{server}) {
 		t.Errorf("imports: %v (server %d)", m, server)
 	}
 	if n := strings.Count(h.notices(), "\n"); n != 0 ||
@@ -787,22 +888,18 @@ func TestTaughtServerForksTheFirstTrial(t *testing.T) {
 }
 
 // A third-party package that the script imports only through a module of
-// its own is missed by the guess: the first trial's report names it, the
-// guessed server imports it too, and the trials after are forked from it.
+// its own is missed by the guess: the first trial, forked from the guessed
+// server, imports it itself and its report names it; the guessed server
+// imports it too, and the trials after are forked from it.
 func TestGuessMissingAPackageIsImported(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
 	path := filepath.Join(h.dir, "marks")
-	first, res := h.primeRun(e, h.primeSpec(1, path, "wait", "indirect"))
-	if res.Forked || first.Indirect != first.PID {
+	first, res := h.primeRun(e, h.primeSpec(1, path, "indirect"))
+	if !res.Forked || first.Marked == first.PID || first.Indirect != first.PID {
 		t.Fatalf("first trial: forked %v, %+v", res.Forked, first)
 	}
-	guessed := 0
-	for _, pid := range marks(t, path)["marked"] {
-		if pid != first.PID {
-			guessed = pid
-		}
-	}
+	guessed := first.Marked
 	for n := 2; n <= 3; n++ {
 		p, res := h.primeRun(e, h.primeSpec(n, path, "indirect"))
 		// The guess's broken failed to import: a backup of the guessed
@@ -814,8 +911,8 @@ func TestGuessMissingAPackageIsImported(t *testing.T) {
 			t.Errorf("trial %d: forked %v, %+v (guessed server %d): %s", n, res.Forked, p, guessed, h.notices())
 		}
 	}
-	if m := marks(t, path); len(m["marked"]) != 2 || len(m["indirect"]) != 2 {
-		t.Errorf("imports: %v (a server started anew?)", m)
+	if m := marks(t, path); len(m["marked"]) != 1 || len(m["indirect"]) != 2 {
+		t.Errorf("imports: %v, want marked by the guessed server, indirect by it and the first trial (a server started anew?)", m)
 	}
 	if h.notices() != "preload: forking trials from a server that imported marked, indirect" {
 		t.Errorf("notices:\n%s", h.notices())
@@ -851,9 +948,10 @@ func TestGuessImportsOnlyThirdParty(t *testing.T) {
 }
 
 // A guessed package that is unsafe to fork from is named once, and the
-// server without it is kept: the report that names it again starts no other.
-// The server that imported it handed over to a backup, which imported marked:
-// marked is imported by the first trial and one server.
+// server without it is kept: the report that names it again (the first
+// trial, forked from that server, imported it itself) starts no other. The
+// server that imported it handed over to a backup, which imported marked:
+// marked is imported by one server, and by no trial.
 func TestGuessUnsafeNamedOnce(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
@@ -863,12 +961,12 @@ func TestGuessUnsafeNamedOnce(t *testing.T) {
 		spec := h.spec(n, filepath.Join(dir, "unsafe.py"))
 		spec.Env = append(spec.Env, "PRIME_MARKS="+path)
 		r := h.run(e, spec)
-		if r.res.Forked != (n > 1) || r.res.ExitCode != 0 {
+		if !r.res.Forked || r.res.ExitCode != 0 {
 			t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
 		}
 	}
-	if m := marks(t, path); len(m["marked"]) != 2 {
-		t.Errorf("imports: %v, want marked by the first trial and one server", m)
+	if m := marks(t, path); len(m["marked"]) != 1 {
+		t.Errorf("imports: %v, want marked by one server only", m)
 	}
 	want := "preload: not preloading threaded: 1 Python thread(s) running\n" +
 		"preload: forking trials from a server that imported marked (the script's imports)"
@@ -877,10 +975,11 @@ func TestGuessUnsafeNamedOnce(t *testing.T) {
 	}
 }
 
-// The first trial may end before the server has imported the guess: the
-// server is settled against the report once it has, and imports then what
-// the guess missed.
-func TestGuessSettledAfterTheFirstTrial(t *testing.T) {
+// A report may come while the guessed server still imports (a warm
+// worker's, Teach, as the first trial waits for the guess): the server is
+// settled against it once it has imported, and imports then what the guess
+// missed; the trial that waited, and those after it, are forked from it.
+func TestGuessSettledOnceImported(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
 	dir := writeScripts(t, map[string]string{"train.py": "import gate\nimport helper\n", "helper.py": "import indirect\n"})
@@ -890,17 +989,27 @@ func TestGuessSettledAfterTheFirstTrial(t *testing.T) {
 		spec.Env = append(spec.Env, "PRIME_MARKS="+marksPath, "PRIME_GATE="+gate)
 		return spec
 	}
-	if r := h.run(e, spec(1)); r.res.Forked || r.res.ExitCode != 0 {
-		t.Fatalf("first trial: forked %v, exit %d: %s", r.res.Forked, r.res.ExitCode, r.stderr)
+	first := h.start(e, spec(1))
+	if e.awaitPending() == nil {
+		t.Fatal("no server importing the guess")
 	}
+	e.Teach(spec(1), []string{"gate", "indirect"})
 	e.mu.Lock()
 	learned, guessing := e.learned, e.guessing
 	e.mu.Unlock()
 	if !learned || !guessing {
 		t.Fatalf("learned %v, guessing %v: the guess should still be importing gate", learned, guessing)
 	}
+	select {
+	case <-first.done:
+		t.Fatalf("the first trial did not wait for the guess: %+v, %v", first.res, first.err)
+	default:
+	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if r := h.wait(first, time.Minute); !r.res.Forked || r.res.ExitCode != 0 {
+		t.Fatalf("first trial: forked %v, exit %d: %s\n%s", r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
 	}
 	for n := 2; n <= 3; n++ {
 		if r := h.run(e, spec(n)); !r.res.Forked || r.res.ExitCode != 0 {
@@ -908,8 +1017,8 @@ func TestGuessSettledAfterTheFirstTrial(t *testing.T) {
 		}
 	}
 	m := marks(t, marksPath)
-	if len(m["gate"]) != 2 || len(m["indirect"]) != 2 || m["gate"][1] != m["indirect"][1] {
-		t.Errorf("imports: %v (the guessed server should have imported indirect too)", m)
+	if len(m["gate"]) != 1 || len(m["indirect"]) != 1 || m["gate"][0] != m["indirect"][0] {
+		t.Errorf("imports: %v (the guessed server should have imported indirect too, and no trial either)", m)
 	}
 	if h.notices() != "preload: forking trials from a server that imported gate, indirect" {
 		t.Errorf("notices:\n%s", h.notices())
@@ -930,8 +1039,8 @@ func writeScripts(t *testing.T, files map[string]string) string {
 
 // A package the guess missed that is unsafe to fork from would spoil the
 // guessed server: a backup of it takes over without the package, and no
-// server is started anew (marked is imported by the first trial and the
-// guessed server only).
+// server is started anew (marked is imported by the guessed server only,
+// which every trial, the first too, is forked from).
 func TestGuessMissedUnsafeHandedOver(t *testing.T) {
 	h := newHarness(t)
 	e := h.executor()
@@ -940,12 +1049,12 @@ func TestGuessMissedUnsafeHandedOver(t *testing.T) {
 	for n := 1; n <= 3; n++ {
 		spec := h.spec(n, filepath.Join(dir, "train.py"))
 		spec.Env = append(spec.Env, "PRIME_MARKS="+path)
-		if r := h.run(e, spec); r.res.Forked != (n > 1) || r.res.ExitCode != 0 {
+		if r := h.run(e, spec); !r.res.Forked || r.res.ExitCode != 0 {
 			t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
 		}
 	}
-	if m := marks(t, path); len(m["marked"]) != 2 {
-		t.Errorf("imports: %v, want marked by the first trial and one server", m)
+	if m := marks(t, path); len(m["marked"]) != 1 {
+		t.Errorf("imports: %v, want marked by the guessed server only", m)
 	}
 	lines := strings.Split(h.notices(), "\n")
 	if len(lines) != 2 || lines[0] != "preload: not preloading threaded: 1 Python thread(s) running" ||
@@ -954,20 +1063,16 @@ func TestGuessMissedUnsafeHandedOver(t *testing.T) {
 	}
 }
 
-// A search that ends while the guessed server imports leaves no server.
+// A search that ends while the guessed server imports leaves no server, and
+// a first trial waiting for that server is not held up: it runs fresh.
 func TestCloseWhileGuessing(t *testing.T) {
 	h := newHarness(t)
 	e := New(Options{LogDir: h.dir})
 	dir := writeScripts(t, map[string]string{"train.py": "import gate\n"})
 	spec := h.spec(1, filepath.Join(dir, "train.py"))
 	spec.Env = append(spec.Env, "PRIME_GATE="+filepath.Join(dir, "never"))
-	h.run(e, spec)
-	var srv *server
-	for deadline := time.Now().Add(10 * time.Second); srv == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		e.mu.Lock()
-		srv = e.pending
-		e.mu.Unlock()
-	}
+	first := h.start(e, spec)
+	srv := e.awaitPending()
 	if srv == nil {
 		t.Fatal("no server importing the guess")
 	}
@@ -976,6 +1081,10 @@ func TestCloseWhileGuessing(t *testing.T) {
 	case <-srv.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the guessed server still runs 10s after Close")
+	}
+	// The gate holds only the server's import (the trial has a report).
+	if r := h.wait(first, 10*time.Second); r.res.Forked || r.res.ExitCode != 0 {
+		t.Errorf("the waiting trial: forked %v, exit %d: %s", r.res.Forked, r.res.ExitCode, r.stderr)
 	}
 	e.mu.Lock()
 	ready := e.ready
@@ -986,6 +1095,207 @@ func TestCloseWhileGuessing(t *testing.T) {
 	e.mu.Unlock()
 	if left := groupLeft(srv.pgid); kept || len(left) > 0 {
 		t.Errorf("server kept %v, its processes left %v", kept, left)
+	}
+}
+
+// The first trial of a script with third-party imports is forked from the
+// server guessed from them, and its report is learned: the server is
+// settled (the report adds nothing), and the second trial is forked from
+// it, no other server started.
+func TestFirstTrialForkedFromTheGuess(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	first, res := h.primeRun(e, h.primeSpec(1, path))
+	if !res.Forked || first.Marked == first.PID {
+		t.Fatalf("first trial: forked %v, %+v", res.Forked, first)
+	}
+	e.mu.Lock()
+	learned, guessing, modules, srv := e.learned, e.guessing, slices.Clone(e.modules), e.srv
+	e.mu.Unlock()
+	if !learned || guessing || srv == nil || srv.pgid != first.Marked || !slices.Contains(modules, "marked") {
+		t.Fatalf("after the first trial: learned %v, guessing %v, modules %q, server %v (the first trial's %d)",
+			learned, guessing, modules, srv, first.Marked)
+	}
+	second, res := h.primeRun(e, h.primeSpec(2, path))
+	e.mu.Lock()
+	same := e.srv == srv
+	e.mu.Unlock()
+	if !res.Forked || second.Marked != first.Marked || !same {
+		t.Errorf("second trial: forked %v, %+v, from the first's server %v", res.Forked, second, same)
+	}
+	if m := marks(t, path); !reflect.DeepEqual(m["marked"], []int{srv.pgid}) {
+		t.Errorf("imports: %v, want marked by one server only", m)
+	}
+}
+
+// A script whose own file imports no third-party package gives no server
+// to fork the first trial from, whether the guess finds nothing to import
+// (only the standard library and the program's own modules) or has no name
+// to guess from: that trial runs fresh and teaches what the program's own
+// module imported, and the second trial is forked from a server that
+// preloaded it.
+func TestFirstTrialFreshWithoutAGuess(t *testing.T) {
+	for name, src := range map[string]string{
+		"stdlib":  "import json, os\nimport helper\n",
+		"nothing": "helper = __import__('helper')\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			e := h.executor()
+			dir := writeScripts(t, map[string]string{"train.py": src, "helper.py": "import indirect\n"})
+			path := filepath.Join(dir, "marks")
+			var pids []int
+			for n := 1; n <= 2; n++ {
+				spec := h.spec(n, filepath.Join(dir, "train.py"))
+				spec.Env = append(spec.Env, "PRIME_MARKS="+path)
+				r := h.run(e, spec)
+				if r.res.Forked != (n == 2) || r.res.ExitCode != 0 {
+					t.Fatalf("trial %d: forked %v, exit %d: %s\n%s", n, r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
+				}
+				pids = append(pids, r.res.PID)
+			}
+			e.mu.Lock()
+			srv := e.srv
+			e.mu.Unlock()
+			if m := marks(t, path); srv == nil || !reflect.DeepEqual(m["indirect"], []int{pids[0], srv.pgid}) {
+				t.Errorf("indirect imported by %v, want the first trial %d and the server", m["indirect"], pids[0])
+			}
+			// The report names what site's .pth files imported too.
+			if n := h.notices(); strings.Count(n, "\n") != 0 || !strings.HasPrefix(n, "preload: forking trials from a server that imported ") ||
+				!strings.Contains(n, "indirect") || strings.Contains(n, "the script's imports") {
+				t.Errorf("notices:\n%s", n)
+			}
+		})
+	}
+}
+
+// A trial canceled while it waits for the guessed server (a package that
+// takes a minute to import) ends at once, canceled before it started, as
+// trial.Run reports such a trial; it teaches nothing, and Close leaves no
+// process of the server behind.
+func TestCancelWhileWaitingForTheGuess(t *testing.T) {
+	h := newHarness(t)
+	e := New(Options{LogDir: h.dir, Notice: h.record, Detail: h.record})
+	dir := writeScripts(t, map[string]string{"train.py": "import slowimport\n"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var srv *server
+	go func() {
+		srv = e.awaitPending()
+		cancel()
+	}()
+	began := time.Now()
+	res, err := e.Run(ctx, h.spec(1, filepath.Join(dir, "train.py")), nil)
+	took := time.Since(began)
+	if err != nil || !res.Canceled || res.PID != 0 || res.Forked || took > 10*time.Second {
+		t.Fatalf("after %s: %+v, %v; want canceled before it started", took, res, err)
+	}
+	if srv == nil {
+		t.Fatal("no server importing the guess")
+	}
+	if e.learnedAlready() {
+		t.Error("a trial that never started taught the executor")
+	}
+	e.Close()
+	select {
+	case <-srv.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guessed server still runs 10s after Close")
+	}
+	if left := groupLeft(srv.pgid); len(left) > 0 || h.notices() != "" {
+		t.Errorf("processes of the server left %v; notices %q", left, h.notices())
+	}
+}
+
+// A first trial waits for the guessed server no longer than its own time
+// limit: past it, it runs fresh (its own imports would meet that limit
+// anyway), and its report is settled against the guess once that is in.
+func TestGuessWaitedForUpToTheTrialsLimit(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	dir := writeScripts(t, map[string]string{"train.py": "import gate\n"})
+	spec := h.spec(1, filepath.Join(dir, "train.py"))
+	spec.Env = append(spec.Env, "PRIME_GATE="+filepath.Join(dir, "never"))
+	spec.Timeout = 2 * time.Second
+	began := time.Now()
+	r := h.run(e, spec)
+	took := time.Since(began)
+	if r.res.Forked || r.res.TimedOut || r.res.ExitCode != 0 || took < spec.Timeout || took > spec.Timeout+10*time.Second {
+		t.Fatalf("after %s: forked %v, timed out %v, exit %d: %s", took, r.res.Forked, r.res.TimedOut, r.res.ExitCode, r.stderr)
+	}
+	e.mu.Lock()
+	learned, guessing := e.learned, e.guessing
+	e.mu.Unlock()
+	if !learned || !guessing {
+		t.Errorf("learned %v, guessing %v: the guess should still be importing gate", learned, guessing)
+	}
+}
+
+// Trials side by side before any report (GPU slots) all wait for the
+// guessed server and are forked from it; the first to end teaches, and
+// the package its report adds is imported into that server only once the
+// other has ended (a backup could not take over otherwise): the server is
+// the same for all, learned once, with every package.
+func TestFirstRoundForkedTogether(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	dir := writeScripts(t, map[string]string{
+		"train.py": `import json, os, sys, time
+import gate
+import marked
+import helper
+
+time.sleep(float(sys.argv[1]))
+with open(os.environ["PRIME_MARKS"], "a") as f:
+    f.write(f"done {os.getpid()}\n")
+print(json.dumps({"pid": os.getpid(), "marked": marked.IMPORTED_BY}))
+`,
+		"helper.py": "import indirect\n",
+	})
+	path, gate := filepath.Join(dir, "marks"), filepath.Join(dir, "open")
+	spec := func(n int, sleep string) trial.Spec {
+		spec := h.spec(n, filepath.Join(dir, "train.py"), sleep)
+		spec.Env = append(spec.Env, "PRIME_MARKS="+path, "PRIME_GATE="+gate)
+		return spec
+	}
+	short, long := h.start(e, spec(1, "0")), h.start(e, spec(2, "2"))
+	srv := e.awaitPending()
+	if srv == nil {
+		t.Fatal("no server importing the guess")
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type printed struct{ PID, Marked int }
+	var got []printed
+	for i, r := range []ran{h.wait(short, time.Minute), h.wait(long, time.Minute), h.run(e, spec(3, "0"))} {
+		var p printed
+		if !r.res.Forked || r.res.ExitCode != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p.Marked != srv.pgid {
+			t.Fatalf("trial %d: forked %v, exit %d, %s%s (server %d)\n%s", i+1, r.res.Forked, r.res.ExitCode, r.stdout, r.stderr, srv.pgid, h.notices())
+		}
+		got = append(got, p)
+	}
+	e.mu.Lock()
+	modules, now, rekeys := slices.Clone(e.modules), e.srv, e.rekeys
+	e.mu.Unlock()
+	if now != srv || rekeys != 0 || !slices.Contains(modules, "gate") || !slices.Contains(modules, "marked") || !slices.Contains(modules, "indirect") {
+		t.Errorf("server %v (was %v), started anew %d times, modules %q", now, srv, rekeys, modules)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server imported indirect after the long trial ended; the third
+	// trial, forked afterwards, did not import it.
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	longDone := slices.Index(lines, "done "+strconv.Itoa(got[1].PID))
+	served := slices.Index(lines, "indirect "+strconv.Itoa(srv.serverPID()))
+	if m := marks(t, path); longDone < 0 || served < longDone || len(m["indirect"]) != 3 || len(m["marked"]) != 1 || len(m["gate"]) != 1 {
+		t.Errorf("imports, in order:\n%s\n(server %d, now %d)", b, srv.pgid, srv.serverPID())
+	}
+	if h.notices() != "preload: forking trials from a server that imported gate, marked, indirect" {
+		t.Errorf("notices:\n%s", h.notices())
 	}
 }
 

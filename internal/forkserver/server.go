@@ -206,6 +206,26 @@ type preloaded struct {
 func (s *server) preload(modules []string, guess bool, home string, timeout time.Duration) (preloaded, error) {
 	s.launch.Lock()
 	defer s.launch.Unlock()
+	return s.request(modules, guess, home, timeout)
+}
+
+// preloadIdle is preload once every trial forked from s has ended and been
+// reaped, and forks none meanwhile: the server then forks a backup before
+// each import, which takes over if the import spoils it. One with trials
+// would import in place (only it can report their exits): an unsafe module
+// would poison it, a failed one leave half a package in it, and the
+// trials' exits would wait for the imports (a trial that ended could
+// reach its time limit meanwhile). The guessed server, which the first
+// trials are forked from, imports what their report adds this way.
+func (s *server) preloadIdle(modules []string, timeout time.Duration) (preloaded, error) {
+	s.launch.Lock()
+	defer s.launch.Unlock()
+	s.awaitIdle()
+	return s.request(modules, false, "", timeout)
+}
+
+// request is preload's request and reply; s.launch is held.
+func (s *server) request(modules []string, guess bool, home string, timeout time.Duration) (preloaded, error) {
 	req := map[string]any{"op": "preload", "modules": modules}
 	if guess {
 		req["third_party_only"], req["home"] = true, home
@@ -281,27 +301,35 @@ func (s *server) close() {
 // been reaped: a server closed under a running trial would take it along
 // (the parent-death signal), and the trial would have to run again.
 func (s *server) retire() {
-	for {
-		s.mu.Lock()
-		busy := len(s.children) > 0 && !s.dead
-		s.mu.Unlock()
-		if !busy {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.awaitIdle()
 	s.close()
 }
 
-// killedChildren reports whether res, a trial forked from s, ended because
-// s died: its children die with it (their parent-death signal).
-func (s *server) killedChildren(res trial.Result) bool {
-	select {
-	case <-s.done:
-	default:
-		return false
+// awaitIdle returns once no trial forked from s is left to reap, or s died.
+// A child leaves s.children only after its reap request was sent, so a
+// request sent after this reaches the server after those reaps.
+func (s *server) awaitIdle() {
+	for s.busy() {
+		time.Sleep(50 * time.Millisecond)
 	}
-	return res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
+}
+
+// busy says a trial forked from s is still to be reaped.
+func (s *server) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.children) > 0 && !s.dead
+}
+
+// killedChildren reports whether res, a trial forked from s, ended because
+// s died: its children die with it (their parent-death signal). It asks
+// s.dead, not s.done: died sets dead before it ends the children's waits
+// and closes done only after, so a trial may end in between.
+func (s *server) killedChildren(res trial.Result) bool {
+	s.mu.Lock()
+	dead := s.dead
+	s.mu.Unlock()
+	return dead && res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
 }
 
 // kill kills the server's process group at once (it imports; its children,
@@ -334,12 +362,13 @@ func (c *child) PID() int                { return c.pid }
 func (c *child) InCgroup() bool          { return c.inCgroup }
 func (c *child) Exited() <-chan struct{} { return c.exited }
 
-// Reap tells the server to reap the child, whose pid it kept reserved.
+// Reap tells the server to reap the child, whose pid it kept reserved. The
+// request goes before the child leaves s.children, for awaitIdle.
 func (c *child) Reap() (int, syscall.Signal) {
 	<-c.exited
+	_ = c.s.send(map[string]any{"op": "reap", "pid": c.pid})
 	c.s.mu.Lock()
 	delete(c.s.children, c.pid)
 	c.s.mu.Unlock()
-	_ = c.s.send(map[string]any{"op": "reap", "pid": c.pid})
 	return c.code, c.sig
 }
