@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# Session 13's third GPU call, one H200: Lightning at 24 GiB, and on the whole card (no limit), the last
-# workload of the zoo without a whole-card truth.
-#   0. the zoo at 24 GiB (preload): lightning, cut at ZOO_S (150 s)
-#   1. batchfit (preload) on the whole card, through bench/zoo.py's command (3 steps), cut at BF_S (220 s)
-#   2. its truth from fresh processes without batchfit (bench/fresh_bisect.py, --trainer.max_steps 3):
-#      bisection within 64 sizes either side of batchfit's answer (or from 8192 up when batchfit gave none),
-#      cut at TRUTH_S (180 s); the bisection runs its own sizes and stops where a size ran below one that did
-#      not, as batchfit does
+# Session 13's third GPU call, one H200: the zoo's workloads not yet measured with this session's binary.
+#   1. the zoo at 24 GiB (preload): lightning, cut at LIGHTNING_S (170 s)
+#   2. the zoo at 24 GiB (preload): jax, cut at JAX_S (215 s)
+#   3. the zoo on the whole card (preload): jax, cut at CARD_S (195 s)
+# A stage cut by its timeout ends zoo.py at once, while batchfit stops its trials; the next stage waits until
+# no process holds the GPU (call 2's JAX card run found the cut trial still exiting and was refused: the GPU
+# was busy).
 # Logs in WORK, tarred into OUTDIR/all.tgz with summary.txt.
 # Usage: bench/gpu_session13c.sh BATCHFIT OUTDIR
 set -u
@@ -17,36 +16,32 @@ out=$(cd "$out" && pwd)
 w=${WORK:-/tmp/s13c}
 mkdir -p "$w"
 export PYTHONUNBUFFERED=1
-timeout "${ZOO_S:-150}" python3 bench/zoo.py --batchfit "$bf" --out "$w/zoo" --conditions 24GiB \
-	--workloads lightning --modes preload >"$w/zoo.out" 2>&1
-timeout "${BF_S:-220}" python3 bench/zoo.py --batchfit "$bf" --out "$w/card" --conditions card \
-	--workloads lightning --modes preload >"$w/card.out" 2>&1
-answer=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['runs'][0]['answer'] or '')" \
-	"$w/card/lightning-card-preload.json" 2>/dev/null)
-if [ -n "$answer" ]; then
-	range=(--start "$answer" --min $((answer - 64)) --max $((answer + 64)))
-else
-	range=(--start 8192)
-fi
-timeout "${TRUTH_S:-180}" python3 bench/fresh_bisect.py --json "$w/truth.json" --log-dir "$w/truth-logs" "${range[@]}" \
-	-- python3 examples/lightning_resnet/train.py fit --data.batch_size {} --trainer.precision 16-mixed \
-	--trainer.logger false --trainer.enable_checkpointing false --trainer.enable_progress_bar false \
-	--trainer.enable_model_summary false --trainer.max_steps 3 >"$w/truth.out" 2>&1
-echo "truth: exit $?" >>"$w/truth.out"
+gpu_idle() { # waits up to 60 s until no process holds GPU memory
+	for _ in $(seq 1 120); do
+		[ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader)" ] && return
+		sleep 0.5
+	done
+	echo "gpu still busy: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader)" >>"$w/idle.txt"
+}
+stage() { # NAME SECONDS CONDITION WORKLOAD
+	timeout "$2" python3 bench/zoo.py --batchfit "$bf" --out "$w/$1" --conditions "$3" --workloads "$4" \
+		--modes preload >"$w/$1.out" 2>&1
+	echo "$1: exit $?" >>"$w/idle.txt"
+	gpu_idle
+}
+stage lightning "${LIGHTNING_S:-170}" 24GiB lightning
+stage jax "${JAX_S:-215}" 24GiB jax
+stage jaxcard "${CARD_S:-195}" card jax
 {
-	echo "== zoo 24GiB"
-	for f in "$w/zoo"/*-24GiB-*.json; do
-		[ -f "$f" ] && echo "$(basename "$f"): $(python3 bench/record_line.py "$f")"
+	cat "$w/idle.txt"
+	for d in lightning jax jaxcard; do
+		echo "== $d"
+		for f in "$w/$d"/*.json; do
+			case $f in */zoo.json) continue ;; esac
+			[ -f "$f" ] && echo "$(basename "$f"): $(python3 bench/record_line.py "$f")"
+		done
+		cat "$w/$d.out"
 	done
-	cat "$w/zoo.out"
-	echo "== batchfit, whole card"
-	for f in "$w/card"/*-card-*.json; do
-		[ -f "$f" ] && echo "$(basename "$f"): $(python3 bench/record_line.py "$f")"
-	done
-	cat "$w/card.out"
-	echo "== truth (${range[*]})"
-	cat "$w/truth.out"
-	cat "$w/truth.json" 2>/dev/null
 } >"$w/summary.txt" 2>&1
 cp "$w/summary.txt" "$out/summary.txt"
 tar czf "$out/all.tgz" -C "$w" .
