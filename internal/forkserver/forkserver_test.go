@@ -919,6 +919,24 @@ func TestGuessMissingAPackageIsImported(t *testing.T) {
 	}
 }
 
+// The trial after the first waits for the guessed server to import what
+// the first report added, rather than run fresh beside it, even when
+// searches do not wait (Options.Wait): importing a few packages into the
+// server is sooner done than a fresh start that imports everything.
+func TestTrialWaitsForWhatTheGuessMissed(t *testing.T) {
+	h := newHarness(t)
+	e := New(Options{LogDir: h.dir, Notice: h.record, Detail: h.record})
+	t.Cleanup(func() { e.Close() })
+	path := filepath.Join(h.dir, "marks")
+	if _, res := h.primeRun(e, h.primeSpec(1, path, "indirect")); !res.Forked {
+		t.Fatalf("first trial not forked: %s", h.notices())
+	}
+	p, res := h.primeRun(e, h.primeSpec(2, path, "indirect"))
+	if !res.Forked || p.Indirect == p.PID {
+		t.Errorf("second trial: forked %v, %+v, want forked from a server that imported indirect: %s", res.Forked, p, h.notices())
+	}
+}
+
 // A guess (third_party_only) imports only third-party packages: not the
 // standard library, not the program's own modules beside the script (home),
 // not a third-party package that one of them shadows, not what is missing.
