@@ -95,7 +95,7 @@ type Executor struct {
 	// (the LM's and HF's second trials ran fresh, 13.7 s against 5-7 s
 	// forked, while it imported a few packages).
 	incremental bool
-	dropped  []string  // modules a server dropped: never asked for again
+	dropped     []string // modules a server dropped: never asked for again
 }
 
 // wanted is what a server is asked to preload: the packages a trial
