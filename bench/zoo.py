@@ -130,7 +130,10 @@ def judge(truth, r):
     """ok when batchfit's answer is the bisection's; "flaky" when it is not
     but batchfit said the boundary does not reproduce and its answer lies in
     the band of sizes the truth's repeats saw both run and fail (XLA's
-    autotuning, say); else FAIL."""
+    autotuning, say); else FAIL, said to be "not monotone" when batchfit's
+    first failure lies below the size the bisection saw run (both are
+    boundaries of a program that fails below a size it runs at: the LM and
+    JAX on the whole card, sessions 12 and 13)."""
     want = truth.get("answer")
     if want is None:
         return "no truth"
@@ -139,6 +142,9 @@ def judge(truth, r):
     band = truth.get("band")
     if r["flaky"] and band and band[0] - 1 <= (r["answer"] or 0) <= band[1]:
         return "flaky"
+    first = (r.get("record") or {}).get("first_failure")
+    if r["answer"] and first and first <= want:
+        return f"FAIL (not monotone: {first} failed, {want} ran)"
     return "FAIL"
 
 
@@ -201,7 +207,7 @@ def main():
                 r = run_batchfit(a.batchfit, name, cond, mode, a.out, a.gpu)
                 seconds[mode] = r["seconds"]
                 verdict = judge(truth.get(key) or {}, r)
-                failures += verdict == "FAIL"
+                failures += verdict.startswith("FAIL")
                 base = seconds.get(RATIO_OF.get(mode))
                 ratio = r["seconds"] / base if base and r["seconds"] else None
                 rows.append(dict(workload=name, condition=cond, mode=mode, truth=want, **{k: v for k, v in r.items() if k != "record"},
