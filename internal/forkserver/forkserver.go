@@ -48,7 +48,8 @@ type Options struct {
 	// Wait makes the trial after the one the modules were learned from
 	// wait for the server, rather than run fresh while it preloads. Tests
 	// set it; a search gains from not waiting. (A trial before any report
-	// waits for the guessed server either way: see Executor.server.)
+	// waits for the guessed server either way, and so do the trials while
+	// it imports what the report added: see Executor.server.)
 	Wait bool
 }
 
@@ -546,6 +547,7 @@ func (e *Executor) start(k key, env []string, w wanted) (*server, preloaded) {
 				// whole report.
 				e.mu.Lock()
 				modules = slices.DeleteFunc(slices.Clone(w.all), gone)
+				e.incremental = false // trials no longer wait for it
 				e.mu.Unlock()
 				w.onto, w.had = nil, nil
 			}

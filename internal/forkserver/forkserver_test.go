@@ -1465,8 +1465,10 @@ func TestUnsafeModuleHandedOver(t *testing.T) {
 		t.Errorf("marked imported by %d, indirect by %d; the server started as %d and is %d now",
 			got.ImportedBy["marked"], got.ImportedBy["indirect"], srv.pgid, pid)
 	}
-	if st, err := procfs.ReadStat(pid); err != nil || st.PGRP != srv.pgid {
-		t.Errorf("the server that took over, %d: %+v, %v; want it in group %d", pid, st, err, srv.pgid)
+	// In the server's group, and re-parented to batchfit (a subreaper from
+	// before the server started), which it dies with.
+	if st, err := procfs.ReadStat(pid); err != nil || st.PGRP != srv.pgid || st.PPID != os.Getpid() {
+		t.Errorf("the server that took over, %d: %+v, %v; want it in group %d, a child of %d", pid, st, err, srv.pgid, os.Getpid())
 	}
 	for _, line := range []string{
 		"preload: not preloading threaded: 1 Python thread(s) running",
@@ -1476,6 +1478,77 @@ func TestUnsafeModuleHandedOver(t *testing.T) {
 		if !strings.Contains(h.notices(), line) {
 			t.Errorf("notices lack %q:\n%s", line, h.notices())
 		}
+	}
+}
+
+// A server that took over from a spoiled one dies with batchfit, as the
+// server batchfit started does (its parent-death signal), even in the
+// middle of an import, when it does not read its request channel: the test
+// runs itself again as "batchfit", whose server hands over (threaded) and
+// imports slowimport (a minute), and SIGKILLs it meanwhile.
+func TestHandedOverServerDiesWithBatchfit(t *testing.T) {
+	if os.Getenv("FORKSERVER_TEST_BATCHFIT") == "1" {
+		h := newHarness(t)
+		e := h.executor()
+		e.Teach(h.modulesSpec(1, filepath.Join(h.dir, "marks")), []string{"threaded", "slowimport"})
+		time.Sleep(time.Hour)
+		return
+	}
+	python(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHandedOverServerDiesWithBatchfit$")
+	cmd.Env = append(os.Environ(), "FORKSERVER_TEST_BATCHFIT=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The one that took over is a server that does not lead its group,
+	// re-parented to "batchfit"; it then imports slowimport.
+	backup := 0
+	for i := 0; backup == 0; i++ {
+		if i == 200 {
+			t.Fatal("no server took over in 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+		pids, _ := procfs.PIDs()
+		for _, pid := range pids {
+			st, err := procfs.ReadStat(pid)
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			if err == nil && st.PPID == cmd.Process.Pid && st.PGRP != pid && strings.Contains(string(b), "batchfit.forkserver") {
+				backup = pid
+			}
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for range 50 {
+		if !alive(backup) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = syscall.Kill(backup, syscall.SIGKILL)
+	t.Errorf("the server that took over, %d, outlived batchfit by 5 s", backup)
+}
+
+// A package whose import forks a child that lives on (without exec) holds
+// copies of the backup's pipe: the server tells its backup what to do in a
+// line, not by the pipe's end, and so does not wait for that child, whether
+// the import went well (forkingchild) or spoiled the server (forkingthread).
+func TestImportThatForksDoesNotStall(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	start := time.Now()
+	modules := []string{"forkingchild", "forkingthread", "marked"}
+	got, _ := h.taught(e, path, modules, modules...)
+	want := map[string]bool{"forkingchild": true, "forkingthread": false, "marked": true}
+	if !reflect.DeepEqual(got.Modules, want) {
+		t.Errorf("forked trial held %v, want %v: %s", got.Modules, want, h.notices())
+	}
+	// The forked children sleep 30 s: a server waiting for them would
+	// answer after that.
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("preloading and one trial took %s: the server waited for a child of an import", d)
 	}
 }
 

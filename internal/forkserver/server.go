@@ -67,6 +67,7 @@ type server struct {
 	pid      int // the server process now: cmd's, or the backup's that took over
 	children map[int]*child
 	early    map[int]message // exits that came before their launch's reply was handled
+	orphaned map[int]bool    // children whose wait the server's death ended
 	dead     bool
 }
 
@@ -75,6 +76,9 @@ var _ trial.Launcher = (*server)(nil)
 // startServer starts the server for k with env, its own output going to logPath ("" discards it), and waits for it to
 // say it is ready.
 func startServer(k key, env []string, logPath string, timeout time.Duration) (*server, error) {
+	// A backup that takes over from the server is re-parented to batchfit,
+	// which reaps it (close) and which it dies with.
+	procgroup.BecomeSubreaper()
 	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if logPath != "" {
 		out, err = os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -93,7 +97,7 @@ func startServer(k key, env []string, logPath string, timeout time.Duration) (*s
 	}
 	s := &server{
 		cmd: cmd, req: reqW, pgid: cmd.Process.Pid, pid: cmd.Process.Pid,
-		done: make(chan struct{}), replies: make(chan message, 1), children: map[int]*child{}, early: map[int]message{},
+		done: make(chan struct{}), replies: make(chan message, 1), children: map[int]*child{}, early: map[int]message{}, orphaned: map[int]bool{},
 	}
 	go s.read(repR)
 	select {
@@ -152,6 +156,13 @@ func (s *server) died() {
 	s.dead = true
 	children := s.children
 	s.children = map[int]*child{}
+	for pid, c := range children {
+		select {
+		case <-c.exited: // the server said how it ended, before it died
+		default:
+			s.orphaned[pid] = true
+		}
+	}
 	s.mu.Unlock()
 	for _, c := range children {
 		c.exit(-1, syscall.SIGKILL)
@@ -323,13 +334,15 @@ func (s *server) busy() bool {
 
 // killedChildren reports whether res, a trial forked from s, ended because
 // s died: its children die with it (their parent-death signal). It asks
-// s.dead, not s.done: died sets dead before it ends the children's waits
-// and closes done only after, so a trial may end in between.
+// whether the server's death ended this trial's wait (s.orphaned), not
+// whether s is dead: a server closed once its trials were reaped (retire)
+// is dead too by the time a trial killed otherwise (the kernel's OOM
+// killer) is judged.
 func (s *server) killedChildren(res trial.Result) bool {
 	s.mu.Lock()
-	dead := s.dead
+	orphaned := s.orphaned[res.PID]
 	s.mu.Unlock()
-	return dead && res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
+	return orphaned && res.Signal == syscall.SIGKILL && !res.TimedOut && !res.Canceled
 }
 
 // kill kills the server's process group at once (it imports; its children,

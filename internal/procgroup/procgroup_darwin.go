@@ -18,3 +18,7 @@ func Attr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 func WaitExit(pid int) <-chan struct{} {
 	panic("procgroup: WaitExit on macOS, where batchfit starts no child")
 }
+
+// BecomeSubreaper does nothing: macOS has no subreapers, and batchfit
+// starts no child here.
+func BecomeSubreaper() {}

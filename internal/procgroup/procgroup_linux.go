@@ -1,6 +1,7 @@
 package procgroup
 
 import (
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,4 +45,15 @@ func WaitExit(pid int) <-chan struct{} {
 		}
 	}()
 	return done
+}
+
+var subreaperOnce sync.Once
+
+// BecomeSubreaper makes orphans of batchfit's children reparent to
+// batchfit instead of init, so they stay findable (and reapable) until
+// their trial's cleanup, and a fork server's backup that took over dies
+// with batchfit (its parent-death signal, set once re-parented). It is
+// process-wide and done once.
+func BecomeSubreaper() {
+	subreaperOnce.Do(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
 }

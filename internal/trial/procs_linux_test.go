@@ -14,7 +14,7 @@ import (
 // way this kernel supports (children files or a scan of /proc), and the
 // cleanup that Run does after the leader exits.
 func TestTrackerFindsDescendants(t *testing.T) {
-	becomeSubreaper()
+	procgroup.BecomeSubreaper()
 	cmd := exec.Command("sh", "-c", "sleep 1000 & sleep 1000 & wait")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/procgroup"
 )
-
-var subreaperOnce sync.Once
 
 // Run runs spec to completion. The returned error is always a *StartError
 // and only means the trial never started; everything that happens once it
@@ -49,7 +46,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 	defer logs.close()
 
-	becomeSubreaper()
+	procgroup.BecomeSubreaper()
 
 	cookie := newCookie()
 	counter := spec.OOMKills
@@ -269,11 +266,4 @@ func stop(ctx context.Context, tr *tracker, leader int, exited <-chan struct{}, 
 	tr.signalAll(syscall.SIGKILL)
 	_ = unix.Kill(leader, syscall.SIGKILL)
 	<-exited
-}
-
-// becomeSubreaper makes orphans of the trials' processes reparent to
-// batchfit instead of init, so they stay findable (and reapable) until
-// their trial's cleanup. It is process-wide and done once.
-func becomeSubreaper() {
-	subreaperOnce.Do(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
 }

@@ -57,6 +57,7 @@ import os
 import selectors
 import signal
 import sys
+import time
 import traceback
 import types
 from dataclasses import dataclass
@@ -152,13 +153,22 @@ class Backup:
     fd: int
 
     def dismiss(self) -> None:
-        """The import went well: the backup exits, and is reaped."""
+        """The import went well: the backup is told so (an empty line; not
+        the pipe's end, which a child the import forked may hold off) and
+        exits, and is reaped."""
+        try:
+            os.write(self.fd, b"\n")
+        except OSError:
+            pass  # the backup is gone already
         os.close(self.fd)
         os.waitpid(self.pid, 0)
 
 
 class Server:
     def __init__(self, requests: int = REQUESTS_FD, replies: int = REPLIES_FD) -> None:
+        # Not for a program an import execs: it would hold the channel open.
+        for fd in (requests, replies):
+            os.set_inheritable(fd, False)
         self.requests = os.fdopen(requests, "rb", buffering=0)
         self.replies = replies
         self.children: set[int] = set()
@@ -308,27 +318,30 @@ class Server:
         return Backup(pid, w)
 
     def stand_by(self, fd: int) -> dict[str, Any]:
-        """In the backup: wait until the server says whether it needs us.
-        Silence (the import went well, or the server died) ends us; a
-        dropped entry means the server is spoiled and we take over, and it
-        is returned to the preload loop. The backup keeps the server's
-        process group, which batchfit kills the server by, but not its
-        parent-death signal, which fork clears: one that took over learns of
-        batchfit's death from the end of its request channel."""
+        """In the backup: wait until the server says whether it needs us, in
+        one line. An empty one (the import went well), or the pipe's end
+        without one (the server died), ends us; a dropped entry means the
+        server is spoiled and we take over, and it is returned to the
+        preload loop. The line, not the pipe's end, is the word: a child
+        that the import forked holds a copy of the pipe's write end."""
+        spoiled = os.getppid()
         data = b""
-        while chunk := os.read(fd, 65536):
+        while not data.endswith(b"\n") and (chunk := os.read(fd, 65536)):
             data += chunk
         os.close(fd)
         try:
             drop = json.loads(data)
-        except ValueError:  # nothing, or a server killed as it wrote
+        except ValueError:  # an empty line, nothing, or a server killed as it wrote
             os._exit(0)  # not atexit's nor the buffers': they are the server's
-        self.take_over()
+        self.take_over(spoiled)
         return drop
 
-    def take_over(self) -> None:
+    def take_over(self, spoiled: int) -> None:
         """Make the backup the server: its own wakeup pipe and selector,
-        shared with no other process (the spoiled one may not have gone)."""
+        shared with no other process (the spoiled one may not have gone),
+        and, once the spoiled one has gone, the parent-death signal that
+        fork cleared: batchfit, a child subreaper, is our parent then, and
+        we die with it as the server did."""
         old = (self.wake_r, self.wake_w)
         self.wake_on_signals()
         for fd in old:
@@ -336,6 +349,7 @@ class Server:
         if self.sel is not None:
             self.sel.close()
             self.sel = self.selector()
+        _adopt_parent_death(spoiled)
 
     def hand_over(self, backup: Backup, drop: dict[str, Any]) -> NoReturn:
         """In the spoiled server: let the backup take over and exit. The
@@ -438,8 +452,9 @@ def third_party(name: str, home: str | None) -> bool:
 
 
 def _flush() -> None:
-    """Flush the server's own output (its log) before a fork, so that the
-    child does not write it again. A failure loses only log lines."""
+    """Flush this process's output: the server's (its log) before a fork,
+    so that the child does not write it again, or a trial's as it leaves.
+    A failure loses only those lines."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -503,6 +518,22 @@ def _reseed() -> None:
             seed()
         except Exception:
             pass
+
+
+def _adopt_parent_death(spoiled: int) -> None:
+    """In a backup that took over: wait (a few seconds at most) until the
+    spoiled server, our parent, has exited and we are re-parented, then die
+    with the new parent, as the server did with batchfit. batchfit is a
+    child subreaper before it starts a server, so the new parent is
+    batchfit; if it died meanwhile, so do we."""
+    for _ in range(5000):
+        if os.getppid() != spoiled:
+            break
+        time.sleep(0.001)
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:
+        os._exit(0)  # the parent died before the signal was set
 
 
 def _die_with_parent() -> None:
@@ -647,11 +678,7 @@ def _exit(code: int) -> None:
         atexit._run_exitfuncs()
     except BaseException:
         pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
+    _flush()
     if code < 0:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
