@@ -11,7 +11,8 @@ import (
 // figures of its OOM message (the exception the adapter reported, else the
 // last in its output), and the allocation torch's OOM observer saw refused
 // where the message gives none; the observer's counters, to the byte,
-// where it read them (Exact), over the message's rounded ones. What the allocator could still take is
+// where it read them (Exact, with no cap only when it read the device's free
+// memory too), over the message's rounded ones. What the allocator could still take is
 // the cap less what it had reserved under a cap (the message's "allowed",
 // or the observer's limit below the device's total), else the device's
 // free memory.
@@ -54,6 +55,9 @@ func FailureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) sea
 		out.Free = req.Free // to the byte, as the counters beside it
 	case f.Free > 0:
 		out.Free = f.Free
+		// The message's room is rounded: the state is not to the byte,
+		// and two alike do not prove the size (capturedState).
+		out.Exact = false
 	default:
 		out.Free = req.Free
 	}

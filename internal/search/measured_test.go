@@ -131,6 +131,41 @@ func lmCurve(room float64, answer int, context float64) curve {
 	}}
 }
 
+// TestShiftedCardBoundaries moves the boundary of the whole-card replays
+// away from where the H200 found it, the trials' figures unchanged: the
+// failures' reach (planView) then places the boundary wrong by up to 64
+// sizes, above or below, and the answer must still be exact. The counts
+// (search trials) are today's, as a guard against getting slower: a window
+// top that failed turns the reach window's top rule off (modelPlanner.
+// reachTopFailed), which took HF's shifted boundaries from 12, 13, 12, 12,
+// 11 to 15, 9, 11, 10 at 410, 400, 385, 360.
+func TestShiftedCardBoundaries(t *testing.T) {
+	cfg := Config{Min: 1, Max: 1 << 16, Capacity: h200Total}
+	for _, tc := range []struct {
+		name      string
+		c         func() curve
+		answer    int
+		maxSearch int
+	}{
+		{"hf", hfCardCurve, 440, 13}, {"hf", hfCardCurve, 410, 15}, {"hf", hfCardCurve, 400, 9},
+		{"hf", hfCardCurve, 385, 11}, {"hf", hfCardCurve, 360, 10},
+		{"simclr", simclrCardCurve, 1685, 6}, {"simclr", simclrCardCurve, 1660, 10}, {"simclr", simclrCardCurve, 1640, 14},
+		{"lm", lmCardCurve, 158, 12}, {"lm", lmCardCurve, 145, 8}, {"lm", lmCardCurve, 140, 12},
+	} {
+		c := tc.c()
+		c.answer = tc.answer
+		res, search, err := countedRun(cfg, c.prober())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProof(t, res, cfg, tc.answer)
+		t.Logf("%s at %d: %d searching, %d trials %v", tc.name, tc.answer, search, len(res.Trials), sizesOf(res.Trials))
+		if search > tc.maxSearch {
+			t.Errorf("%s at %d: %d trials searching, want ≤ %d", tc.name, tc.answer, search, tc.maxSearch)
+		}
+	}
+}
+
 // TestReplayCounts logs the trial counts of the replays with one, two and
 // four sizes a round, with and without what the failures report, for the
 // table in bench/results: the search's trials (before the bracket closed)

@@ -159,6 +159,13 @@ type modelPlanner struct {
 	// stepLo and stepHi are the bracket the last round's shortfall step
 	// was planned in; 0 when the last round was not one.
 	stepLo, stepHi int
+	// reachTop is the top of a reach window the last round probed (0 when
+	// it did not), and reachTopFailed says one such top failed: the
+	// failures' reach then overstates this workload's boundary, and a top
+	// only moves the window's end down a size a round, so the window's
+	// middle plans from then on.
+	reachTop       int
+	reachTopFailed bool
 }
 
 func (m *modelPlanner) next(v view) ([]int, float64) {
@@ -189,7 +196,15 @@ func (m *modelPlanner) predict(v view) ([]int, float64) {
 	if v.refuted {
 		return spread(v.g, v.lo, v.hi, v.k), 0
 	}
-	sizes, hit, predicted := windowPlan(v, m.misses)
+	if m.reachTop > 0 && v.hi <= m.reachTop {
+		m.reachTopFailed = true
+	}
+	v.reached = v.reached && !m.reachTopFailed
+	sizes, hit, predicted, top := windowPlan(v, m.misses)
+	m.reachTop = 0
+	if top && v.reached {
+		m.reachTop = slices.Max(sizes)
+	}
 	if hit {
 		m.misses = 0
 	} else {
@@ -424,15 +439,16 @@ func ranFrom(v view, s int) int {
 const midStepSamples = 2
 
 // windowPlan probes the candidate answers that the predicted window and the
-// bracket share; hit is false when they share none.
-func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64) {
+// bracket share; hit is false when they share none, and top says it probed
+// the window's top rather than its middle.
+func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64, top bool) {
 	f, g := v.fit, v.g
 	lo64, hi64 := uint64(v.cLo), uint64(v.cHi)
 	pLo := f.MaxSize(lo64) - f.Bound(lo64)
 	pHi := f.MaxSize(hi64) + f.Bound(hi64)
 	predicted = (f.MaxSize(lo64) + f.MaxSize(hi64)) / 2
 	if math.IsNaN(pLo) || math.IsNaN(pHi) {
-		return bisectStep(v, g.min), false, 0
+		return bisectStep(v, g.min), false, 0, false
 	}
 	// Candidate answers: the window's, on the grid, and the bracket's.
 	wLo, wHi := g.floor(toInt(pLo, g)), g.floor(toInt(pHi, g))
@@ -449,9 +465,9 @@ func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64) {
 			// search; a probe in the middle only creeps. More sizes a
 			// round spread below it.
 			top := max(iHi, v.lo+g.step)
-			return append(spread(g, v.lo, top, v.k-1), top), true, predicted
+			return append(spread(g, v.lo, top, v.k-1), top), true, predicted, true
 		}
-		return spread(g, max(v.lo, iLo-g.step), min(v.hi, iHi+2*g.step), v.k), true, predicted
+		return spread(g, max(v.lo, iLo-g.step), min(v.hi, iHi+2*g.step), v.k), true, predicted, false
 	}
 	band := wHi - wLo + g.step
 	for i := 0; i < misses && band < v.hi-v.lo; i++ {
@@ -460,9 +476,9 @@ func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64) {
 	band = min(band, v.hi-v.lo)
 	if wLo > aHi {
 		// The boundary is below the window: look just under hi.
-		return spread(g, max(v.lo, v.hi-band-g.step), v.hi, v.k), false, predicted
+		return spread(g, max(v.lo, v.hi-band-g.step), v.hi, v.k), false, predicted, false
 	}
-	return spread(g, v.lo, min(v.hi, v.lo+band+g.step), v.k), false, predicted
+	return spread(g, v.lo, min(v.hi, v.lo+band+g.step), v.k), false, predicted, false
 }
 
 // toInt converts a predicted size to an int just outside the grid's range
@@ -481,7 +497,7 @@ func (m *marginPlanner) next(v view) ([]int, float64) {
 	if v.fit == nil {
 		return spread(v.g, v.lo, v.hi, v.k), 0
 	}
-	sizes, hit, predicted := windowPlan(v, m.misses)
+	sizes, hit, predicted, _ := windowPlan(v, m.misses)
 	if hit {
 		m.misses = 0
 	} else {
