@@ -33,14 +33,15 @@ holds once it has imported (what the imported ones imported too).
 A module that initialised a GPU runtime or started a thread on import
 ("unsafe") would spoil the server, and so would a failed import (half of a
 package imported): imports cannot be undone. So before each import the
-server forks a backup of itself as it was, which waits on a private pipe.
-If the import goes well the backup exits; if not, the spoiled process hands
-over to the backup, telling it the module it dropped and why, and exits
-without another word on the channel. The backup is then the server: it goes
-on with the next module and sends the "preloaded" reply itself, with its
-own "pid". It is in the server's process group, which outlives the process
-that led it, so batchfit still ends the server by its group; the reply
-channel ends only when every process holding it has exited. A server that
+server forks a backup of itself as it was, which waits on a private pipe
+for one line. If the import goes well the line is empty and the backup
+exits; if not, the spoiled process hands over to the backup, telling it the
+module it dropped and why, and exits without another word on the channel.
+The backup is then the server: it goes on with the next module and sends
+the "preloaded" reply itself, with its own "pid". It is in the server's
+process group, which outlives the process that led it, so batchfit still
+ends the server by its group; re-parented to batchfit, it dies with it; the
+reply channel ends only when every process holding it has exited. A server that
 has forked trials (whose exits only it can report), or that cannot fork,
 imports in place instead, and an unsafe module "poisons" it: it refuses to
 fork and batchfit starts a new one without that module.
