@@ -28,6 +28,7 @@ visible). Writes OUT/zoo.json (every record) and OUT/table.txt.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -107,7 +108,7 @@ def run_batchfit(bf, name, cond, mode, out, gpu):
     if cond != "card":
         cmd += ["--memory-limit", cond, "--memory-limit-scope", "allocator"]
     cmd += MODES[mode] + ["--", sys.executable] + prog
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = run_child(cmd)
     with open(os.path.join(out, f"{name}-{cond}-{mode}.err"), "w") as f:
         f.write(p.stderr)
     with open(os.path.join(out, f"{name}-{cond}-{mode}.json"), "w") as f:
@@ -124,6 +125,30 @@ def run_batchfit(bf, name, cond, mode, out, gpu):
     return {"exit": p.returncode, "answer": run.get("answer"), "trials": len(trials), "search": search,
             "seconds": run.get("seconds"), "forked": sum(1 for t in run.get("trials") or [] if t.get("forked")),
             "flaky": bool(run.get("flaky")), "record": run}
+
+
+def run_child(cmd):
+    """subprocess.run(cmd, capture_output=True, text=True), except that a
+    SIGTERM to this bench (timeout's, at the end of a stage) goes to the
+    child too, and the bench waits for it: batchfit stops its trials before
+    it exits, and the next stage must not find their GPU memory still held
+    (session 13's JAX card run found it so, and was refused)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop(signum, frame):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+        sys.exit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        out, err = p.communicate()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def judge(truth, r):
