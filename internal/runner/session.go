@@ -360,6 +360,9 @@ func (s *session) record(res search.Result) {
 	if w := s.unusedSizeWarning(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
+	if w := fragmentationWarning(run.Trials, res.FirstFailure, s.capacity()); w != "" {
+		run.Warnings = append(run.Warnings, w)
+	}
 	run.Soaks = s.soaks
 	run.Warnings = append(run.Warnings, s.moved...)
 	if w := s.risingWarning(); w != "" {
