@@ -158,6 +158,17 @@ func (b *browser) visit(ctx context.Context, pageURL string) (Result, []byte, er
 		return Result{}, nil, fmt.Errorf("wait for the page to load: %w", ctx.Err())
 	}
 
+	// The load event fires once the page and its frames have loaded, not
+	// once they have been painted: a screenshot right after it came out
+	// blank now and then for a report in a frame (the notebook view, on a
+	// loaded machine). Two animation frames later the page has been painted
+	// (a second at most, should a hidden page get no frames).
+	if err := b.call(ctx, s, "Runtime.evaluate", map[string]any{
+		"expression":   "new Promise(r => { requestAnimationFrame(() => requestAnimationFrame(() => r(0))); setTimeout(() => r(0), 1000) })",
+		"awaitPromise": true,
+	}, nil); err != nil {
+		return Result{}, nil, err
+	}
 	var metrics struct {
 		CSSContentSize struct {
 			Height float64 `json:"height"`
