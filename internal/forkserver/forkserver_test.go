@@ -94,6 +94,17 @@ func (h *harness) notices() string {
 	return strings.Join(h.notice, "\n")
 }
 
+// wantNotices checks that the notices and details so far contain each of
+// lines.
+func (h *harness) wantNotices(lines ...string) {
+	h.t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(h.notices(), line) {
+			h.t.Errorf("notices lack %q:\n%s", line, h.notices())
+		}
+	}
+}
+
 func (h *harness) spec(n int, args ...string) trial.Spec {
 	base := filepath.Join(h.dir, "trial-"+strconv.Itoa(n))
 	env := append(slices.Clone(h.base), "BATCHFIT_BATCH_SIZE="+strconv.Itoa(n), "BATCHFIT_TRIAL="+strconv.Itoa(n),
@@ -457,17 +468,13 @@ func TestUnsafeModulesAreDropped(t *testing.T) {
 	if m := marks(t, path); len(m["marked"]) != 1 || m["marked"][0] != srv.pgid {
 		t.Errorf("marked imported by %v, want once, by the server started as %d", m["marked"], srv.pgid)
 	}
-	for _, want := range []string{
+	h.wantNotices(
 		"not preloading broken: import failed",
 		"not preloading threaded: 1 Python thread(s) running",
 		"not preloading nativethread: 1 native thread(s) running that a fork does not stop",
 		"not preloading gpuinit: torch initialised CUDA",
 		"heavy",
-	} {
-		if !strings.Contains(h.notices(), want) {
-			t.Errorf("notices lack %q:\n%s", want, h.notices())
-		}
-	}
+	)
 }
 
 // A server that has forked a trial imports in place, without a backup to
@@ -1470,15 +1477,11 @@ func TestUnsafeModuleHandedOver(t *testing.T) {
 	if st, err := procfs.ReadStat(pid); err != nil || st.PGRP != srv.pgid || st.PPID != os.Getpid() {
 		t.Errorf("the server that took over, %d: %+v, %v; want it in group %d, a child of %d", pid, st, err, srv.pgid, os.Getpid())
 	}
-	for _, line := range []string{
+	h.wantNotices(
 		"preload: not preloading threaded: 1 Python thread(s) running",
 		"preload: not preloading nativethread: 1 native thread(s) running that a fork does not stop",
 		"preload: forking trials from a server that imported marked, indirect",
-	} {
-		if !strings.Contains(h.notices(), line) {
-			t.Errorf("notices lack %q:\n%s", line, h.notices())
-		}
-	}
+	)
 }
 
 // A server that took over from a spoiled one dies with batchfit, as the
