@@ -158,29 +158,8 @@ func (b *browser) visit(ctx context.Context, pageURL string) (Result, []byte, er
 		return Result{}, nil, fmt.Errorf("wait for the page to load: %w", ctx.Err())
 	}
 
-	// The load event fires once the page and its frames have loaded, not
-	// once they have been painted: a screenshot right after it came out
-	// blank now and then for a report in a frame (the notebook view, on a
-	// loaded machine). Two animation frames later the page has been painted
-	// (a second at most, should a hidden page get no frames).
-	if err := b.call(ctx, s, "Runtime.evaluate", map[string]any{
-		"expression":   "new Promise(r => { requestAnimationFrame(() => requestAnimationFrame(() => r(0))); setTimeout(() => r(0), 1000) })",
-		"awaitPromise": true,
-	}, nil); err != nil {
+	if err := b.settle(ctx, s); err != nil {
 		return Result{}, nil, err
-	}
-	var metrics struct {
-		CSSContentSize struct {
-			Height float64 `json:"height"`
-		} `json:"cssContentSize"`
-	}
-	if err := b.call(ctx, s, "Page.getLayoutMetrics", nil, &metrics); err != nil {
-		return Result{}, nil, err
-	}
-	if h := int(metrics.CSSContentSize.Height + 0.5); h > windowHeight {
-		if err := b.resize(ctx, s, min(h, maxShotHeight)); err != nil {
-			return Result{}, nil, err
-		}
 	}
 	var shot struct {
 		Data string `json:"data"`
@@ -200,6 +179,36 @@ func (b *browser) visit(ctx context.Context, pageURL string) (Result, []byte, er
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return w.result(), png, nil
+}
+
+// settle readies a loaded page for its screenshot: painted, and the
+// viewport as tall as its content (up to maxShotHeight).
+func (b *browser) settle(ctx context.Context, s string) error {
+	// The load event fires once the page and its frames have loaded, not
+	// once they have been painted: a screenshot right after it came out
+	// blank now and then for a report in a frame (the notebook view, on a
+	// loaded machine). Two animation frames later the page has been painted
+	// (a second at most, should a hidden page get no frames).
+	if err := b.call(ctx, s, "Runtime.evaluate", map[string]any{
+		"expression":   "new Promise(r => { requestAnimationFrame(() => requestAnimationFrame(() => r(0))); setTimeout(() => r(0), 1000) })",
+		"awaitPromise": true,
+	}, nil); err != nil {
+		return err
+	}
+	var metrics struct {
+		CSSContentSize struct {
+			Height float64 `json:"height"`
+		} `json:"cssContentSize"`
+	}
+	if err := b.call(ctx, s, "Page.getLayoutMetrics", nil, &metrics); err != nil {
+		return err
+	}
+	if h := int(metrics.CSSContentSize.Height + 0.5); h > windowHeight {
+		if err := b.resize(ctx, s, min(h, maxShotHeight)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resize sets the viewport, which is also the screenshot's size.
