@@ -189,18 +189,11 @@ func (e *Executor) server(ctx context.Context, k key, forkable bool, limit time.
 		e.mu.Unlock()
 		switch {
 		case !learned && guessing && same:
-			wait, stop := ctx, func() {}
-			if limit > 0 {
-				wait, stop = context.WithTimeout(ctx, limit)
-			}
-			srv, still := e.awaitGuess(wait, k, ready)
-			waited := wait.Err() != nil
-			stop()
-			if still {
-				return srv, srv != nil
-			}
-			if waited {
+			if !awaitReady(ctx, ready, limit) {
 				return nil, false
+			}
+			if srv, still := e.guessed(k, ready); still {
+				return srv, srv != nil
 			}
 			continue // learned meanwhile, or started anew
 		case !learned:
@@ -210,15 +203,7 @@ func (e *Executor) server(ctx context.Context, k key, forkable bool, limit time.
 			return nil, false
 		}
 		if e.opts.Wait || incremental {
-			wait, stop := ctx, func() {}
-			if limit > 0 {
-				wait, stop = context.WithTimeout(ctx, limit)
-			}
-			select {
-			case <-ready:
-			case <-wait.Done():
-			}
-			stop()
+			awaitReady(ctx, ready, limit)
 		}
 		select {
 		case <-ready:
@@ -235,25 +220,37 @@ func (e *Executor) server(ctx context.Context, k key, forkable bool, limit time.
 	}
 }
 
-// awaitGuess waits, as a trial before any report does, for the guessed
-// server that ready is of; still says it is still the server to fork from
-// (nil when the guess gave none: the trial runs fresh), not when ctx ended
-// or, meanwhile, a report was learned or another server started.
+// guessed returns the guessed server that ready is of, once ready has
+// closed; still says it is still the server to fork from (nil when the
+// guess gave none: the trial runs fresh), not when, meanwhile, a report
+// was learned or another server started.
 //
-// The guess imports what the trial's own start would (the script's
-// third-party imports), so the wait costs no more than a fresh start, and
-// the fork saves the interpreter's start and the imports the trial would
-// do on top (SimCLR on the H200: a fresh first trial took 11.3-13.1 s, the
-// imports 6.8 s, a forked trial 1.7-2.7 s).
-func (e *Executor) awaitGuess(ctx context.Context, k key, ready chan struct{}) (srv *server, still bool) {
-	select {
-	case <-ready:
-	case <-ctx.Done():
-		return nil, false
-	}
+// A trial before any report waits for it: the guess imports what the
+// trial's own start would (the script's third-party imports), so the wait
+// costs no more than a fresh start, and the fork saves the interpreter's
+// start and the imports the trial would do on top (SimCLR on the H200: a
+// fresh first trial took 11.3-13.1 s, the imports 6.8 s, a forked trial
+// 1.7-2.7 s).
+func (e *Executor) guessed(k key, ready chan struct{}) (srv *server, still bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.srv, !e.learned && e.guessing && e.ready == ready && e.key == k
+}
+
+// awaitReady waits until ready closes, ctx ends or limit passes (0: no
+// limit); false when ready did not close.
+func awaitReady(ctx context.Context, ready <-chan struct{}, limit time.Duration) bool {
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	select {
+	case <-ready:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Prime starts the server for spec's trials, from the program's imports,
