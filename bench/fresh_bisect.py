@@ -20,7 +20,10 @@ import subprocess
 import sys
 import time
 
-OOM_TEXTS = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "OutOfMemoryError")
+# cuBLAS and cuDNN say so in their own words when the memory for a handle or
+# a workspace is not there (Lightning on the whole H200, 11672: cublasCreate).
+OOM_TEXTS = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "OutOfMemoryError",
+             "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
 
 
 def parse_args(argv):

@@ -14,8 +14,11 @@ def line(path):
         doc = json.load(open(path))
     except (OSError, ValueError) as e:
         return f"no record ({e})"
-    if doc.get("error"):
-        return f"error: {doc['error'].get('message')}"
+    err = doc.get("error")
+    if isinstance(err, dict):
+        return f"error: {err.get('message')}"
+    if err:  # not a batchfit record: a bisection's (bench/fresh_bisect.py)
+        return f"error: {str(err)[:300]}"
     runs = doc.get("runs") or []
     if not runs:
         return "no run"

@@ -18,6 +18,10 @@ func checkWorker(cfg Config) error {
 		return configError("leave out --worker to run trials on several GPUs at once", "--worker runs one trial at a time; it cannot be combined with parallel --gpus")
 	case cfg.Steps == 0:
 		return configError("give --worker a number of steps per trial, such as --steps 3", "--steps 0 (run to the program's end) does not apply to --worker: a Trial runs the steps it is given")
+	case hasPlaceholder(cfg.Command):
+		// A script for fresh trials: the worker would get "{}" itself.
+		return configError("leave out --worker to run the script in fresh trials, or run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial",
+			"--worker hands sizes to a Trial over its own channel; the command's {} would reach the program as it is")
 	}
 	return nil
 }

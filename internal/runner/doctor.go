@@ -110,7 +110,7 @@ func startDoctorWorker(ctx context.Context, cfg DoctorConfig, run Config, deps D
 		if ctx.Err() != nil {
 			return nil, errWorkerInterrupted
 		}
-		return nil, withHint(err, startHint(err, stderrLog))
+		return nil, withHint(err, startHint(err, "full log: "+stderrLog))
 	}
 	h := w.Hello()
 	deps.Notice(fmt.Sprintf("doctor: worker %d ready on %s after %.1fs (%d warm-up step(s) at batch size %d)",
@@ -119,8 +119,8 @@ func startDoctorWorker(ctx context.Context, cfg DoctorConfig, run Config, deps D
 }
 
 // startHint shows why the worker did not start: the end of its traceback or
-// of its stderr, and where the whole log is.
-func startHint(err error, stderrLog string) string {
+// of its stderr, and where, a line, the whole log is.
+func startHint(err error, where string) string {
 	var se *worker.StartError
 	if !errors.As(err, &se) {
 		return ""
@@ -135,7 +135,7 @@ func startHint(err error, stderrLog string) string {
 	if text == "" {
 		text = se.Tail
 	}
-	hint := fmt.Sprintf("the worker's output ends with:\n%s\nfull log: %s", IndentTail(text, 15), stderrLog)
+	hint := fmt.Sprintf("the worker's output ends with:\n%s\n%s", IndentTail(text, 15), where)
 	if se.Stage == "warmup" {
 		hint += "\nthe warm-up runs at BATCHFIT_WORKER_WARMUP (default 1); a model that cannot train on one sample (BatchNorm) needs a larger one"
 	}

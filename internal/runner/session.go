@@ -404,6 +404,10 @@ func (s *session) finish(serr error) error {
 	default:
 		run.Status = record.Failed
 		run.Error = serr.Error()
+		if hint := startHint(serr, "full logs: "+filepath.Join(s.run.LogDir, "worker-*.err")); hint != "" {
+			// A warm worker that did not start: show why, as doctor does.
+			return withHint(serr, hint)
+		}
 		return serr
 	}
 }
