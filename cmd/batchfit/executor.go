@@ -84,7 +84,8 @@ func (localExecutor) Check(o *searchOptions) error {
 }
 
 func (localExecutor) Groups(o *searchOptions, devices []gpu.Device) ([]runner.Group, error) {
-	return runner.LocalGroups(devices, runner.GPUSpec{List: o.gpus, PerTrial: o.gpusPerTrial, PerModel: o.perGPUModel})
+	_, inherited := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+	return runner.LocalGroups(devices, runner.GPUSpec{List: o.gpus, PerTrial: o.gpusPerTrial, PerModel: o.perGPUModel, Inherited: inherited})
 }
 
 func (localExecutor) LogBase() string { return "" }

@@ -35,6 +35,10 @@ type GPUSpec struct {
 	List     string // "all", "0,1,2,3", or "" for one trial at a time on whatever CUDA picks
 	PerTrial int    // GPUs one trial spans; the batch size is per GPU
 	PerModel bool   // one search per GPU model in List
+	// Inherited says the environment sets CUDA_VISIBLE_DEVICES: without
+	// --gpus, the trials keep it. Otherwise, on a machine of several GPUs,
+	// they are pinned to the first.
+	Inherited bool
 }
 
 // LocalGroups splits the machine's devices into the searches spec asks
@@ -50,6 +54,14 @@ func LocalGroups(devices []gpu.Device, spec GPUSpec) ([]Group, error) {
 		g := Group{Devices: devices}
 		if len(devices) > 0 {
 			g.Name = devices[0].Name
+		}
+		if len(devices) > 1 && !spec.Inherited {
+			// A program that sees every GPU may use them all (the HF
+			// Trainer wraps its model in DataParallel, and GPU 0 then
+			// holds every replica's logits: on two H200s it answered 44
+			// where one GPU answers 71). Pinned, its trials run on the
+			// one GPU batchfit watches.
+			g.Devices, g.Slots = devices[:1], [][]int{{devices[0].Index}}
 		}
 		return []Group{g}, nil
 	}

@@ -76,3 +76,33 @@ func TestSlurmGroups(t *testing.T) {
 		t.Error("--per-gpu-model with one type was accepted")
 	}
 }
+
+// TestLocalGroupsPinsTheFirstGPU: without --gpus, a machine of several GPUs
+// runs its trials on the first, pinned, so that a program that would use
+// every GPU it sees (the HF Trainer's DataParallel) trains on the one GPU
+// batchfit watches; a CUDA_VISIBLE_DEVICES of the user's own is kept.
+func TestLocalGroupsPinsTheFirstGPU(t *testing.T) {
+	two := []gpu.Device{{Index: 0, Name: "H"}, {Index: 1, Name: "H"}}
+	for _, tc := range []struct {
+		name      string
+		devices   []gpu.Device
+		inherited bool
+		slots     [][]int
+		devs      int
+	}{
+		{"two GPUs", two, false, [][]int{{0}}, 1},
+		{"two GPUs, CUDA_VISIBLE_DEVICES set", two, true, nil, 2},
+		{"one GPU", two[:1], false, nil, 1},
+		{"no driver", nil, false, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			groups, err := LocalGroups(tc.devices, GPUSpec{PerTrial: 1, Inherited: tc.inherited})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := groups[0]; !reflect.DeepEqual(g.Slots, tc.slots) || len(g.Devices) != tc.devs {
+				t.Errorf("group = %+v, want slots %v on %d device(s)", g, tc.slots, tc.devs)
+			}
+		})
+	}
+}
