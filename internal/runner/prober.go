@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -38,13 +41,19 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 	// fresh confirmations run side by side: each process is held to the
 	// limit by its own allocator cap, so none changes another's answer.
 	roomy := s.limit > 0 && s.total >= 3*(s.limit+1<<30)
+	// The one GPU the search runs on, when it is pinned (--gpus N, or the
+	// first of several: LocalGroups); nil when not.
+	var pin []int
+	if len(s.cfg.Group.Slots) == 1 {
+		pin = s.cfg.Group.Slots[0]
+	}
 	if roomy {
-		pcfg.Slots = [][]int{nil, nil}
+		pcfg.Slots = [][]int{pin, pin}
 		s.scfg.SideBySide = 2
 		if s.total >= 4*(s.limit+1<<30) {
 			// Room for a standby worker and three confirmations: the
 			// answer and its first failure twice, the proof in one round.
-			pcfg.Slots = [][]int{nil, nil, nil}
+			pcfg.Slots = [][]int{pin, pin, pin}
 			s.scfg.SideBySide = 3
 		}
 	}
@@ -63,7 +72,7 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 	return worker.NewProber(worker.ProberConfig{
 		Standby:      roomy,
 		Command:      s.cfg.Command,
-		Env:          worker.Environ(s.cfg.Env, pcfg.PythonPath, s.cfg.Framework, s.limit, s.total),
+		Env:          worker.Environ(pinnedEnv(s.cfg.Env, pin), pcfg.PythonPath, s.cfg.Framework, s.limit, s.total),
 		Dir:          pcfg.Dir,
 		Steps:        pcfg.Steps,
 		Timeout:      pcfg.Timeout,
@@ -78,4 +87,18 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 		},
 		Warn: s.prog.Warn,
 	})
+}
+
+// pinnedEnv is env with only gpus visible to CUDA, in NVML's numbering, as
+// a fresh trial pinned to them runs (probe); env itself when gpus is nil.
+func pinnedEnv(env []string, gpus []int) []string {
+	if gpus == nil {
+		return env
+	}
+	ids := make([]string, len(gpus))
+	for i, g := range gpus {
+		ids[i] = strconv.Itoa(g)
+	}
+	return append(adapter.Without(env, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"),
+		"CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","), "CUDA_DEVICE_ORDER=PCI_BUS_ID")
 }
