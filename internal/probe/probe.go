@@ -568,15 +568,6 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, allocCap uint64,
 		// The adapter writes its report when batchfit stops the soak.
 		set[adapter.SoakEnv] = "1"
 	}
-	if gpus != nil {
-		ids := make([]string, len(gpus))
-		for i, g := range gpus {
-			ids[i] = strconv.Itoa(g)
-		}
-		set["CUDA_VISIBLE_DEVICES"] = strings.Join(ids, ",")
-		// NVML numbers GPUs by PCI bus; CUDA fastest-first unless told.
-		set["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-	}
 	env := make([]string, 0, len(p.cfg.Env)+len(set)+2)
 	for _, kv := range p.cfg.Env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -589,8 +580,24 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, allocCap uint64,
 			env = append(env, k+"="+v)
 		}
 	}
-	env = p.limitEnv(env, allocCap)
+	env = p.limitEnv(PinEnv(env, gpus), allocCap)
 	return adapter.Env(env, p.cfg.PythonPath, reportPath)
+}
+
+// PinEnv is env with only gpus visible to CUDA, as NVML numbers them
+// (inherited settings of both variables give way); env itself when gpus is
+// nil. A fresh trial and a warm worker are pinned alike.
+func PinEnv(env []string, gpus []int) []string {
+	if gpus == nil {
+		return env
+	}
+	ids := make([]string, len(gpus))
+	for i, g := range gpus {
+		ids[i] = strconv.Itoa(g)
+	}
+	// NVML numbers GPUs by PCI bus; CUDA fastest-first unless told.
+	return append(adapter.Without(env, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"),
+		"CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","), "CUDA_DEVICE_ORDER=PCI_BUS_ID")
 }
 
 func (p *Prober) warn(msg string) {

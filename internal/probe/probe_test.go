@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -221,5 +222,21 @@ func TestConcurrentTrialsShareCPUs(t *testing.T) {
 		if got := strings.TrimSpace(string(b)); got != w {
 			t.Errorf("trial at %d: %s=%s, want %s", size, adapter.CPUThreadsEnv, got, w)
 		}
+	}
+}
+
+// TestPinnedEnv: only the pinned GPUs are visible, numbered as NVML numbers
+// them, whatever the user's environment said; a warm worker is pinned by it too.
+func TestPinnedEnv(t *testing.T) {
+	env := []string{"HOME=/h", "CUDA_VISIBLE_DEVICES=3"}
+	if got := PinEnv(env, nil); !reflect.DeepEqual(got, env) {
+		t.Errorf("not pinned: %v", got)
+	}
+	want := []string{"HOME=/h", "CUDA_VISIBLE_DEVICES=1", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}
+	if got := PinEnv(env, []int{1}); !reflect.DeepEqual(got, want) {
+		t.Errorf("pinned to 1: %v, want %v", got, want)
+	}
+	if env[1] != "CUDA_VISIBLE_DEVICES=3" {
+		t.Errorf("the caller's env changed: %v", env)
 	}
 }

@@ -106,19 +106,3 @@ func TestLocalGroupsPinsTheFirstGPU(t *testing.T) {
 		})
 	}
 }
-
-// TestPinnedEnv: a warm worker runs on the GPU its search is pinned to, as
-// the fresh trials do, whatever the user's environment said.
-func TestPinnedEnv(t *testing.T) {
-	env := []string{"HOME=/h", "CUDA_VISIBLE_DEVICES=3"}
-	if got := pinnedEnv(env, nil); !reflect.DeepEqual(got, env) {
-		t.Errorf("not pinned: %v", got)
-	}
-	want := []string{"HOME=/h", "CUDA_VISIBLE_DEVICES=1", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}
-	if got := pinnedEnv(env, []int{1}); !reflect.DeepEqual(got, want) {
-		t.Errorf("pinned to 1: %v, want %v", got, want)
-	}
-	if env[1] != "CUDA_VISIBLE_DEVICES=3" {
-		t.Errorf("the caller's env changed: %v", env)
-	}
-}

@@ -1,11 +1,8 @@
 package runner
 
 import (
-	"strconv"
-	"strings"
 	"sync"
 
-	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -72,7 +69,7 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 	return worker.NewProber(worker.ProberConfig{
 		Standby:      roomy,
 		Command:      s.cfg.Command,
-		Env:          worker.Environ(pinnedEnv(s.cfg.Env, pin), pcfg.PythonPath, s.cfg.Framework, s.limit, s.total),
+		Env:          worker.Environ(probe.PinEnv(s.cfg.Env, pin), pcfg.PythonPath, s.cfg.Framework, s.limit, s.total),
 		Dir:          pcfg.Dir,
 		Steps:        pcfg.Steps,
 		Timeout:      pcfg.Timeout,
@@ -87,18 +84,4 @@ func (s *session) newProber(pcfg probe.Config) trialProber {
 		},
 		Warn: s.prog.Warn,
 	})
-}
-
-// pinnedEnv is env with only gpus visible to CUDA, in NVML's numbering, as
-// a fresh trial pinned to them runs (probe); env itself when gpus is nil.
-func pinnedEnv(env []string, gpus []int) []string {
-	if gpus == nil {
-		return env
-	}
-	ids := make([]string, len(gpus))
-	for i, g := range gpus {
-		ids[i] = strconv.Itoa(g)
-	}
-	return append(adapter.Without(env, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"),
-		"CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","), "CUDA_DEVICE_ORDER=PCI_BUS_ID")
 }
