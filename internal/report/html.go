@@ -112,7 +112,7 @@ func htmlViewOf(run *record.Run) htmlView {
 	}
 	for _, p := range run.NonMonotonic {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Non-monotonic",
-			Text: fmt.Sprintf("batch size %d ran but %d failed, and both held when retried in a fresh process; the answer takes the safe side.", p.OK, p.Fail)})
+			Text: fmt.Sprintf("Batch size %d failed below %d, which ran, and both held when retried in a fresh process: the program is not monotone here. The answer is the boundary above, proven as any other; a size below it may fail.", p.Fail, p.OK)})
 	}
 	for _, msg := range run.Warnings {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Warning", Text: msg})

@@ -145,7 +145,7 @@ func TestWriteHTMLContent(t *testing.T) {
 			`aria-label="Peak GPU memory by batch size"`, `aria-label="Training throughput by batch size"`,
 		}, []string{"Memory limit", `role="alert"`, "<h2>Soak</h2>"}},
 		{"non-monotonic, warnings, cached", nonMono, []string{
-			"Non-monotonic", "batch size 968 ran but 960 failed", "the CUDA context was not counted",
+			"Non-monotonic", "Batch size 960 failed below 968, which ran", "the CUDA context was not counted",
 			"Answered from the results store"}, nil},
 		{"memory limit", limited, []string{"24.00 GiB (25769803776 bytes) (--memory-limit)", "NVIDIA H200 · 141.00 GiB"}, nil},
 		{"soaked", chartSoaked(t), []string{

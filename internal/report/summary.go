@@ -71,7 +71,7 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 		fmt.Fprintf(&b, "  %s\n", g)
 	}
 	for _, p := range run.NonMonotonic {
-		fmt.Fprintf(&b, "  non-monotonic: %d ran ok but %d failed, twice; the answer takes the safe side\n", p.OK, p.Fail)
+		fmt.Fprintf(&b, "  non-monotonic: %d failed below %d, which ran, both twice; a size below the answer may fail\n", p.Fail, p.OK)
 	}
 	forked := 0
 	for _, t := range run.Trials {

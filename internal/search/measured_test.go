@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -476,4 +477,47 @@ type roundsProber struct {
 func (r *roundsProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
 	r.calls = append(r.calls, slices.Clone(sizes))
 	return r.p.Probe(ctx, sizes)
+}
+
+// TestHFNotMonotone replays the HF Trainer under a 24 GiB cap as the H200
+// measured it (hfH200Curve), with what session 14's search on two GPUs
+// found (bench/results/2026-12-01-session14-h200.txt, call 5): 61 fails
+// every time (3.72 GiB asked with 8.78 GiB free in all: fragmentation)
+// while 64, 67 and 71 run. That search ran 61 and 67 in one round, believed
+// the failure and answered 60. With such a hole anywhere below the limit,
+// one to three sizes wide, a search that sees a size above it run must go
+// on above and answer 71 (checkHighestBoundary).
+func TestHFNotMonotone(t *testing.T) {
+	c := hfH200Curve()
+	at61 := Failure{Request: gibs(3.72), Allocated: gibs(14.3), Reserved: gibs(15.12), Free: gibs(8.78), Capped: true, Exact: true}
+	reached := 0
+	for _, k := range []int{1, 2, 4} {
+		for from := 9; from <= 70; from++ {
+			for _, width := range []int{1, 3} {
+				hole := func(s int) bool { return s >= from && s < from+width }
+				p := ProberFunc(func(ctx context.Context, s []int) ([]Observation, error) {
+					obs, _ := c.prober().Probe(ctx, s)
+					for i, o := range obs {
+						if hole(o.Size) {
+							obs[i] = Observation{Size: o.Size, Outcome: classify.OOM, Failure: at61}
+						}
+					}
+					return obs, nil
+				})
+				cfg := Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true, Parallel: k}
+				res, err := Run(context.Background(), cfg, p)
+				name := fmt.Sprintf("k=%d hole %d-%d", k, from, from+width-1)
+				if err != nil {
+					t.Fatalf("%s: %v (trials %v)", name, err, sizesOf(res.Trials))
+				}
+				if checkHighestBoundary(t, name, res, cfg, hole, 71) {
+					reached++
+				}
+			}
+		}
+	}
+	if reached == 0 {
+		t.Error("no search tried a hole and went on above it: the test tests nothing")
+	}
+	t.Logf("%d searches tried a hole and answered above it", reached)
 }

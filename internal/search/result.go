@@ -19,8 +19,9 @@ type Result struct {
 	Trials       []Observation // every observation in order, re-runs included
 	Rounds       int           // Probe calls
 	// NonMonotonic lists contradictions between sizes that held when re-run
-	// (a failure at or below a size that ran). The search took the safe
-	// side: it believed the failure.
+	// (a failure at or below a size that ran). The search went on above
+	// the size that ran: Max is the highest boundary found, and a size
+	// below it may fail.
 	NonMonotonic []Conflict
 	// Flaky lists the sizes at the boundary seen both to fit and not to (a
 	// re-check of the proof pair or a confirmation disagreed), in order.

@@ -48,7 +48,7 @@ type driver struct {
 	// belief holds, per size, the observation the search believes: the
 	// latest at that size (a re-check's, where one was made). A size can be
 	// believed to fit above one believed not to, when a contradiction held;
-	// the bracket then takes the safe side.
+	// the bracket then lies above both (bracket).
 	belief    map[int]Observation
 	confirmed map[int]int // passed confirmation runs per size
 	// flaky holds the sizes seen both to fit and not to at the boundary
@@ -131,25 +131,38 @@ func (d *driver) run(ctx context.Context) error {
 	}
 }
 
-// bracket returns the largest size believed to fit below the smallest
-// believed not to (g.min-step when none), and that smallest failure
-// (g.max+step when none). Believing the smallest failure is the safe side
-// of a contradiction that held.
+// bracket returns the largest size believed to fit below every flaky size
+// (g.min-step when none) and the smallest believed not to above it
+// (g.max+step when none): the highest boundary the trials have found
+// below the first size that failed at random. A flaky size bounds the
+// answer (the safe side: sizes above it likely fail at random too), but a
+// failure below a size that ran, both holding when re-run (a conflict: a
+// program that is not monotone, as near its limit fragmentation or a
+// per-shape algorithm can make it), does not: a size seen to run twice
+// runs, whatever failed below it, so the answer is the boundary above, as
+// plain bisection's would be had its path passed there, and the conflict is
+// reported.
 func (d *driver) bracket() (lo, hi int) {
-	return bracketOf(d.belief, d.g, -1)
+	return bracketOf(d.belief, d.flaky, d.g, -1)
 }
 
 // bracketOf computes the bracket of beliefs, ignoring the size skip.
-func bracketOf(belief map[int]Observation, g grid, skip int) (lo, hi int) {
+func bracketOf(belief map[int]Observation, flaky map[int]bool, g grid, skip int) (lo, hi int) {
+	top := g.max + g.step
+	for s := range flaky {
+		if s != skip && s < top {
+			top = s
+		}
+	}
 	lo, hi = g.min-g.step, g.max+g.step
 	for s, o := range belief {
-		if s != skip && tooLarge(o) && s < hi {
-			hi = s
+		if s != skip && fits(o) && s > lo && s < top {
+			lo = s
 		}
 	}
 	for s, o := range belief {
-		if s != skip && fits(o) && s > lo && s < hi {
-			lo = s
+		if s != skip && tooLarge(o) && s > lo && s < hi {
+			hi = s
 		}
 	}
 	return lo, hi
@@ -187,7 +200,7 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 	}
 	var suspects []Observation
 	for _, o := range obs {
-		lo, hi := bracketOf(trial, d.g, o.Size)
+		lo, hi := bracketOf(trial, d.flaky, d.g, o.Size)
 		contradicts := (tooLarge(o) && o.Size <= lo) || (fits(o) && o.Size >= hi)
 		surprise := tooLarge(o) && o.Size < hi && o.Size <= clear
 		if contradicts || surprise {
@@ -674,7 +687,11 @@ func (d *driver) marginBracket() (mlo, mhi int, ok bool) {
 	limit := d.marginLimit()
 	mhi = hi
 	for s, o := range d.belief {
-		if fits(o) && s < mhi && float64(fig.of(o.Memory)) > limit {
+		// A size that failed below the answer (a conflict that held)
+		// bounds the margin too: a size with room to spare must not lie
+		// above one that does not run.
+		over := fits(o) && float64(fig.of(o.Memory)) > limit
+		if s < mhi && (over || tooLarge(o)) {
 			mhi = s
 		}
 	}

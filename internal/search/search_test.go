@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -201,9 +202,9 @@ func TestFlakyFailureCleared(t *testing.T) {
 
 func TestContradictionHolds(t *testing.T) {
 	// A workload that fails at 16 every time, yet runs at 32 (and up to
-	// 211). The contradiction holds when re-run: it is reported, and the
-	// search takes the safe side, believing the failure: the answer is
-	// the largest size below 16 that runs.
+	// 211): not monotone. The contradiction holds when re-run: it is
+	// reported, and the search goes on above the size that ran, as
+	// bisection would from there: the answer is the boundary above, 211.
 	w := smallWorkload(211)
 	p := &fakeProber{w: w, script: func(size, _ int) (classify.Outcome, bool) {
 		if size == 16 {
@@ -216,7 +217,7 @@ func TestContradictionHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkProof(t, res, cfg, 15)
+	checkProof(t, res, cfg, 211)
 	if len(res.NonMonotonic) != 1 {
 		t.Fatalf("conflicts %+v, want one", res.NonMonotonic)
 	}
@@ -229,7 +230,8 @@ func TestContradictionHolds(t *testing.T) {
 func TestContradictionInMargin(t *testing.T) {
 	// The margin phase runs sizes below the answer. One of them fails
 	// once: re-run, cleared, and the answer stands. If it keeps failing,
-	// the answer falls below it.
+	// the answer still stands (it ran twice), the conflict is reported,
+	// and the margin falls below the failure.
 	for _, persistent := range []bool{false, true} {
 		w := smallWorkload(211)
 		cfg := Config{Min: 1, Max: 1000, Capacity: w.capacity, MarginPercent: 20}
@@ -257,7 +259,10 @@ func TestContradictionInMargin(t *testing.T) {
 			}
 			continue
 		}
-		checkProof(t, res, cfg, clean.Margin-1)
+		checkProof(t, res, cfg, 211)
+		if res.Margin != clean.Margin-1 {
+			t.Errorf("persistent: margin %d, want %d, below the failure", res.Margin, clean.Margin-1)
+		}
 		if len(res.NonMonotonic) != 1 || res.NonMonotonic[0].Fail.Size != clean.Margin {
 			t.Errorf("persistent: conflicts %+v", res.NonMonotonic)
 		}
@@ -576,4 +581,70 @@ func TestEvents(t *testing.T) {
 	if last.Lo != 211 || last.Hi != 212 {
 		t.Errorf("last event's bracket [%d, %d], want [211, 212]", last.Lo, last.Hi)
 	}
+}
+
+// TestNotMonotoneHighestBoundary: workloads that fail at a few sizes (a
+// hole) below their true limit, every time, as programs near their limit
+// do where fragmentation or a per-shape algorithm decides. Whatever its
+// path, a search answers a proven boundary at or above every size it saw
+// run (checkHighestBoundary).
+func TestNotMonotoneHighestBoundary(t *testing.T) {
+	w := smallWorkload(211)
+	cfgs := []Config{
+		{Parallel: 1}, {Parallel: 2}, {Parallel: 3}, {Parallel: 1, Strategy: Bisect}, {Parallel: 3, Strategy: Bisect},
+		{Parallel: 1, SideBySide: 3, ProofAlongside: true}, {Parallel: 2, SideBySide: 6, ProofAlongside: true},
+	}
+	reached := 0
+	for _, base := range cfgs {
+		for from := 9; from < 211; from += 7 {
+			for _, width := range []int{1, 3} {
+				cfg := base
+				cfg.Min, cfg.Max, cfg.Capacity = 1, 1000, w.capacity
+				hole := func(s int) bool { return s >= from && s < from+width }
+				p := &fakeProber{w: w, script: func(size, _ int) (classify.Outcome, bool) {
+					if hole(size) {
+						return classify.OOM, true
+					}
+					return "", false
+				}}
+				res, err := Run(context.Background(), cfg, p)
+				name := fmt.Sprintf("k=%d %s side by side %d, hole %d-%d", cfg.Parallel, cfg.Strategy, cfg.SideBySide, from, from+width-1)
+				if err != nil {
+					t.Fatalf("%s: %v (trials %v)", name, err, sizesOf(res.Trials))
+				}
+				if checkHighestBoundary(t, name, res, cfg, hole, 211) {
+					reached++
+				}
+			}
+		}
+	}
+	if reached == 0 {
+		t.Error("no search tried a hole and went on above it: the test tests nothing")
+	}
+	t.Logf("%d searches tried a hole and answered above it", reached)
+}
+
+// checkHighestBoundary checks a search of a workload that fits up to truth
+// except in a hole: its answer is proven (checkProof) and at or above every
+// size seen to run, so it is the hole's foot only if nothing above the hole
+// ran, else truth, with the conflict reported where the hole was tried. It
+// says whether the search tried the hole and answered above it.
+func checkHighestBoundary(t *testing.T, name string, res Result, cfg Config, hole func(int) bool, truth int) bool {
+	t.Helper()
+	tried := false
+	for _, o := range res.Trials {
+		if o.Outcome.Fits() && o.Size > res.Max {
+			t.Errorf("%s: answer %d below %d, which ran (trials %v)", name, res.Max, o.Size, sizesOf(res.Trials))
+		}
+		tried = tried || hole(o.Size)
+	}
+	if hole(res.Max + 1) {
+		checkProof(t, res, cfg, res.Max)
+		return false
+	}
+	checkProof(t, res, cfg, truth)
+	if tried && len(res.NonMonotonic) == 0 {
+		t.Errorf("%s: the hole was tried, no conflict reported (trials %v)", name, sizesOf(res.Trials))
+	}
+	return tried
 }

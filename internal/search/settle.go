@@ -17,7 +17,8 @@ type Settled struct {
 	// moved, or it is flaky.
 	Agreed bool
 	// Flaky and NonMonotonic are as in Result: where fresh trials
-	// disagreed, Max is the safe side and not exact.
+	// disagreed, Max is the safe side and not exact; where a failure held
+	// below a size that ran, Max is the boundary above it.
 	Flaky        []FlakySize
 	NonMonotonic []Conflict
 	Trials       []Observation // every fresh observation, in order

@@ -79,9 +79,9 @@ func TestSettle(t *testing.T) {
 			calls: [][]int{{20, 21}, {19}, {18}, {16}, {15}}, err: nothingFitsAt(15)},
 		{name: "answer at the min does not fit", cfg: Config{Min: 20, Max: 64}, fits: 10, answer: 20, first: 21,
 			calls: [][]int{{20, 21}}, err: nothingFitsAt(20)},
-		{name: "down, the first failure fits: a contradiction that holds", cfg: grid64, fits: 18, answer: 20, first: 21,
+		{name: "the answer fails, its first failure fits: a contradiction that holds, and the boundary above it", cfg: grid64, fits: 18, answer: 20, first: 21,
 			script: at(21, classify.OK),
-			calls:  [][]int{{20, 21}, {20}, {21}, {19}, {18}, {18}, {19}, {19}, {19}}, want: 18, wantFirst: 19, nonMonotonic: 1},
+			calls:  [][]int{{20, 21}, {20}, {21}, {22}, {22}, {22}, {22}}, want: 21, wantFirst: 22, nonMonotonic: 1},
 		{name: "down from the top", cfg: grid64, fits: 61, answer: 64,
 			calls: [][]int{{64}, {63}, {62}, {60}, {61}, {61}, {62}, {62}, {62}}, want: 61, wantFirst: 62},
 
