@@ -1,6 +1,7 @@
 """Prints one line for a batchfit --json document (docs/json.md): status,
 answer, first failure, trials (forked), seconds, and the trials in order
-(size, x for out of memory, f for forked), for bench scripts' summaries.
+(size, x for out of memory, f for forked), the GPUs trials ran on and the
+conflicts (non_monotonic), for bench scripts' summaries.
 
     python3 bench/record_line.py run.json
 """
@@ -25,6 +26,10 @@ def line(path):
     r = runs[0]
     ts = r.get("trials") or []
     seq = " ".join(f"{t['batch_size']}{'x' if t['outcome'] != 'ok' else ''}{'f' if t.get('forked') else ''}" for t in ts)
+    gpus = sorted({g for t in ts for g in t.get("gpus") or []})
+    seq += f" | gpus {gpus}"
+    for c in r.get("non_monotonic") or []:
+        seq += f" | non-monotonic: {c.get('fail_size')} failed below {c.get('ok_size')}"
     rec = r.get("throughput") or {}
     extra = f" throughput {json.dumps(rec)[:300]}" if rec else ""
     return (f"status {r.get('status')} answer {r.get('answer')} first_failure {r.get('first_failure')} "
