@@ -23,6 +23,7 @@ func fullRun() *Run {
 		Soaks:        []Soak{{}},
 		Inputs:       &Inputs{Files: []File{{}}, Git: &Git{}},
 		Flaky:        []FlakySize{{}},
+		AtRisk:       &Risk{},
 		NonMonotonic: []Pair{{}},
 		Throughput:   &Throughput{Sizes: []SizeThroughput{{}}},
 	}

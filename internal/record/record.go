@@ -57,11 +57,16 @@ type Run struct {
 	// Flaky lists the sizes at the boundary whose trials disagreed. When
 	// set, Answer is the safe side below them, not exact, and the run is
 	// never answered from the cache.
-	Flaky  []FlakySize `json:"flaky"`
-	Model  *Model      `json:"model"`
-	Error  string      `json:"error"`
-	LogDir string      `json:"log_dir"`
-	Cached bool        `json:"cached"` // answered from the store
+	Flaky []FlakySize `json:"flaky"`
+	// AtRisk, when set, says that the failures' own figures put sizes from
+	// AtRisk.Size up at risk (a framework's pool: XLA's): Answer is the
+	// safe side below them, not exact, and the run is never answered from
+	// the cache.
+	AtRisk *Risk  `json:"at_risk"`
+	Model  *Model `json:"model"`
+	Error  string `json:"error"`
+	LogDir string `json:"log_dir"`
+	Cached bool   `json:"cached"` // answered from the store
 	// CachedFrom is the run a cached answer came from.
 	CachedFrom string   `json:"cached_from"`
 	Warnings   []string `json:"warnings"`
@@ -336,6 +341,16 @@ const PhaseThroughput = "throughput"
 type Pair struct {
 	OK   int `json:"ok_size"`
 	Fail int `json:"fail_size"`
+}
+
+// Risk is where a run's failures put sizes at risk: From's failure asked
+// for ShortfallBytes more than was free, and the failures' requests grow
+// SlopeBytes a sample, so sizes from Size up can fail as From did.
+type Risk struct {
+	Size           int     `json:"batch_size"`
+	From           int     `json:"from_size"`
+	ShortfallBytes float64 `json:"shortfall_bytes"`
+	SlopeBytes     float64 `json:"slope_bytes"`
 }
 
 // FlakySize is a size whose trials disagreed: it ran OK times and failed

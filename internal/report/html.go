@@ -110,6 +110,10 @@ func htmlViewOf(run *record.Run) htmlView {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Flaky boundary",
 			Text: fmt.Sprintf("Not exact: the boundary does not reproduce (%s). %d is the safe side: it ran every time it was tried.", run.FlakyText(), run.Answer)})
 	}
+	if r := run.AtRisk; r != nil && len(run.Flaky) == 0 {
+		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "At risk",
+			Text: fmt.Sprintf("Not exact: by its failures' own figures sizes from %d up can fail (see the warning below). %d is the safe side: it ran every time it was tried.", r.Size, run.Answer)})
+	}
 	for _, p := range run.NonMonotonic {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Non-monotonic",
 			Text: fmt.Sprintf("Batch size %d failed below %d, which ran, and both held when retried in a fresh process: the program is not monotone here. The answer is the boundary above, proven as any other; a size below it may fail.", p.Fail, p.OK)})

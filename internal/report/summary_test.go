@@ -95,3 +95,30 @@ func TestSummaryShowsTheHeadroom(t *testing.T) {
 		})
 	}
 }
+
+// TestSummaryNotExact: an answer that is not exact says so in its proof's
+// place, whether the boundary was flaky or its failures put it at risk;
+// a conflict below the answer says which sizes.
+func TestSummaryNotExact(t *testing.T) {
+	for _, tc := range []struct {
+		run  record.Run
+		want string
+	}{
+		{record.Run{Flaky: []record.FlakySize{{Size: 677, OK: 1, Failed: 2}}},
+			"  not exact: the boundary is flaky (677 ran 1 time and failed 2 times); 676 is the safe side, it ran every time\n"},
+		{record.Run{AtRisk: &record.Risk{Size: 672, From: 677}},
+			"  not exact: by its failures' own figures sizes from 672 up can fail; 676 is the safe side, it ran every time\n"},
+		{record.Run{NonMonotonic: []record.Pair{{OK: 67, Fail: 61}}},
+			"  non-monotonic: 61 failed below 67, which ran, both twice; a size below the answer may fail\n"},
+	} {
+		run := tc.run
+		run.Status, run.Answer, run.FirstFailure = record.Found, 676, 677
+		var b bytes.Buffer
+		if err := WriteSummary(&b, &run); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("summary lacks %q:\n%s", tc.want, b.String())
+		}
+	}
+}

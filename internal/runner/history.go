@@ -43,8 +43,11 @@ func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
 		s.scfg.Start = seed
 		s.run.Settings.Start = seed
 		why := " on other settings"
-		if len(near.Flaky) > 0 {
+		switch {
+		case len(near.Flaky) > 0:
 			why = ", not reused: its boundary was flaky"
+		case near.AtRisk != nil:
+			why = ", not reused: its failures put it at risk"
 		}
 		s.deps.Notice(fmt.Sprintf("starting at %d, from run %s (answer %d%s)", seed, near.ID, near.Answer, why))
 	}

@@ -305,6 +305,9 @@ func (s *session) searchOnce(ctx context.Context, cfg search.Config) (search.Res
 // it are kept, a size flaky in both with both counts; those at or below it
 // are dropped, as warm trials do not speak for fresh ones.
 func settled(res search.Result, st search.Settled) search.Result {
+	if st.Max != res.Max {
+		res.Risk = nil // the warm trials' figures placed another answer
+	}
 	res.Max, res.FirstFailure = st.Max, st.FirstFailure
 	bySize := map[int]search.FlakySize{}
 	for _, f := range slices.Concat(res.Flaky, st.Flaky) {
@@ -354,10 +357,16 @@ func (s *session) record(res search.Result) {
 	for _, f := range res.Flaky {
 		run.Flaky = append(run.Flaky, record.FlakySize{Size: f.Size, OK: f.OK, Failed: f.Failed})
 	}
+	if r := res.Risk; r != nil {
+		run.AtRisk = &record.Risk{Size: r.Size, From: r.From, ShortfallBytes: r.Shortfall, SlopeBytes: r.Slope}
+	}
 	if f := res.Model; f != nil {
 		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual}
 	}
 	if w := s.unusedSizeWarning(res); w != "" {
+		run.Warnings = append(run.Warnings, w)
+	}
+	if w := riskWarning(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
 	if w := fragmentationWarning(run.Trials, res.FirstFailure, s.capacity()); w != "" {

@@ -30,6 +30,10 @@ type Result struct {
 	// failed. When Flaky is not empty Max is not exact: the boundary does
 	// not reproduce.
 	Flaky []FlakySize
+	// Risk, when set, is where the failures put sizes at risk by their own
+	// figures (a framework's pool: XLA's): Max, not exact, lies below
+	// Risk.Size, which FirstFailure is, though no trial may have run it.
+	Risk *Risk
 	// Margin is the largest size whose measured peak leaves
 	// Config.MarginPercent of Capacity free; 0 when not asked or none does.
 	Margin int
@@ -39,9 +43,10 @@ type Result struct {
 	Figure Figure
 }
 
-// Exact reports whether the answer is exact: found, and every re-check of
-// its boundary agreed.
-func (r Result) Exact() bool { return r.Found && len(r.Flaky) == 0 }
+// Exact reports whether the answer is exact: found, every re-check of its
+// boundary agreed, and the failures' figures put no size at or below it at
+// risk.
+func (r Result) Exact() bool { return r.Found && len(r.Flaky) == 0 && r.Risk == nil }
 
 // FlakySize is a size whose trials disagreed: OK of them fitted and Failed
 // did not.

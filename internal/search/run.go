@@ -103,6 +103,9 @@ func (d *driver) run(ctx context.Context) error {
 			continue
 		}
 		// The bracket is closed on lo.
+		if d.noteRisk(lo, hi) {
+			continue
+		}
 		if sizes, proven := d.proofRecheck(lo, hi); !proven {
 			if err := d.recheckProof(ctx, sizes); err != nil {
 				return err
@@ -143,18 +146,13 @@ func (d *driver) run(ctx context.Context) error {
 // plain bisection's would be had its path passed there, and the conflict is
 // reported.
 func (d *driver) bracket() (lo, hi int) {
-	return bracketOf(d.belief, d.flaky, d.g, -1)
+	return bracketOf(d.belief, d.g, d.top(-1), -1)
 }
 
-// bracketOf computes the bracket of beliefs, ignoring the size skip.
-func bracketOf(belief map[int]Observation, flaky map[int]bool, g grid, skip int) (lo, hi int) {
-	top := g.max + g.step
-	for s := range flaky {
-		if s != skip && s < top {
-			top = s
-		}
-	}
-	lo, hi = g.min-g.step, g.max+g.step
+// bracketOf computes the bracket of beliefs below top, ignoring the size
+// skip: top bounds it as a failure would.
+func bracketOf(belief map[int]Observation, g grid, top, skip int) (lo, hi int) {
+	lo, hi = g.min-g.step, min(top, g.max+g.step)
 	for s, o := range belief {
 		if s != skip && fits(o) && s > lo && s < top {
 			lo = s
@@ -200,7 +198,7 @@ func (d *driver) roundWith(ctx context.Context, phase Phase, sizes []int, predic
 	}
 	var suspects []Observation
 	for _, o := range obs {
-		lo, hi := bracketOf(trial, d.flaky, d.g, o.Size)
+		lo, hi := bracketOf(trial, d.g, d.top(o.Size), o.Size)
 		contradicts := (tooLarge(o) && o.Size <= lo) || (fits(o) && o.Size >= hi)
 		surprise := tooLarge(o) && o.Size < hi && o.Size <= clear
 		if contradicts || surprise {
@@ -428,7 +426,7 @@ func (d *driver) proofRecheck(lo, hi int) (sizes []int, proven bool) {
 	if okLo < 2 {
 		sizes = append(sizes, lo)
 	}
-	if hi <= d.g.max && !d.flaky[hi] {
+	if hi <= d.g.max && !d.flaky[hi] && !d.atRisk(hi) {
 		okHi, failHi := d.tally(hi)
 		if okHi > 0 {
 			d.markFlaky(hi)

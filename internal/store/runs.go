@@ -238,17 +238,21 @@ func (s *Store) List(ctx context.Context, limit int) ([]record.Run, error) {
 // Cached returns the newest found run with this fingerprint, with its trials,
 // or nil and no error if there is none. Runs that were themselves answered
 // from the cache are skipped, so the answer always comes with the trials
-// that proved it; so are flaky runs, whose answer is not exact, and runs
-// taken out of use by ClearCache.
+// that proved it; so are runs whose answer is not exact (flaky, or at risk
+// by its failures' figures), and runs taken out of use by ClearCache.
 func (s *Store) Cached(ctx context.Context, fingerprint string) (*record.Run, error) {
-	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, `AND COALESCE(json_array_length(json, '$.flaky'), 0) = 0 AND reusable = 1`)
+	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, exactSQL+` AND reusable = 1`)
 }
+
+// exactSQL selects the runs whose answer is exact: not flaky, and not at
+// risk by its failures' figures.
+const exactSQL = `AND COALESCE(json_array_length(json, '$.flaky'), 0) = 0 AND json_extract(json, '$.at_risk') IS NULL`
 
 // ClearCache takes every run's answer out of use as a cached answer and
 // returns how many it took. The runs stay in the history (history, show)
 // and still seed the start of a close search.
 func (s *Store) ClearCache(ctx context.Context) (int, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0 AND COALESCE(json_array_length(json, '$.flaky'), 0) = 0`)
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0 `+exactSQL)
 	if err != nil {
 		return 0, s.fail(ctx, "clear the cache", err)
 	}

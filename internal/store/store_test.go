@@ -532,6 +532,9 @@ func TestCachedAndNearest(t *testing.T) {
 	add(5, record.Found, 250, func(r *record.Run) {                    // flaky: not exact
 		r.Flaky = []record.FlakySize{{Size: 251, OK: 1, Failed: 1}}
 	})
+	add(5, record.Found, 240, func(r *record.Run) { // at risk: not exact
+		r.AtRisk = &record.Risk{Size: 241, From: 246, ShortfallBytes: 1 << 30, SlopeBytes: 1 << 27}
+	})
 	a100 := add(6, record.Found, 120, otherGPU)
 	add(7, record.Found, 999, otherCmd)
 	_ = old
