@@ -28,6 +28,11 @@ def line(path):
     seq = " ".join(f"{t['batch_size']}{'x' if t['outcome'] != 'ok' else ''}{'f' if t.get('forked') else ''}" for t in ts)
     gpus = sorted({g for t in ts for g in t.get("gpus") or []})
     seq += f" | gpus {gpus}"
+    if r.get("flaky"):
+        seq += " | flaky: " + ", ".join(f"{f['batch_size']} ran {f['ok']} failed {f['failed']}" for f in r["flaky"])
+    if r.get("at_risk"):
+        a = r["at_risk"]
+        seq += f" | at risk from {a['batch_size']} by {a['from_size']}'s failure"
     for c in r.get("non_monotonic") or []:
         seq += f" | non-monotonic: {c.get('fail_size')} failed below {c.get('ok_size')}"
     rec = r.get("throughput") or {}
