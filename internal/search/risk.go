@@ -1,7 +1,6 @@
 package search
 
 import (
-	"maps"
 	"math"
 	"slices"
 )
@@ -32,8 +31,8 @@ type Risk struct {
 // plan that did not fit where another did; else from hi, when it missed
 // by more than midStepSamples samples, which a size next to one that ran
 // does only when that one drew the other plan. The growth is the slope
-// the failures' requests agree on (requestSlope), so that failures of both
-// plans among them do not tilt it; the peaks of sizes that ran flatten
+// the failures' requests agree on with from's (requestSlope), so that
+// failures of the other plan among them do not tilt it; the peaks of sizes that ran flatten
 // near the pool as XLA rematerialises, and do not say it.
 func (d *driver) riskFromFailures(hi int) (Risk, bool) {
 	if _, pooled := d.capacity(); !pooled {
@@ -55,8 +54,11 @@ func (d *driver) riskFromFailures(hi int) (Risk, bool) {
 	if _, ok := last[hi]; !flaky && ok {
 		from = hi
 	}
-	slope, ok := requestSlope(last)
-	if from == 0 || !ok {
+	if from == 0 {
+		return Risk{}, false
+	}
+	slope, ok := requestSlope(last, from)
+	if !ok {
 		return Risk{}, false
 	}
 	short := float64(last[from].Request - last[from].Free)
@@ -70,46 +72,63 @@ func (d *driver) riskFromFailures(hi int) (Risk, bool) {
 	return Risk{Size: safe + d.g.step, From: from, Shortfall: short, Slope: slope}, true
 }
 
-// requestSlope is how much more the failures asked for a sample, in bytes:
-// the slope most pairs of failures at two sizes agree on, within
-// slopeAgreement (the largest such group's median), when at least two pairs
-// do. Failures of two plans (XLA's) lie on two parallel lines: a pair within
-// one plan gives the common slope, a pair across them anything; two pairs
-// that agree are needed, so three failures at least, as one pair may be
-// across.
-func requestSlope(failures map[int]Failure) (float64, bool) {
-	sizes := slices.Sorted(maps.Keys(failures))
+// requestSlope is how much more the failures asked for a sample, in bytes,
+// on the plan of the failure at from: the slope that most of the pairs
+// (from, another failing size) agree on, within slopeAgreement, when two
+// pairs at least do and no other group is as large (the group's median,
+// the lower of two: a smaller slope puts the risk lower). Failures of two
+// plans (XLA's) lie on two parallel lines: a pair within from's plan gives
+// its slope, a pair across the plans anything (session 15's second JAX
+// search failed at 677, 678 and 681 on one plan and at 700 on the other:
+// pairs of any two agreed as often on 20.5 MB a sample as on 40.3, pairs
+// with 677 on 40.3 twice, on 21.4 once).
+func requestSlope(failures map[int]Failure, from int) (float64, bool) {
 	var slopes []float64
-	for i, a := range sizes {
-		for _, b := range sizes[i+1:] {
-			if m := (float64(failures[b].Request) - float64(failures[a].Request)) / float64(b-a); m > 0 {
-				slopes = append(slopes, m)
-			}
+	for s, f := range failures {
+		if s != from {
+			slopes = append(slopes, (float64(f.Request)-float64(failures[from].Request))/float64(s-from))
 		}
 	}
 	slices.Sort(slopes)
 	var best []float64
+	tie := false
 	for _, m := range slopes {
+		if m <= 0 {
+			continue
+		}
 		var group []float64
 		for _, o := range slopes {
 			if math.Abs(o-m) <= slopeAgreement*m {
 				group = append(group, o)
 			}
 		}
-		if len(group) > len(best) {
-			best = group
+		switch {
+		case len(group) > len(best):
+			best, tie = group, false
+		case len(group) == len(best) && !slices.Equal(group, best) && !overlaps(group, best):
+			tie = true
 		}
 	}
-	if len(best) < 2 {
+	if len(best) < 2 || tie {
 		return 0, false
 	}
-	return best[len(best)/2], true
+	return best[(len(best)-1)/2], true
+}
+
+// overlaps reports whether two sorted groups of slopes share one.
+func overlaps(a, b []float64) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // slopeAgreement is how near, as a fraction, two pairs' slopes must be to
 // agree: XLA's requests at 677, 679, 688 and 706 on the H200 gave pairs
-// within 12 % of their median but one (the nearest two sizes, whose request
-// is rounded in the message), and pairs across two plans are off by far more.
+// with 677 within 12 % of their median, and pairs across two plans are off
+// by far more.
 const slopeAgreement = 0.15
 
 // noteRisk lowers the bracket's top to where the failures put sizes at
