@@ -32,8 +32,9 @@ type Risk struct {
 // by more than midStepSamples samples, which a size next to one that ran
 // does only when that one drew the other plan. The growth is the slope
 // the failures' requests agree on with from's (requestSlope), so that
-// failures of the other plan among them do not tilt it; the peaks of sizes that ran flatten
-// near the pool as XLA rematerialises, and do not say it.
+// failures of the other plan among them do not tilt it; the peaks of the
+// sizes that ran flatten near the pool as XLA rematerialises, and do not
+// say it.
 func (d *driver) riskFromFailures(hi int) (Risk, bool) {
 	if _, pooled := d.capacity(); !pooled {
 		return Risk{}, false
