@@ -344,8 +344,8 @@ type Pair struct {
 }
 
 // Risk is where a run's failures put sizes at risk: From's failure asked
-// for ShortfallBytes more than was free, and the failures' requests grow
-// SlopeBytes a sample, so sizes from Size up can fail as From did.
+// for ShortfallBytes more than was free, SlopeBytes a sample, so sizes
+// from Size up can fail as From did.
 type Risk struct {
 	Size           int     `json:"batch_size"`
 	From           int     `json:"from_size"`

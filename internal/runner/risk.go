@@ -15,7 +15,7 @@ func riskWarning(res search.Result) string {
 	if r == nil {
 		return ""
 	}
-	return fmt.Sprintf("%d asked for %s more than its pool had free when it failed, and the failures' requests grow %s a sample: "+
+	return fmt.Sprintf("%d asked for %s more than its pool had free when it failed, at %s a sample: "+
 		"sizes from %d up can fail as %d did, however often they ran, so %d is the safe side",
 		r.From, units.Bytes(uint64(r.Shortfall)), units.Bytes(uint64(r.Slope)), r.Size, r.From, res.Max)
 }

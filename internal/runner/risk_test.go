@@ -10,8 +10,8 @@ func TestRiskWarning(t *testing.T) {
 	if w := riskWarning(search.Result{Max: 676}); w != "" {
 		t.Errorf("no risk: %q", w)
 	}
-	res := search.Result{Max: 671, Risk: &search.Risk{Size: 672, From: 677, Shortfall: 206108098, Slope: 38136000}}
-	want := "677 asked for 196.6 MiB more than its pool had free when it failed, and the failures' requests grow 36.4 MiB a sample: " +
+	res := search.Result{Max: 671, Risk: &search.Risk{Size: 672, From: 677, Shortfall: 206108098, Slope: 37795078}}
+	want := "677 asked for 196.6 MiB more than its pool had free when it failed, at 36.0 MiB a sample: " +
 		"sizes from 672 up can fail as 677 did, however often they ran, so 671 is the safe side"
 	if w := riskWarning(res); w != want {
 		t.Errorf("got  %q\nwant %q", w, want)
