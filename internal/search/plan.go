@@ -19,7 +19,8 @@ type view struct {
 	g grid
 	k int // sizes per round
 	// lo is the largest size believed to fit (g.min-step when none) and hi
-	// the smallest believed not to (g.max+step when none).
+	// the smallest believed not to above it (g.max+step when none): the
+	// driver's bracket.
 	lo, hi int
 	// points are the measured peaks of the sizes believed to fit below hi,
 	// in units of fig, and fit the model made from them (nil when none

@@ -16,8 +16,9 @@ import (
 // smallest size does not fit, and the cause, wrapped, when the context or
 // the Prober ended the search.
 //
-// The search keeps a bracket: lo, the largest size believed to fit, and hi,
-// the smallest believed not to. A planner chooses sizes strictly inside it;
+// The search keeps a bracket: lo, the largest size believed to fit (below
+// any flaky size, and any the failures put at risk), and hi, the smallest
+// believed not to above it. A planner chooses sizes strictly inside it;
 // the search ends when hi is lo's next grid size, or lo is the top.
 func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 	if err := cfg.Validate(); err != nil {
