@@ -7,9 +7,9 @@ import (
 	"github.com/batchfit/batchfit/internal/units"
 )
 
-// riskWarning explains an answer that a flaky boundary's failures moved
-// down by their own figures (search.Risk: a framework's pool, XLA's); ""
-// when they did not.
+// riskWarning explains an answer that the failures moved down by their
+// own figures (search.Risk: a framework's pool, XLA's); "" when they did
+// not.
 func riskWarning(res search.Result) string {
 	r := res.Risk
 	if r == nil {

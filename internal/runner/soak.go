@@ -81,6 +81,9 @@ func (s *session) searchBelow(ctx context.Context, cfg search.Config, res search
 	next.Rounds += res.Rounds + 1
 	next.NonMonotonic = append(res.NonMonotonic, next.NonMonotonic...)
 	next.Flaky = append(res.Flaky, next.Flaky...)
+	if next.Risk == nil {
+		next.Risk = res.Risk // still where the first search's failures put it, above
+	}
 	if next.Model == nil {
 		next.Model, next.Figure = res.Model, res.Figure
 	}
