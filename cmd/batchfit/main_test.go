@@ -50,6 +50,13 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("XDG_CACHE_HOME", env.WorkDir+"/cache")
 			env.Setenv("BATCHFIT_TEST_STATUS_FILE", env.WorkDir+"/.status")
+			// The stand-in jax the adapter's tests use (a pool, memory_stats,
+			// XLA's out-of-memory error), for scripts that run a JAX trainer.
+			fake, err := filepath.Abs("../../internal/adapter/testdata/fakejax")
+			if err != nil {
+				return err
+			}
+			env.Setenv("FAKEJAX", fake)
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

@@ -229,7 +229,8 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 			o.planGlobalBatch(run)
 			if len(run.Flaky) > 0 {
 				fmt.Fprintf(io.stderr, "batchfit: warning: the boundary is flaky: %s; %d is the safe side, not exact\n", run.FlakyText(), run.Answer)
-			} else if r := run.AtRisk; r != nil {
+			}
+			if r := run.AtRisk; r != nil {
 				fmt.Fprintf(io.stderr, "batchfit: warning: by its failures' own figures sizes from %d up can fail; %d is the safe side, not exact\n", r.Size, run.Answer)
 			}
 			runs = append(runs, run)

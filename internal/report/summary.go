@@ -45,10 +45,13 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 		switch {
 		case run.Cached:
 			fmt.Fprintf(&b, "  from the cache: run %s of %s (use --fresh to search again)\n", run.ID, run.Started.Local().Format("2006-01-02 15:04"))
-		case len(run.Flaky) > 0:
-			fmt.Fprintf(&b, "  not exact: the boundary is flaky (%s); %d is the safe side, it ran every time\n", run.FlakyText(), run.Answer)
-		case run.AtRisk != nil:
-			fmt.Fprintf(&b, "  not exact: by its failures' own figures sizes from %d up can fail; %d is the safe side, it ran every time\n", run.AtRisk.Size, run.Answer)
+		case len(run.Flaky) > 0 || run.AtRisk != nil:
+			if len(run.Flaky) > 0 {
+				fmt.Fprintf(&b, "  not exact: the boundary is flaky (%s); %d is the safe side, it ran every time\n", run.FlakyText(), run.Answer)
+			}
+			if r := run.AtRisk; r != nil {
+				fmt.Fprintf(&b, "  not exact: by its failures' own figures sizes from %d up can fail; %d is the safe side, it ran every time\n", r.Size, run.Answer)
+			}
 		case run.FirstFailure > 0:
 			fmt.Fprintf(&b, "  proof: %d ran ok, %d %s\n", run.Answer, run.FirstFailure, failureOf(run, run.FirstFailure))
 		default:
