@@ -7,6 +7,18 @@ import (
 	"github.com/batchfit/batchfit/internal/units"
 )
 
+// eventWarning is what the live progress warns of as a search turns: a
+// conflict that held (the search goes on above it), or sizes the failures
+// put at risk (the answer will lie below them).
+func eventWarning(ev search.Event) string {
+	if r := ev.Risk; r != nil {
+		return fmt.Sprintf("%d's failure puts sizes from %d up at risk (it asked for %s more than its pool had free, at %s a sample): "+
+			"the answer will lie below %d, not exact", r.From, r.Size, units.Bytes(uint64(r.Shortfall)), units.Bytes(uint64(r.Slope)), r.Size)
+	}
+	c := ev.Conflict
+	return fmt.Sprintf("not monotone: %d failed below %d, which ran, both twice: the search goes on above %d", c.Fail.Size, c.Ok.Size, c.Ok.Size)
+}
+
 // riskWarning explains an answer that the failures moved down by their
 // own figures (search.Risk: a framework's pool, XLA's); "" when they did
 // not.

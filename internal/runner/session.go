@@ -272,8 +272,11 @@ func (s *session) progressInfo() ProgressInfo {
 func (s *session) runSearch(ctx context.Context) (search.Result, error) {
 	cfg := s.scfg
 	cfg.OnEvent = func(ev search.Event) {
-		if ev.Kind == search.EventPlan {
+		switch ev.Kind {
+		case search.EventPlan:
 			s.prober.SetPhase(string(ev.Phase))
+		case search.EventConflict, search.EventRisk:
+			s.prog.Warn(eventWarning(ev))
 		}
 		s.prog.Event(ev)
 	}

@@ -115,6 +115,8 @@ const (
 	EventBracket     EventKind = "bracket"     // Lo or Hi changed
 	EventPlan        EventKind = "plan"        // Sizes are about to be probed
 	EventObservation EventKind = "observation" // a trial finished
+	EventConflict    EventKind = "conflict"    // a failure below a size that ran held (Conflict)
+	EventRisk        EventKind = "risk"        // the failures put sizes at risk (Risk)
 )
 
 // Event is a step of the search's progress, for live displays and logs.
@@ -129,6 +131,8 @@ type Event struct {
 	// it planned this round; 0 when it did not.
 	Predicted   float64
 	Observation Observation // EventObservation
+	Conflict    Conflict    // EventConflict
+	Risk        *Risk       // EventRisk
 }
 
 // Figure names the memory figure the model and margin use.

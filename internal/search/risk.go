@@ -82,6 +82,7 @@ func (d *driver) noteRisk(lo, hi int) bool {
 		return false
 	}
 	d.res.Risk = &r
+	d.emit(Event{Kind: EventRisk, Risk: &r})
 	return true
 }
 

@@ -589,6 +589,7 @@ func (d *driver) recordConflict(s int) {
 		}
 	}
 	d.res.NonMonotonic = append(d.res.NonMonotonic, c)
+	d.emit(Event{Kind: EventConflict, Conflict: c})
 }
 
 // confirm re-runs the answer n times in fresh trials. One failure is enough

@@ -213,11 +213,20 @@ func TestContradictionHolds(t *testing.T) {
 		return "", false
 	}}
 	cfg := Config{Min: 1, Max: 1000, Parallel: 3, Strategy: Bisect}
+	var told []Conflict
+	cfg.OnEvent = func(ev Event) {
+		if ev.Kind == EventConflict {
+			told = append(told, ev.Conflict)
+		}
+	}
 	res, err := Run(context.Background(), cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkProof(t, res, cfg, 211)
+	if !slices.Equal(told, res.NonMonotonic) {
+		t.Errorf("conflicts told as they held %+v, want %+v", told, res.NonMonotonic)
+	}
 	if len(res.NonMonotonic) != 1 {
 		t.Fatalf("conflicts %+v, want one", res.NonMonotonic)
 	}
