@@ -599,29 +599,42 @@ func TestEvents(t *testing.T) {
 // run (checkHighestBoundary).
 func TestNotMonotoneHighestBoundary(t *testing.T) {
 	w := smallWorkload(211)
-	cfgs := []Config{
+	var cfgs []Config
+	for _, c := range []Config{
 		{Parallel: 1}, {Parallel: 2}, {Parallel: 3}, {Parallel: 1, Strategy: Bisect}, {Parallel: 3, Strategy: Bisect},
 		{Parallel: 1, SideBySide: 3, ProofAlongside: true}, {Parallel: 2, SideBySide: 6, ProofAlongside: true},
+	} {
+		c.Min, c.Max, c.Capacity = 1, 1000, w.capacity
+		cfgs = append(cfgs, c)
 	}
+	searchHoles(t, cfgs, 9, 210, 7, 211, func(hole func(int) bool) Prober {
+		return &fakeProber{w: w, script: func(size, _ int) (classify.Outcome, bool) {
+			if hole(size) {
+				return classify.OOM, true
+			}
+			return "", false
+		}}
+	})
+}
+
+// searchHoles searches, with each of cfgs, a workload that fits up to truth
+// but in a hole of one or three sizes that fail every time, starting at
+// every step-th size from first to last, each through the prober that
+// prober makes for it, and checks every result (checkHighestBoundary); at
+// least one search must meet a hole and answer above it.
+func searchHoles(t *testing.T, cfgs []Config, first, last, step, truth int, prober func(hole func(int) bool) Prober) {
+	t.Helper()
 	reached := 0
-	for _, base := range cfgs {
-		for from := 9; from < 211; from += 7 {
+	for _, cfg := range cfgs {
+		for from := first; from <= last; from += step {
 			for _, width := range []int{1, 3} {
-				cfg := base
-				cfg.Min, cfg.Max, cfg.Capacity = 1, 1000, w.capacity
 				hole := func(s int) bool { return s >= from && s < from+width }
-				p := &fakeProber{w: w, script: func(size, _ int) (classify.Outcome, bool) {
-					if hole(size) {
-						return classify.OOM, true
-					}
-					return "", false
-				}}
-				res, err := Run(context.Background(), cfg, p)
+				res, err := Run(context.Background(), cfg, prober(hole))
 				name := fmt.Sprintf("k=%d %s side by side %d, hole %d-%d", cfg.Parallel, cfg.Strategy, cfg.SideBySide, from, from+width-1)
 				if err != nil {
 					t.Fatalf("%s: %v (trials %v)", name, err, sizesOf(res.Trials))
 				}
-				if checkHighestBoundary(t, name, res, cfg, hole, 211) {
+				if checkHighestBoundary(t, name, res, cfg, hole, truth) {
 					reached++
 				}
 			}
