@@ -119,6 +119,8 @@ func TestWriteHTMLContent(t *testing.T) {
 	nonMono.NonMonotonic = []record.Pair{{OK: 968, Fail: 960}}
 	nonMono.Warnings = []string{"the CUDA context was not counted"}
 	nonMono.Cached = true
+	atRisk := chartResNet(t)
+	atRisk.AtRisk = &record.Risk{Size: 940, From: 969, ShortfallBytes: 2 << 30, SlopeBytes: 80 << 20}
 	limited := chartLimited(t)
 	failed := &record.Run{Status: record.Failed, Error: "trial 2 crashed: exit 1", Settings: record.Settings{Min: 1, Max: 64},
 		Trials: []record.Trial{
@@ -147,6 +149,7 @@ func TestWriteHTMLContent(t *testing.T) {
 		{"non-monotonic, warnings, cached", nonMono, []string{
 			"Non-monotonic", "Batch size 960 failed below 968, which ran", "the CUDA context was not counted",
 			"Answered from the results store"}, nil},
+		{"at risk", atRisk, []string{"At risk", "Not exact: by its failures' own figures sizes from 940 up can fail"}, nil},
 		{"memory limit", limited, []string{"24.00 GiB (25769803776 bytes) (--memory-limit)", "NVIDIA H200 · 141.00 GiB"}, nil},
 		{"soaked", chartSoaked(t), []string{
 			"<h2>Soak</h2>", "for up to 10 min (--soak)", "A soak that did not fit moved the answer down",
