@@ -230,8 +230,8 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 			if len(run.Flaky) > 0 {
 				fmt.Fprintf(io.stderr, "batchfit: warning: the boundary is flaky: %s; %d is the safe side, not exact\n", run.FlakyText(), run.Answer)
 			}
-			if r := run.AtRisk; r != nil {
-				fmt.Fprintf(io.stderr, "batchfit: warning: by its failures' own figures sizes from %d up can fail; %d is the safe side, not exact\n", r.Size, run.Answer)
+			if run.AtRisk != nil {
+				fmt.Fprintf(io.stderr, "batchfit: warning: %s; %d is the safe side, not exact\n", run.AtRiskText(), run.Answer)
 			}
 			runs = append(runs, run)
 			if werr := o.out.write(run, len(groups) > 1); werr != nil && exit == nil {

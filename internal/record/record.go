@@ -353,6 +353,16 @@ type Risk struct {
 	SlopeBytes     float64 `json:"slope_bytes"`
 }
 
+// AtRiskText says in words where the failures put sizes at risk, for
+// warnings and reports: "by its failures' own figures sizes from 672 up can
+// fail"; "" when they put none.
+func (r *Run) AtRiskText() string {
+	if r.AtRisk == nil {
+		return ""
+	}
+	return fmt.Sprintf("by its failures' own figures sizes from %d up can fail", r.AtRisk.Size)
+}
+
 // FlakySize is a size whose trials disagreed: it ran OK times and failed
 // Failed times.
 type FlakySize struct {

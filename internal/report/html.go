@@ -110,9 +110,9 @@ func htmlViewOf(run *record.Run) htmlView {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Flaky boundary",
 			Text: fmt.Sprintf("Not exact: the boundary does not reproduce (%s). %d is the safe side: it ran every time it was tried.", run.FlakyText(), run.Answer)})
 	}
-	if r := run.AtRisk; r != nil {
+	if run.AtRisk != nil {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "At risk",
-			Text: fmt.Sprintf("Not exact: by its failures' own figures sizes from %d up can fail (see the warning below). %d is the safe side: it ran every time it was tried.", r.Size, run.Answer)})
+			Text: fmt.Sprintf("Not exact: %s (see the warning below). %d is the safe side: it ran every time it was tried.", run.AtRiskText(), run.Answer)})
 	}
 	for _, p := range run.NonMonotonic {
 		v.Alerts = append(v.Alerts, htmlAlert{Class: "warn", Title: "Non-monotonic",

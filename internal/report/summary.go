@@ -49,8 +49,8 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 			if len(run.Flaky) > 0 {
 				fmt.Fprintf(&b, "  not exact: the boundary is flaky (%s); %d is the safe side, it ran every time\n", run.FlakyText(), run.Answer)
 			}
-			if r := run.AtRisk; r != nil {
-				fmt.Fprintf(&b, "  not exact: by its failures' own figures sizes from %d up can fail; %d is the safe side, it ran every time\n", r.Size, run.Answer)
+			if run.AtRisk != nil {
+				fmt.Fprintf(&b, "  not exact: %s; %d is the safe side, it ran every time\n", run.AtRiskText(), run.Answer)
 			}
 		case run.FirstFailure > 0:
 			fmt.Fprintf(&b, "  proof: %d ran ok, %d %s\n", run.Answer, run.FirstFailure, failureOf(run, run.FirstFailure))
