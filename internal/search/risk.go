@@ -106,3 +106,29 @@ func (d *driver) top(skip int) int {
 // bounds the answer without being run (its failure is the failures'
 // figures' prediction, not a trial's).
 func (d *driver) atRisk(s int) bool { return d.res.Risk != nil && d.res.Risk.Size == s }
+
+// riskEdge plans the round after the failures put sizes from hi up at risk
+// (noteRisk) while sizes at or above hi ran: those drew a plan that needs
+// less, so the failures' plan is what the answer must fit, and it fits up
+// to hi's neighbour below, by the failures' own figures. That size is
+// probed first, the rest of the round spread below it, rather than the
+// model's window, which only knows the sizes that ran and creeps up from
+// the largest below hi (session 15's fourth search: 661, 666, 669, 670,
+// 671 after 684 put 672 at risk with 683 run).
+func (d *driver) riskEdge(lo, hi int) (sizes []int, predicted float64, ok bool) {
+	if !d.atRisk(hi) || !d.ranAtOrAbove(hi) {
+		return nil, 0, false
+	}
+	edge := hi - d.g.step
+	return append(spread(d.g, lo, edge, d.k-1), edge), float64(edge), true
+}
+
+// ranAtOrAbove reports whether a size from s up is believed to fit.
+func (d *driver) ranAtOrAbove(s int) bool {
+	for t, o := range d.belief {
+		if t >= s && fits(o) {
+			return true
+		}
+	}
+	return false
+}

@@ -97,7 +97,10 @@ func (d *driver) run(ctx context.Context) error {
 				phase = PhaseBracket
 			}
 			v := d.planView(lo, hi)
-			sizes, predicted := d.plan.next(v)
+			sizes, predicted, ok := d.riskEdge(lo, hi)
+			if !ok {
+				sizes, predicted = d.plan.next(v)
+			}
 			if err := d.roundWith(ctx, phase, sizes, predicted, d.proofAlongside(v, sizes)); err != nil {
 				return err
 			}
@@ -613,6 +616,12 @@ func (d *driver) confirm(ctx context.Context, size, n int) error {
 // finish fills in the parts of the result that summarise the beliefs.
 func (d *driver) finish() {
 	d.res.Trials, d.res.Rounds = d.trials, d.rounds
+	if r := d.res.Risk; r != nil && d.res.Found && d.res.FirstFailure != r.Size {
+		// A size below the risk failed, and its re-checks proved the
+		// boundary there (riskEdge's probe can find one): the risk is
+		// about sizes above the answer's first failure, no longer its own.
+		d.res.Risk = nil
+	}
 	for _, s := range slices.Sorted(maps.Keys(d.flaky)) {
 		ok, failed := d.tally(s)
 		d.res.Flaky = append(d.res.Flaky, FlakySize{Size: s, OK: ok, Failed: failed})
