@@ -1,6 +1,10 @@
 package search
 
-import "math"
+import (
+	"maps"
+	"math"
+	"slices"
+)
 
 // Risk says where a boundary's failures put sizes at risk: by what they
 // asked for and what was free, sizes from Size up can fail as they did,
@@ -15,26 +19,31 @@ type Risk struct {
 
 // riskFromFailures returns where the failures put sizes at risk, for a
 // workload whose framework plans a step's memory in its own pool (XLA's:
-// Memory.Limit reported), with the bracket closed on hi. There an OOM is
-// the step's planned buffer not fitting in what the pool had free (the
-// parameters and optimizer state are held apart), and that buffer is the
-// step's activations, in proportion to the batch: on the H200 JAX's GPT
-// asked its 23.90 GiB pool, 23.64 GiB free, for 23.83 GiB at 677 (35.2 MiB
-// a sample), 23.91 at 679 and 24.22 at 688. But XLA plans a size
-// differently from one process to the next (677 ran once and failed twice;
-// 689 and 693 ran where 694 asked 24.08 GiB): a plan that needs more stops
-// fitting lower, and sizes above run only when another plan is drawn (676
-// ran twice; the truth's repeats saw sizes fail from 672 up). A failure
-// says where its own plan stops fitting: at from × free / request, where
-// the buffer scaled down to a smaller batch fits what was free (a buffer
-// with a part that does not grow would fit a little lower). It is taken
-// from the smallest flaky size, a plan that did not fit where another did;
-// else from hi, when it missed by more than midStepSamples samples, which
-// a size next to one that ran does only when that one drew another plan.
-// Slopes between failures are no guide: failures of several plans lie on
-// several lines (session 15's third search: pairs with 677's failure gave
-// 15.8 to 42.9 MB a sample).
-func (d *driver) riskFromFailures(hi int) (Risk, bool) {
+// Memory.Limit reported). There an OOM is the step's planned buffer not
+// fitting in what the pool had free (the parameters and optimizer state
+// are held apart), and that buffer is the step's activations, in
+// proportion to the batch: on the H200 JAX's GPT asked its 23.90 GiB pool,
+// 23.64 GiB free, for 23.83 GiB at 677 (35.2 MiB a sample), 23.91 at 679
+// and 24.22 at 688. But XLA plans a size differently from one process to
+// the next (677 ran once and failed twice; 688 and 690 ran where 691 and
+// 706 failed): a plan that needs more stops fitting lower, and sizes above
+// run only when another plan is drawn (the truth's repeats saw sizes fail
+// from 672 up). A failure says where its own plan stops fitting: at
+// size × free / request, where the buffer scaled down to a smaller batch
+// fits what was free (a part that does not grow, as buffers the size of
+// the parameters, puts that limit a little high, never low). Session 16's
+// failures gave 671.3 to 671.7 from 677 up to 707, and 681.2 for the other
+// plan (691 to 700).
+//
+// Sizes from that limit up are at risk when a size between it and the
+// failure ran: another plan was drawn there, which the failing plan's
+// size would not fit. The limit must lie more than midStepSamples below
+// the failure (a failure next to the limit says nothing of plans), and a
+// flaky size's failure places it however close: the smallest limit of
+// all the failures that qualify is taken. Slopes between failures are no
+// guide: failures of several plans lie on several lines (session 15's
+// third search: pairs with 677's failure gave 15.8 to 42.9 MB a sample).
+func (d *driver) riskFromFailures() (Risk, bool) {
 	if _, pooled := d.capacity(); !pooled {
 		return Risk{}, false
 	}
@@ -47,37 +56,39 @@ func (d *driver) riskFromFailures(hi int) (Risk, bool) {
 			last[o.Size] = f
 		}
 	}
-	from := 0
-	for s := range d.flaky {
-		if _, ok := last[s]; ok && (from == 0 || s < from) {
-			from = s
+	var risk Risk
+	for _, from := range slices.Sorted(maps.Keys(last)) {
+		f := last[from]
+		limit := float64(from) * float64(f.Free) / float64(f.Request)
+		if !d.flaky[from] && (float64(from)-limit <= midStepSamples || !d.ranBetween(limit+1, from)) {
+			continue
+		}
+		safe := d.g.floor(toInt(math.Floor(limit), d.g))
+		if safe < d.g.min || (risk.Size != 0 && safe+d.g.step >= risk.Size) {
+			continue
+		}
+		risk = Risk{Size: safe + d.g.step, From: from, Shortfall: float64(f.Request - f.Free),
+			Slope: float64(f.Request) / float64(from)}
+	}
+	return risk, risk.Size != 0
+}
+
+// ranBetween reports whether a size above x and below y was seen to fit.
+func (d *driver) ranBetween(x float64, y int) bool {
+	for _, o := range d.trials {
+		if fits(o) && float64(o.Size) > x && o.Size < y {
+			return true
 		}
 	}
-	flaky := from != 0
-	if _, ok := last[hi]; !flaky && ok {
-		from = hi
-	}
-	if from == 0 {
-		return Risk{}, false
-	}
-	f := last[from]
-	slope := float64(f.Request) / float64(from)
-	short := float64(f.Request - f.Free)
-	if !flaky && short <= midStepSamples*slope {
-		return Risk{}, false
-	}
-	safe := d.g.floor(toInt(math.Floor(float64(from)*float64(f.Free)/float64(f.Request)), d.g))
-	if safe < d.g.min {
-		return Risk{}, false
-	}
-	return Risk{Size: safe + d.g.step, From: from, Shortfall: short, Slope: slope}, true
+	return false
 }
 
 // noteRisk lowers the bracket's top to where the failures put sizes at
-// risk (riskFromFailures), once the bracket closed on (lo, hi) above it;
-// it says whether it did. The risk only ever moves down.
-func (d *driver) noteRisk(lo, hi int) bool {
-	r, ok := d.riskFromFailures(hi)
+// risk (riskFromFailures), when that is at or below lo, the largest size
+// believed to fit below it; it says whether it did. The risk only ever
+// moves down.
+func (d *driver) noteRisk(lo int) bool {
+	r, ok := d.riskFromFailures()
 	if !ok || r.Size > lo || (d.res.Risk != nil && r.Size >= d.res.Risk.Size) {
 		return false
 	}

@@ -87,6 +87,9 @@ func (d *driver) run(ctx context.Context) error {
 			return fmt.Errorf("search stopped: %w", err)
 		}
 		lo, hi := d.bracket()
+		if d.noteRisk(lo) {
+			continue
+		}
 		d.noteBracket(lo, hi)
 		if hi == d.g.min {
 			return &NothingFitsError{Observation: d.belief[hi]}
@@ -107,9 +110,6 @@ func (d *driver) run(ctx context.Context) error {
 			continue
 		}
 		// The bracket is closed on lo.
-		if d.noteRisk(lo, hi) {
-			continue
-		}
 		if sizes, proven := d.proofRecheck(lo, hi); !proven {
 			if err := d.recheckProof(ctx, sizes); err != nil {
 				return err
