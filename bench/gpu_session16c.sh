@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 16's third call on one H200: the JAX example on the whole card (preload, XLA's default pool of 75 %) with a pool failure putting sizes at
-# risk as soon as a size between its plan's limit and itself ran (internal/search/risk.go), and the safe side's top
-# probed first (riskEdge). Session 16's first call (bench/gpu_session15c.sh, riskEdge alone) took 20 trials.
-# Usage: bench/gpu_session16b.sh BATCHFIT OUTDIR
+# Session 16's third call on one H200: the JAX example on the whole card (preload, XLA's default pool of 75 %),
+# never finished before (session 13 cut it at 195 s: 8 1078 2035 2248 2703 2979x 2971x 2837 2970...; the truth's
+# bisection ran 3072), with the pool-failure risk rule of internal/search/risk.go.
+# Usage: bench/gpu_session16c.sh BATCHFIT OUTDIR
 set -u
 bf=$1
 out=$2
