@@ -125,13 +125,19 @@ func (d *driver) atRisk(s int) bool { return d.res.Risk != nil && d.res.Risk.Siz
 // probed first, the rest of the round spread below it, rather than the
 // model's window, which only knows the sizes that ran and creeps up from
 // the largest below hi (session 15's fourth search: 661, 666, 669, 670,
-// 671 after 684 put 672 at risk with 683 run).
-func (d *driver) riskEdge(lo, hi int) (sizes []int, predicted float64, ok bool) {
+// 671 after 684 put 672 at risk with 683 run). Where trials side by side
+// leave room (Config.ProofAlongside), the edge's second run, the proof's,
+// rides along: hi is not run, so the edge's two runs are all the proof.
+func (d *driver) riskEdge(lo, hi int) (sizes []int, predicted float64, rechecks []int, ok bool) {
 	if !d.atRisk(hi) || !d.ranAtOrAbove(hi) {
-		return nil, 0, false
+		return nil, 0, nil, false
 	}
 	edge := hi - d.g.step
-	return append(spread(d.g, lo, edge, d.k-1), edge), float64(edge), true
+	sizes = append(spread(d.g, lo, edge, d.k-1), edge)
+	if okEdge, _ := d.tally(edge); d.cfg.ProofAlongside && d.cfg.SideBySide > len(sizes) && okEdge == 0 {
+		rechecks = []int{edge}
+	}
+	return sizes, float64(edge), rechecks, true
 }
 
 // ranAtOrAbove reports whether a size from s up is believed to fit.

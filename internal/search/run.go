@@ -99,12 +99,13 @@ func (d *driver) run(ctx context.Context) error {
 			if hi > d.g.max {
 				phase = PhaseBracket
 			}
-			v := d.planView(lo, hi)
-			sizes, predicted, ok := d.riskEdge(lo, hi)
+			sizes, predicted, rechecks, ok := d.riskEdge(lo, hi)
 			if !ok {
+				v := d.planView(lo, hi)
 				sizes, predicted = d.plan.next(v)
+				rechecks = d.proofAlongside(v, sizes)
 			}
-			if err := d.roundWith(ctx, phase, sizes, predicted, d.proofAlongside(v, sizes)); err != nil {
+			if err := d.roundWith(ctx, phase, sizes, predicted, rechecks); err != nil {
 				return err
 			}
 			continue
