@@ -35,14 +35,18 @@ type Risk struct {
 // failures gave 671.3 to 671.7 from 677 up to 707, and 681.2 for the other
 // plan (691 to 700).
 //
-// Sizes from that limit up are at risk when a size between it and the
-// failure ran: another plan was drawn there, which the failing plan's
-// size would not fit. The limit must lie more than midStepSamples below
-// the failure (a failure next to the limit says nothing of plans), and a
-// flaky size's failure places it however close: the smallest limit of
-// all the failures that qualify is taken. Slopes between failures are no
-// guide: failures of several plans lie on several lines (session 15's
-// third search: pairs with 677's failure gave 15.8 to 42.9 MB a sample).
+// Sizes from that limit up are at risk when a size above it ran: another
+// plan was drawn there, which the failing plan's size would not fit. The
+// limit must lie more than midStepSamples below the failure (a failure
+// next to its limit says nothing of plans), and the size that ran must be
+// the failure's neighbour below, or the limit corroborated by another
+// failure's (corroborated): a buffer that grows faster than the batch
+// gives a far failure a limit below the boundary, and sizes between run
+// with one plan. A flaky size's failure places it however close. The
+// smallest limit of all the failures that qualify is taken. Slopes between
+// failures are no guide: failures of several plans lie on several lines
+// (session 15's third search: pairs with 677's failure gave 15.8 to 42.9
+// MB a sample).
 func (d *driver) riskFromFailures() (Risk, bool) {
 	if _, pooled := d.capacity(); !pooled {
 		return Risk{}, false
@@ -56,12 +60,21 @@ func (d *driver) riskFromFailures() (Risk, bool) {
 			last[o.Size] = f
 		}
 	}
+	limits := map[int]float64{}
+	for from, f := range last {
+		limits[from] = float64(from) * float64(f.Free) / float64(f.Request)
+	}
 	var risk Risk
 	for _, from := range slices.Sorted(maps.Keys(last)) {
-		f := last[from]
-		limit := float64(from) * float64(f.Free) / float64(f.Request)
-		if !d.flaky[from] && (float64(from)-limit <= midStepSamples || !d.ranBetween(limit+1, from)) {
-			continue
+		f, limit := last[from], limits[from]
+		if !d.flaky[from] {
+			if float64(from)-limit <= midStepSamples {
+				continue
+			}
+			next := d.ranBetween(float64(from-d.g.step)-0.5, from)
+			if !next && !(corroborated(limits, from) && d.ranBetween(limit+1, from)) {
+				continue
+			}
 		}
 		safe := d.g.floor(toInt(math.Floor(limit), d.g))
 		if safe < d.g.min || (risk.Size != 0 && safe+d.g.step >= risk.Size) {
@@ -71,6 +84,32 @@ func (d *driver) riskFromFailures() (Risk, bool) {
 			Slope: float64(f.Request) / float64(from)}
 	}
 	return risk, risk.Size != 0
+}
+
+// corroborated reports whether another failure's limit (size × free /
+// request, by size) agrees with the one at from closely enough that its
+// buffer is in proportion to the batch between them: then the limit is
+// where the failing plan stops fitting, to within a sample. A buffer that
+// grows faster than the batch (a contrastive loss's batch × batch logits)
+// puts a far failure's limit below the boundary, by as much as the limits
+// fall from one failure to the next, a sample for every sample of distance
+// times its quadratic share; requiring the limits to differ by no more than
+// their failures' distance over the limit's own (from the failure) keeps
+// that error within a sample, which a size that ran cannot exceed. Two
+// plans' failures lie on two lines and do not corroborate each other
+// (session 16: 671.3 from 677 to 707, 681.2 from 691 to 700).
+func corroborated(limits map[int]float64, from int) bool {
+	e := limits[from]
+	for other, o := range limits {
+		if other == from {
+			continue
+		}
+		reach := float64(max(from, other)) - min(e, o)
+		if math.Abs(e-o)*reach <= math.Abs(float64(from-other)) {
+			return true
+		}
+	}
+	return false
 }
 
 // ranBetween reports whether a size above x and below y was seen to fit.

@@ -10,19 +10,31 @@ import (
 
 // TestPoolOnePlanNoRisk: a workload whose framework plans its step in a
 // pool (XLA's) and plans every size the same way puts no size at risk,
-// however its failures miss: its buffer is its activations plus a part that
+// however its failures miss. Its buffer is its activations plus a part that
 // does not grow (temporaries the size of the parameters), so a failure's
 // own limit (size × free / request) lies at or above the boundary, and no
-// size between that limit and the failure runs. The answer is exact and
-// the truth's, with one GPU and with two.
+// size between that limit and the failure runs; or it grows faster than the
+// batch (a contrastive loss's batch × batch logits, up to 30 % of the buffer
+// at the boundary), so a far failure's limit lies below the boundary, and
+// sizes between it and the failure run. The answer is exact and the
+// truth's, with one GPU and with two.
 func TestPoolOnePlanNoRisk(t *testing.T) {
 	const pool, held = 23.9, 0.26 // GiB, as the H200's JAX trials
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 16))
-		fixed := r.Float64() * 0.2 * (pool - held) // the part that does not grow
-		perSample := (0.005 + r.Float64()*0.5) * (pool - held - fixed) / 100
-		buffer := func(s int) float64 { return fixed + perSample*float64(s) }
-		answer := int((pool - held - fixed) / perSample)
+		free := pool - held
+		answer := 40 + r.IntN(2000)
+		var fixed, quad float64 // GiB, and GiB a sample squared
+		if seed%2 == 0 {
+			fixed = r.Float64() * 0.2 * free
+		} else {
+			quad = r.Float64() * 0.3 * free / float64(answer*answer)
+		}
+		// Linear per sample, so that the buffer at answer+0.5 is what
+		// was free.
+		x := float64(answer) + 0.5
+		perSample := (free - fixed - quad*x*x) / x
+		buffer := func(s int) float64 { return fixed + perSample*float64(s) + quad*float64(s*s) }
 		p := ProberFunc(func(_ context.Context, sizes []int) ([]Observation, error) {
 			obs := make([]Observation, len(sizes))
 			for i, s := range sizes {
