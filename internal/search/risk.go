@@ -123,12 +123,13 @@ func (d *driver) ranBetween(x float64, y int) bool {
 }
 
 // noteRisk lowers the bracket's top to where the failures put sizes at
-// risk (riskFromFailures), when that is at or below lo, the largest size
-// believed to fit below it; it says whether it did. The risk only ever
-// moves down.
-func (d *driver) noteRisk(lo int) bool {
+// risk (riskFromFailures), when that is below hi, the bracket's top now
+// (session 16's last JAX search: 681's failure put 672 at risk while the
+// bracket was (670, 681), and waiting for lo to pass 672 cost it 676's
+// trial); it says whether it did. The risk only ever moves down.
+func (d *driver) noteRisk(hi int) bool {
 	r, ok := d.riskFromFailures()
-	if !ok || r.Size > lo || (d.res.Risk != nil && r.Size >= d.res.Risk.Size) {
+	if !ok || r.Size >= hi {
 		return false
 	}
 	d.res.Risk = &r

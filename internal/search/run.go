@@ -87,7 +87,7 @@ func (d *driver) run(ctx context.Context) error {
 			return fmt.Errorf("search stopped: %w", err)
 		}
 		lo, hi := d.bracket()
-		if d.noteRisk(lo) {
+		if d.noteRisk(hi) {
 			continue
 		}
 		d.noteBracket(lo, hi)
