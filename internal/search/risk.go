@@ -71,8 +71,8 @@ func (d *driver) riskFromFailures() (Risk, bool) {
 			if float64(from)-limit <= midStepSamples {
 				continue
 			}
-			besideRan := d.ranBetween(float64(from-d.g.step)-0.5, from) // its neighbour below
-			if !besideRan && !(corroborated(limits, from) && d.ranBetween(limit+1, from)) {
+			besideRan, _ := d.tally(from - d.g.step) // its neighbour below
+			if besideRan == 0 && !(corroborated(limits, from) && d.ranBetween(limit+1, from)) {
 				continue
 			}
 		}
