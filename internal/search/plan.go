@@ -46,6 +46,9 @@ type view struct {
 	// reached says [cLo, cHi] is where the failure at hi could have
 	// reached (planView), not the capacity.
 	reached bool
+	// pooled says the capacity is a framework's own pool (JAX's), which
+	// plans each step's buffers to fit it (driver.capacity).
+	pooled bool
 }
 
 func (v view) growing() bool { return v.hi > v.g.max }
@@ -175,7 +178,7 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 	}
 	sizes, predicted := m.predict(v)
 	if v.growing() {
-		return m.gallop.hold(v, sizes), predicted
+		return doubleWhenBending(v, m.gallop.hold(v, sizes)), predicted
 	}
 	return m.refine.hold(v, sizes), predicted
 }
@@ -188,7 +191,10 @@ func (m *modelPlanner) predict(v view) ([]int, float64) {
 	// would land one short of it again, round after round (Lightning's
 	// H200 trials, two GPUs: 2025, 2023, 2021, ... with 1989 run), so the
 	// window plans the round after it.
-	overshot := m.stepHi > 0 && v.lo == m.stepLo && v.hi < m.stepHi
+	// A plan's limit is not such a bound: a failure of another plan below
+	// the step says where that plan stops fitting.
+	_, planned := v.planLimit()
+	overshot := m.stepHi > 0 && v.lo == m.stepLo && v.hi < m.stepHi && !planned
 	m.stepLo, m.stepHi = 0, 0
 	if sizes, ok := shortfallStep(v); ok && !overshot {
 		m.stepLo, m.stepHi = v.lo, v.hi
@@ -248,6 +254,37 @@ func (gl *gallop) hold(v view, sizes []int) []int {
 	}
 	return sizes
 }
+
+// doubleWhenBending makes a growing round in a framework's pool reach twice
+// lo at least once the peaks bend (bends): a compiler that plans each
+// step's buffers to fit its pool (XLA's rematerialisation) holds the peak
+// below the pool's limit ever more tightly as the batch grows, so the fit
+// places the boundary just above every size that ran (the JAX example at
+// 24 GiB: 459, 510, 610, 659, then 706 failed, with 671 the answer). A
+// failure far above costs one trial: its buffer scales to the batch, and
+// its plan's limit (planLimit) is the next step.
+func doubleWhenBending(v view, sizes []int) []int {
+	if !v.pooled || !bends(v) || len(sizes) == 0 {
+		return sizes
+	}
+	least := v.g.clamp(v.g.floor(2 * v.lo))
+	if top := slices.Max(sizes); top < least {
+		sizes[slices.Index(sizes, top)] = least
+	}
+	return sizes
+}
+
+// bends says the measured peaks are not on a line: three or more, the
+// farthest from the fit by more than bendShare of the expected capacity.
+func bends(v view) bool {
+	return v.fit != nil && v.fit.N >= 3 && v.fit.Residual > bendShare*v.cLo
+}
+
+// bendShare is how far from the line, as a share of the capacity, a peak
+// may lie before the peaks are taken to bend: the JAX example's three
+// first peaks (8, 243, 459) lie up to 0.99 GiB from theirs, 4 % of its
+// pool; torch's peaks are affine to within the allocator's rounding.
+const bendShare = 0.02
 
 // peakAt is the measured peak at size s, 0 when s did not run.
 func peakAt(v view, s int) float64 {
@@ -373,6 +410,13 @@ func (m *modelPlanner) opening(v view) []int {
 // buffer, and a step from it lands far below), or, when it did not say
 // what it held, the step is a single grid step. A step below lo means the
 // failure overstated the shortfall, and the window plans.
+//
+// In a framework's pool the step is the failing plan's limit instead
+// (planLimit): XLA asks for a step's buffers at once, in proportion to the
+// batch, so where that buffer fits is known without a slope, which the
+// bending peaks (bends) would get wrong. Most of the JAX example's
+// failures at 24 GiB (677 to 707) named 671.3 to 671.7 this way, the
+// answer, and 2971's on the whole card 2970.6, which it proved.
 func shortfallStep(v view) ([]int, bool) {
 	s, ok := shortfallAnswer(v)
 	if !ok {
@@ -390,10 +434,24 @@ func shortfallStep(v view) ([]int, bool) {
 	return sizes, true
 }
 
+// planLimit is where the plan of the failure at hi stops fitting
+// (Failure.planLimit), in a framework's pool; ok is false when there is no
+// such failure.
+func (v view) planLimit() (float64, bool) {
+	if !v.pooled || v.growing() {
+		return 0, false
+	}
+	return v.failed.planLimit(v.hi)
+}
+
 // shortfallAnswer is the answer the failure at hi names (see
 // shortfallStep): the largest grid size at its Newton step, lo or above.
 func shortfallAnswer(v view) (int, bool) {
 	f := v.failed
+	if limit, ok := v.planLimit(); ok {
+		s := v.g.floor(toInt(math.Floor(limit), v.g))
+		return s, s >= v.lo
+	}
 	if v.fit == nil || v.growing() || v.growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
 		return 0, false
 	}

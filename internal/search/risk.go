@@ -52,17 +52,11 @@ func (d *driver) riskFromFailures() (Risk, bool) {
 		return Risk{}, false
 	}
 	last := map[int]Failure{}
-	for _, o := range d.trials {
-		// A request that is most of what the trial needed is a step's
-		// planned buffer; one that is not (an allocator's single tensor:
-		// torch's, TensorFlow's without XLA) says nothing of a plan.
-		if f := o.Failure; tooLarge(o) && f.Request > f.Free && f.Free > 0 && f.Request > f.Allocated {
-			last[o.Size] = f
-		}
-	}
 	limits := map[int]float64{}
-	for from, f := range last {
-		limits[from] = float64(from) * float64(f.Free) / float64(f.Request)
+	for _, o := range d.trials {
+		if limit, ok := o.Failure.planLimit(o.Size); tooLarge(o) && ok {
+			last[o.Size], limits[o.Size] = o.Failure, limit
+		}
 	}
 	var risk Risk
 	for _, from := range slices.Sorted(maps.Keys(last)) {

@@ -723,6 +723,7 @@ func (d *driver) view(lo, hi int) view {
 		v.growth = d.reservedSlope(hi, f.Slope)
 	}
 	capacity, pooled := d.capacity()
+	v.pooled = pooled
 	context := 0.0
 	if !pooled {
 		context = d.context(hi)

@@ -77,6 +77,22 @@ func (f Failure) Reached() (uint64, bool) {
 	return f.Allocated + f.Free, true
 }
 
+// planLimit returns the size at which the buffer that failed at size would
+// fit what was free, size × free / request, when it was a step's planned
+// buffer: a request that is most of what the trial needed (XLA asks its
+// pool for one buffer a step, about 37.8 MB a sample through the origin
+// for the JAX example at 24 GiB and on the whole H200 alike). An
+// allocator's single tensor (torch's, TensorFlow's without XLA) asks for
+// less than it held, and says nothing of a plan. A part that does not grow
+// with the batch (buffers the size of the parameters) puts the limit a
+// little high, never low.
+func (f Failure) planLimit(size int) (float64, bool) {
+	if f.Request <= f.Free || f.Free == 0 || f.Request <= f.Allocated {
+		return 0, false
+	}
+	return float64(size) * float64(f.Free) / float64(f.Request), true
+}
+
 // Prober runs trials. Probe runs the given sizes (concurrently where it can)
 // and returns one observation per size in the same order. An error means the
 // search cannot go on (canceled, or the trial could not be started); a trial
