@@ -13,7 +13,7 @@ import (
 func eventWarning(ev search.Event) string {
 	if r := ev.Risk; r != nil {
 		return fmt.Sprintf("%d's failure puts sizes from %d up at risk (it asked for %s more than its pool had free, at %s a sample): "+
-			"the answer will lie below %d, not exact", r.From, r.Size, units.Bytes(uint64(r.Shortfall)), units.Bytes(uint64(r.Slope)), r.Size)
+			"the answer will lie below %d, not exact unless a failure below proves the boundary", r.From, r.Size, units.Bytes(uint64(r.Shortfall)), units.Bytes(uint64(r.Slope)), r.Size)
 	}
 	c := ev.Conflict
 	return fmt.Sprintf("not monotone: %d failed below %d, which ran, both twice: the search goes on above %d", c.Fail.Size, c.Ok.Size, c.Ok.Size)

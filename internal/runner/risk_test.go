@@ -21,7 +21,7 @@ func TestRiskWarning(t *testing.T) {
 func TestEventWarning(t *testing.T) {
 	risk := search.Event{Kind: search.EventRisk, Risk: &search.Risk{Size: 672, From: 677, Shortfall: 206108098, Slope: 37795078}}
 	if got, want := eventWarning(risk), "677's failure puts sizes from 672 up at risk (it asked for 196.6 MiB more than its pool had free, "+
-		"at 36.0 MiB a sample): the answer will lie below 672, not exact"; got != want {
+		"at 36.0 MiB a sample): the answer will lie below 672, not exact unless a failure below proves the boundary"; got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 	conflict := search.Event{Kind: search.EventConflict, Conflict: search.Conflict{Ok: search.Observation{Size: 67}, Fail: search.Observation{Size: 61}}}
