@@ -72,6 +72,10 @@ REPLIES_FD = 4
 # Exit status of a child that failed before the program ran.
 _SETUP_FAILED = 127
 
+# batchfit's pid: the server's parent when it started (main). A backup that
+# takes over is re-parented to it, as batchfit is a child subreaper.
+_batchfit = 0
+
 
 def gpu_state() -> str | None:
     """Why forking now would share a GPU runtime with the children, or None.
@@ -531,10 +535,22 @@ def _adopt_parent_death(spoiled: int) -> None:
         if os.getppid() != spoiled:
             break
         time.sleep(0.001)
-    parent = os.getppid()
     _die_with_parent()
-    if os.getppid() != parent:
-        os._exit(0)  # the parent died before the signal was set
+    # Not "the parent we saw before the signal was set": batchfit may have
+    # died between the wait and that look, and the parent seen is then
+    # init, which never dies (a server that outlived batchfit under load).
+    if os.getppid() != _batchfit and (sys.platform.startswith("linux") or not _alive(_batchfit)):
+        os._exit(0)  # batchfit died before the signal was set
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return pid > 0
 
 
 def _die_with_parent() -> None:
@@ -687,6 +703,8 @@ def _exit(code: int) -> None:
 
 
 def main() -> None:
+    global _batchfit
+    _batchfit = os.getppid()
     try:
         server = Server()
     except OSError as e:
