@@ -178,7 +178,7 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 	}
 	sizes, predicted := m.predict(v)
 	if v.growing() {
-		return doubleWhenBending(v, m.gallop.hold(v, sizes)), predicted
+		return m.gallop.hold(v, sizes), predicted
 	}
 	return m.refine.hold(v, sizes), predicted
 }
@@ -254,37 +254,6 @@ func (gl *gallop) hold(v view, sizes []int) []int {
 	}
 	return sizes
 }
-
-// doubleWhenBending makes a growing round in a framework's pool reach twice
-// lo at least once the peaks bend (bends): a compiler that plans each
-// step's buffers to fit its pool (XLA's rematerialisation) holds the peak
-// below the pool's limit ever more tightly as the batch grows, so the fit
-// places the boundary just above every size that ran (the JAX example at
-// 24 GiB: 459, 510, 610, 659, then 706 failed, with 671 the answer). A
-// failure far above costs one trial: its buffer scales to the batch, and
-// its plan's limit (planLimit) is the next step.
-func doubleWhenBending(v view, sizes []int) []int {
-	if !v.pooled || !bends(v) || len(sizes) == 0 {
-		return sizes
-	}
-	least := v.g.clamp(v.g.floor(2 * v.lo))
-	if top := slices.Max(sizes); top < least {
-		sizes[slices.Index(sizes, top)] = least
-	}
-	return sizes
-}
-
-// bends says the measured peaks are not on a line: three or more, the
-// farthest from the fit by more than bendShare of the expected capacity.
-func bends(v view) bool {
-	return v.fit != nil && v.fit.N >= 3 && v.fit.Residual > bendShare*v.cLo
-}
-
-// bendShare is how far from the line, as a share of the capacity, a peak
-// may lie before the peaks are taken to bend: the JAX example's three
-// first peaks (8, 243, 459) lie up to 0.99 GiB from theirs, 4 % of its
-// pool; torch's peaks are affine to within the allocator's rounding.
-const bendShare = 0.02
 
 // peakAt is the measured peak at size s, 0 when s did not run.
 func peakAt(v view, s int) float64 {
@@ -412,11 +381,15 @@ func (m *modelPlanner) opening(v view) []int {
 // failure overstated the shortfall, and the window plans.
 //
 // In a framework's pool the step is the failing plan's limit instead
-// (planLimit): XLA asks for a step's buffers at once, in proportion to the
-// batch, so where that buffer fits is known without a slope, which the
-// bending peaks (bends) would get wrong. Most of the JAX example's
-// failures at 24 GiB (677 to 707) named 671.3 to 671.7 this way, the
-// answer, and 2971's on the whole card 2970.6, which it proved.
+// (planLimit): XLA asks for a step's buffers at once, about in proportion
+// to the batch, so where that buffer fits is known without a slope, which
+// its bending peaks would get wrong (XLA fits its plans to the pool). Most
+// of the JAX example's failures at 24 GiB (677 to 707) named 671.3 to
+// 671.7 this way, the answer, and 2971's on the whole card 2970.6, which
+// it proved. Far above, the buffer grows faster than the batch (918 asked
+// 40.9 MB a sample there, 4070 44.3 on the whole card, against 37.8 near
+// the boundary), and the limit lies below the boundary: once sizes at it
+// ran, the window plans again.
 func shortfallStep(v view) ([]int, bool) {
 	s, ok := shortfallAnswer(v)
 	if !ok {
