@@ -588,9 +588,10 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 // (corroborated); with three trials side by side the answer's second run,
 // its proof, rides with its first. The step from the first failure is its
 // plan's limit (planLimit): 671 from 706's, 700's and 707's failures.
-// Session 17's search doubled to 918 once the peaks bent (not kept): the
-// buffer asked 40.9 MB a sample there, and its limit, 620, lay far below;
-// it took 22 trials.
+// Session 17's first search doubled to 918 once the peaks bent (not
+// kept): the buffer asked 40.9 MB a sample there, and its limit, 620, lay
+// far below; it took 22 trials. Its third took the plans' limits down from
+// 706 (696.3), 696 (681.3) and 682 (671.4) in 14 trials.
 func TestJAXH200Searches(t *testing.T) {
 	ok := func(s int, peak uint64) Observation {
 		return Observation{Size: s, Outcome: classify.OK, Memory: Memory{Allocated: peak, Reserved: 25660751872, Limit: 25660751872}}
@@ -659,6 +660,12 @@ func TestJAXH200Searches(t *testing.T) {
 			671: {ok(671, 24762908416), ok(671, 25659612928)},
 			672: {oom(672, 25404731556), oom(672, 25404731556), oom(672, 25404731556), oom(672, 25404731556)},
 		}},
+		{"session 17, call 3", 14, map[int][]Observation{
+			8: {ok(8, 833048064)}, 243: {ok(243, 13712199936)}, 459: {ok(459, 22501701120)}, 510: {ok(510, 22013838848)},
+			610: {ok(610, 24443853056)}, 659: {ok(659, 25167154944)}, 706: {oom(706, 25737591521)}, 696: {oom(696, 25930865050)},
+			681: {ok(681, 25111005952), ok(681, 24781861376)}, 682: {ok(682, 24817839360), oom(682, 25780541194)},
+			671: {ok(671, 24430729472), ok(671, 24762908416)},
+		}},
 	} {
 		rounds := map[bool]int{}
 		for _, alongside := range []bool{false, true} {
@@ -708,5 +715,55 @@ func TestJAXH200Searches(t *testing.T) {
 		if rounds[true] > rounds[false] {
 			t.Errorf("%s: %d rounds with the proof alongside, %d without", tc.name, rounds[true], rounds[false])
 		}
+	}
+}
+
+// TestJAXWholeCardSearch replays session 17's search of the JAX example on
+// the whole H200 (XLA's default pool, 104.85 GiB; bench/results/2026-12-01-
+// session17-h200.txt): 2979's failure asked for 104.88 GiB with 104.59
+// free, its plan fits up to 2971.3, and the search went there at once:
+// 2970 ran twice and 2971 failed four times alike (12 trials; session 16's
+// search, which stepped by the peaks' slope, took 13). Sizes it did not run
+// follow the truth it proved: 2970 runs, larger sizes ask for 37.8 MB a
+// sample.
+func TestJAXWholeCardSearch(t *testing.T) {
+	const pool = 112583507968
+	ok := func(s int, peak uint64) Observation {
+		return Observation{Size: s, Outcome: classify.OK, Memory: Memory{Allocated: peak, Reserved: pool, Limit: pool}}
+	}
+	oom := func(s int, request uint64) Observation {
+		return Observation{Size: s, Outcome: classify.OOM, Failure: Failure{Request: request, Allocated: 283629322,
+			Reserved: 283629322, Free: 112298200924, Capped: true}}
+	}
+	script := map[int][]Observation{
+		8: {ok(8, 833046528)}, 1078: {ok(1078, 59743284992)}, 2035: {ok(2035, 99694670592)}, 2248: {ok(2248, 95948841472)},
+		2703: {ok(2703, 105290489344)}, 2979: {oom(2979, 112614042501)}, 2970: {ok(2970, 112580005632), ok(2970, 112580005632)},
+	}
+	p := ProberFunc(func(_ context.Context, batch []int) ([]Observation, error) {
+		var obs []Observation
+		for _, s := range batch {
+			seen := script[s]
+			switch {
+			case len(seen) > 0:
+				obs = append(obs, seen[0])
+				script[s] = seen[1:]
+			case s <= 2970:
+				obs = append(obs, ok(s, 105290489344))
+			default:
+				obs = append(obs, oom(s, uint64(112313394790*s/2971)))
+			}
+		}
+		return obs, nil
+	})
+	res, err := Run(context.Background(), Config{Min: 1, Max: 1 << 16, Capacity: h200Total, Start: 8}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("trials %v", trialsOf(res.Trials))
+	if res.Max != 2970 || res.FirstFailure != 2971 || !res.Exact() {
+		t.Errorf("answer %d (first failure %d), exact %v; want 2970, exact", res.Max, res.FirstFailure, res.Exact())
+	}
+	if len(res.Trials) > 12 {
+		t.Errorf("%d trials, want ≤ 12", len(res.Trials))
 	}
 }
