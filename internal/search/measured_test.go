@@ -591,7 +591,8 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 // Session 17's first search doubled to 918 once the peaks bent (not
 // kept): the buffer asked 40.9 MB a sample there, and its limit, 620, lay
 // far below; it took 22 trials. Its third took the plans' limits down from
-// 706 (696.3), 696 (681.3) and 682 (671.4) in 14 trials.
+// 706 (696.3), 696 (681.3) and 682 (671.4) in 14 trials; its fifth, 22
+// again, from 713's limit, 662.8, which another plan's sizes ran above.
 func TestJAXH200Searches(t *testing.T) {
 	ok := func(s int, peak uint64) Observation {
 		return Observation{Size: s, Outcome: classify.OK, Memory: Memory{Allocated: peak, Reserved: 25660751872, Limit: 25660751872}}
@@ -665,6 +666,14 @@ func TestJAXH200Searches(t *testing.T) {
 			610: {ok(610, 24443853056)}, 659: {ok(659, 25167154944)}, 706: {oom(706, 25737591521)}, 696: {oom(696, 25930865050)},
 			681: {ok(681, 25111005952), ok(681, 24781861376)}, 682: {ok(682, 24817839360), oom(682, 25780541194)},
 			671: {ok(671, 24430729472), ok(671, 24762908416)},
+		}},
+		{"session 17, call 5", 18, map[int][]Observation{
+			8: {ok(8, 833046528)}, 243: {ok(243, 13712201728)}, 459: {ok(459, 22501702656)}, 510: {ok(510, 22013838848)},
+			610: {ok(610, 24443851776)}, 659: {ok(659, 24838909696)}, 713: {oom(713, 27305254584)},
+			662: {ok(662, 25280448768), ok(662, 24605146368)}, 663: {ok(663, 24468068608), ok(663, 24641868544)},
+			688: {ok(688, 25033708800)}, 700: {oom(700, 26081188905)}, 694: {ok(694, 25659589376)},
+			697: {oom(697, 25415468974), oom(697, 25415468974)}, 696: {oom(696, 25930865050), ok(696, 25659587328)},
+			681: {ok(681, 25111009024), oom(681, 25748328940)}, 671: {ok(671, 24430729472), ok(671, 24411108096)},
 		}},
 	} {
 		rounds := map[bool]int{}
