@@ -1484,6 +1484,33 @@ func TestUnsafeModuleHandedOver(t *testing.T) {
 	)
 }
 
+// A server started through a wrapper that runs the interpreter as its
+// child (a shell script without exec) hands over all the same: the backup,
+// re-parented to batchfit, knows it by the pid batchfit gave the server,
+// not as the server's parent (the wrapper).
+func TestHandedOverThroughWrapper(t *testing.T) {
+	wrapper := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\n"+python(t)+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BATCHFIT_TEST_PYTHON", wrapper)
+	h := newHarness(t)
+	e := h.executor()
+	path := filepath.Join(h.dir, "marks")
+	modules := []string{"marked", "threaded"}
+	got, srv := h.taught(e, path, modules, modules...)
+	if want := map[string]bool{"marked": true, "threaded": false}; !reflect.DeepEqual(got.Modules, want) {
+		t.Errorf("forked trial held %v, want %v: %s", got.Modules, want, h.notices())
+	}
+	pid := srv.serverPID()
+	if st, err := procfs.ReadStat(pid); err != nil || st.PPID != os.Getpid() {
+		t.Errorf("the server that took over, %d: %+v, %v; want a child of %d", pid, st, err, os.Getpid())
+	}
+	if r := h.run(e, h.modulesSpec(2, path, modules...)); !r.res.Forked || r.res.ExitCode != 0 {
+		t.Errorf("second trial: forked %v, exit %d: %s\n%s", r.res.Forked, r.res.ExitCode, r.stderr, h.notices())
+	}
+}
+
 // A server that took over from a spoiled one dies with batchfit, as the
 // server batchfit started does (its parent-death signal), even in the
 // middle of an import, when it does not read its request channel: the test

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -88,7 +90,9 @@ func startServer(k key, env []string, logPath string, timeout time.Duration) (*s
 	}
 	cmd := exec.Command(k.path, "-m", "batchfit.forkserver")
 	cmd.Args[0] = k.argv0
-	cmd.Dir, cmd.Env = k.dir, env
+	// The server's backups check for batchfit by its pid: the server's
+	// parent may be a wrapper around the interpreter.
+	cmd.Dir, cmd.Env = k.dir, append(slices.Clip(env), "BATCHFIT_FORKSERVER_PARENT="+strconv.Itoa(os.Getpid()))
 	cmd.Stdout, cmd.Stderr = out, out
 	reqW, repR, err := procgroup.StartPiped(cmd)
 	out.Close()

@@ -72,8 +72,9 @@ REPLIES_FD = 4
 # Exit status of a child that failed before the program ran.
 _SETUP_FAILED = 127
 
-# batchfit's pid: the server's parent when it started (main). A backup that
-# takes over is re-parented to it, as batchfit is a child subreaper.
+# batchfit's pid, as batchfit gave it (main), else the server's parent. A
+# backup that takes over is re-parented to it, as batchfit is a child
+# subreaper.
 _batchfit = 0
 
 
@@ -704,7 +705,10 @@ def _exit(code: int) -> None:
 
 def main() -> None:
     global _batchfit
-    _batchfit = os.getppid()
+    try:
+        _batchfit = int(os.environ.pop("BATCHFIT_FORKSERVER_PARENT", ""))
+    except ValueError:
+        _batchfit = os.getppid()
     try:
         server = Server()
     except OSError as e:
