@@ -80,8 +80,9 @@ func (f Failure) Reached() (uint64, bool) {
 // planLimit returns the size at which the buffer that failed at size would
 // fit what was free, size × free / request, when it was a step's planned
 // buffer: a request that is most of what the trial needed (XLA asks its
-// pool for one buffer a step, about 37.8 MB a sample through the origin
-// for the JAX example at 24 GiB and on the whole H200 alike). An
+// pool for one buffer a step: near its boundary the JAX example's asked
+// 37.8 MB a sample through the origin, at 24 GiB and on the whole H200
+// alike; far above, more). An
 // allocator's single tensor (torch's, TensorFlow's without XLA) asks for
 // less than it held, and says nothing of a plan. A part that does not grow
 // with the batch (buffers the size of the parameters) puts the limit a
