@@ -591,7 +591,7 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 // Session 17's first search doubled to 918 once the peaks bent (not
 // kept): the buffer asked 40.9 MB a sample there, and its limit, 620, lay
 // far below; it took 22 trials. Its third took the plans' limits down from
-// 706 (696.3), 696 (681.3) and 682 (671.4) in 14 trials; its fifth, 22
+// 706 (696.2), 696 (681.2) and 682 (671.4) in 14 trials; its fifth, 22
 // again, from 713's limit, 662.8, which another plan's sizes ran above.
 func TestJAXH200Searches(t *testing.T) {
 	ok := func(s int, peak uint64) Observation {
@@ -730,7 +730,7 @@ func TestJAXH200Searches(t *testing.T) {
 // TestJAXWholeCardSearch replays session 17's search of the JAX example on
 // the whole H200 (XLA's default pool, 104.85 GiB; bench/results/2026-12-01-
 // session17-h200.txt): 2979's failure asked for 104.88 GiB with 104.59
-// free, its plan fits up to 2971.3, and the search went there at once:
+// free, its plan fits up to 2970.6, and the search went there at once:
 // 2970 ran twice and 2971 failed four times alike (12 trials; session 16's
 // search, which stepped by the peaks' slope, took 13). Sizes it did not run
 // follow the truth it proved: 2970 runs, larger sizes ask for 37.8 MB a
