@@ -545,7 +545,7 @@ func chartOutcomeMarkers(p *plot.Plot, legend *plot.Legend, run *record.Run, fai
 		}
 		label := "too large: " + strings.Join(kinds, ", ")
 		if held {
-			label += " (needs more than it held)"
+			label += " (needs more than shown)"
 		}
 		legend.Add(label, s)
 	}

@@ -295,7 +295,7 @@ func TestMemoryChartContent(t *testing.T) {
 			[]string{"no memory was measured", "fits (ok)", "too large: oom, timeout", "crash / canceled", "answer: 80"},
 			[]string{"peak unknown"}},
 		{"a failure's memory when it failed", heldRun(t),
-			[]string{"too large: oom (needs more than it held)"}, nil},
+			[]string{"too large: oom (needs more than shown)"}, nil},
 		{"no trials", &record.Run{Status: record.Running},
 			[]string{"no trials were run"}, []string{"answer"}},
 	}
