@@ -678,29 +678,13 @@ func TestJAXH200Searches(t *testing.T) {
 	} {
 		rounds := map[bool]int{}
 		for _, alongside := range []bool{false, true} {
-			script := maps.Clone(tc.script)
-			var sizes []int
-			p := ProberFunc(func(_ context.Context, batch []int) ([]Observation, error) {
-				var obs []Observation
-				for _, s := range batch {
-					sizes = append(sizes, s)
-					seen := script[s]
-					if len(seen) == 0 {
-						// A size the call did not run: the truth's
-						// bisection saw up to 671 run; above, the plan
-						// that needs more.
-						if s <= 671 {
-							seen = []Observation{ok(s, 24900510464)}
-						} else {
-							seen = []Observation{oom(s, uint64(25587267666*s/677))}
-						}
-					}
-					obs = append(obs, seen[0])
-					if len(seen) > 1 {
-						script[s] = seen[1:]
-					}
+			p := scripted(tc.script, func(s int) Observation {
+				// A size the call did not run: the truth's bisection saw
+				// up to 671 run; above, the plan that needs more.
+				if s <= 671 {
+					return ok(s, 24900510464)
 				}
-				return obs, nil
+				return oom(s, uint64(25587267666*s/677))
 			})
 			// Alongside: three capped trials side by side, as a 24 GiB
 			// limit allows on the H200, with the proof riding along.
@@ -710,7 +694,7 @@ func TestJAXH200Searches(t *testing.T) {
 			}
 			res, err := Run(context.Background(), cfg, p)
 			if err != nil {
-				t.Fatalf("%s: %v (trials %v)", tc.name, err, sizes)
+				t.Fatalf("%s: %v (trials %v)", tc.name, err, trialsOf(res.Trials))
 			}
 			rounds[alongside] = res.Rounds
 			t.Logf("%s, alongside %v: %d rounds, trials %v, risk %+v", tc.name, alongside, res.Rounds, trialsOf(res.Trials), res.Risk)
@@ -748,21 +732,11 @@ func TestJAXWholeCardSearch(t *testing.T) {
 		8: {ok(8, 833046528)}, 1078: {ok(1078, 59743284992)}, 2035: {ok(2035, 99694670592)}, 2248: {ok(2248, 95948841472)},
 		2703: {ok(2703, 105290489344)}, 2979: {oom(2979, 112614042501)}, 2970: {ok(2970, 112580005632), ok(2970, 112580005632)},
 	}
-	p := ProberFunc(func(_ context.Context, batch []int) ([]Observation, error) {
-		var obs []Observation
-		for _, s := range batch {
-			seen := script[s]
-			switch {
-			case len(seen) > 0:
-				obs = append(obs, seen[0])
-				script[s] = seen[1:]
-			case s <= 2970:
-				obs = append(obs, ok(s, 105290489344))
-			default:
-				obs = append(obs, oom(s, uint64(112313394790*s/2971)))
-			}
+	p := scripted(script, func(s int) Observation {
+		if s <= 2970 {
+			return ok(s, 105290489344)
 		}
-		return obs, nil
+		return oom(s, uint64(112313394790*s/2971))
 	})
 	res, err := Run(context.Background(), Config{Min: 1, Max: 1 << 16, Capacity: h200Total, Start: 8}, p)
 	if err != nil {
@@ -774,5 +748,27 @@ func TestJAXWholeCardSearch(t *testing.T) {
 	}
 	if len(res.Trials) > 12 {
 		t.Errorf("%d trials, want ≤ 12", len(res.Trials))
+	}
+}
+
+// scripted replays a search's trials size by size: each size's observations
+// in the order they were made, the last again once they are used up; unrun
+// says what a size the search never ran would have done.
+func scripted(script map[int][]Observation, unrun func(s int) Observation) ProberFunc {
+	script = maps.Clone(script)
+	return func(_ context.Context, batch []int) ([]Observation, error) {
+		obs := make([]Observation, 0, len(batch))
+		for _, s := range batch {
+			seen := script[s]
+			if len(seen) == 0 {
+				obs = append(obs, unrun(s))
+				continue
+			}
+			obs = append(obs, seen[0])
+			if len(seen) > 1 {
+				script[s] = seen[1:]
+			}
+		}
+		return obs, nil
 	}
 }
