@@ -35,6 +35,13 @@ const (
 	maxShotHeight = 16000
 )
 
+// A page whose screenshot is blank is shot again every blankPoll until
+// blankGrace has passed, so that only a page that stays blank counts as one.
+const (
+	blankGrace = 3 * time.Second
+	blankPoll  = 100 * time.Millisecond
+)
+
 // defaultTimeout bounds a check when the caller's context has no deadline:
 // a hung browser must not hang a test run.
 const defaultTimeout = 60 * time.Second
@@ -70,7 +77,8 @@ type Result struct {
 	// Ink is the share of pixels that differ from the most common colour.
 	Ink float64
 	// Blank is true when the screenshot shows next to nothing: fewer than
-	// minInkPixels pixels differ from the background.
+	// minInkPixels pixels differ from the background, still after
+	// blankGrace.
 	Blank bool
 }
 
@@ -109,9 +117,6 @@ func Check(ctx context.Context, htmlPath, screenshotPath string) (Result, error)
 		if err := os.WriteFile(screenshotPath, png, 0o644); err != nil {
 			return Result{}, fmt.Errorf("save screenshot: %w", err)
 		}
-	}
-	if err := analyse(png, &res); err != nil {
-		return Result{}, fmt.Errorf("check %s: screenshot: %w", htmlPath, err)
 	}
 	return res, nil
 }
@@ -161,15 +166,28 @@ func (b *browser) visit(ctx context.Context, pageURL string) (Result, []byte, er
 	if err := b.settle(ctx, s); err != nil {
 		return Result{}, nil, err
 	}
-	var shot struct {
-		Data string `json:"data"`
-	}
-	if err := b.call(ctx, s, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
-		return Result{}, nil, err
-	}
-	png, err := base64.StdEncoding.DecodeString(shot.Data)
-	if err != nil {
-		return Result{}, nil, fmt.Errorf("decode screenshot: %w", err)
+	// Painted is not always shown: a sandboxed frame (the notebook view)
+	// runs in a process of its own, whose pixels reach the page's
+	// compositor later, so on a loaded machine about one screenshot in 20
+	// still came out empty. A blank page gets blankGrace to show something.
+	var seen Result
+	var png []byte
+	for grace := time.Now().Add(blankGrace); ; {
+		var err error
+		if png, err = b.screenshot(ctx, s); err != nil {
+			return Result{}, nil, err
+		}
+		if err := analyse(png, &seen); err != nil {
+			return Result{}, nil, fmt.Errorf("screenshot: %w", err)
+		}
+		if !seen.Blank || time.Now().After(grace) {
+			break
+		}
+		select {
+		case <-time.After(blankPoll):
+		case <-ctx.Done():
+			return Result{}, nil, fmt.Errorf("wait for the page to show: %w", ctx.Err())
+		}
 	}
 	// A round trip after the screenshot makes sure every event the page
 	// sent before it has been read.
@@ -178,7 +196,24 @@ func (b *browser) visit(ctx context.Context, pageURL string) (Result, []byte, er
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return w.result(), png, nil
+	res := w.result()
+	res.Width, res.Height, res.Colors, res.Ink, res.Blank = seen.Width, seen.Height, seen.Colors, seen.Ink, seen.Blank
+	return res, png, nil
+}
+
+// screenshot captures the viewport as PNG.
+func (b *browser) screenshot(ctx context.Context, s string) ([]byte, error) {
+	var shot struct {
+		Data string `json:"data"`
+	}
+	if err := b.call(ctx, s, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+		return nil, err
+	}
+	png, err := base64.StdEncoding.DecodeString(shot.Data)
+	if err != nil {
+		return nil, fmt.Errorf("decode screenshot: %w", err)
+	}
+	return png, nil
 }
 
 // settle readies a loaded page for its screenshot: painted, and the

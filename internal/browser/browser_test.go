@@ -41,6 +41,7 @@ func TestCheck(t *testing.T) {
 		requests []string // substrings of the outside requests
 	}{
 		{page: "plain.html"},
+		{page: "frame.html"},
 		{page: "throw.html", errors: []string{"Uncaught Error: x"}},
 		{page: "console.html", errors: []string{"console.error: broken 42"}},
 		{page: "blank.html", blank: true},
