@@ -9,18 +9,18 @@ import (
 // summary's table, a trial's progress line, the live display's bar, the HTML
 // table, the chart): for a trial that ran, its peak; for one too large, the
 // memory it held when it failed and the allocation it was refused, shown as
-// "> 79.10 GiB", since all it proves is that the size needs more than that. A failed trial has no peak,
-// and what it held is no peak either.
+// "> 79.10 GiB", since all it proves is that the size needs more than that.
+// A failed trial has no peak, and what it held is no peak either.
 
 // trialMemory is a trial's figure in bytes: the larger of the framework's
 // allocated peak and NVML's, for a trial that ran and for one too large,
 // which needs more than what it held (needsMore), and at least what it held
 // and asked for (Trial.OOM; less messageRounding when the figures are a
-// message's, not the allocator's own); 0 when unknown, and for a crash, whose memory says nothing
-// of its size. allocatorOnly says the memory limit held the framework's
-// allocator only (--memory-limit-scope allocator): the figure is then the
-// allocator's reserved memory, which the limit holds, not NVML's, which
-// counts the CUDA context outside it.
+// message's, not the allocator's own); 0 when unknown, and for a crash,
+// whose memory says nothing of its size. allocatorOnly says the memory
+// limit held the framework's allocator only (--memory-limit-scope
+// allocator): the figure is then the allocator's reserved memory, which the
+// limit holds, not NVML's, which counts the CUDA context outside it.
 func trialMemory(t record.Trial, allocatorOnly bool) (bytes uint64, needsMore bool) {
 	other := t.Device
 	if allocatorOnly {

@@ -82,11 +82,10 @@ func (f Failure) Reached() (uint64, bool) {
 // buffer: a request that is most of what the trial needed (XLA asks its
 // pool for one buffer a step: near its boundary the JAX example's asked
 // 37.8 MB a sample through the origin, at 24 GiB and on the whole H200
-// alike; far above, more). An
-// allocator's single tensor (torch's, TensorFlow's without XLA) asks for
-// less than it held, and says nothing of a plan. A part that does not grow
-// with the batch (buffers the size of the parameters) puts the limit a
-// little high, never low.
+// alike; far above, more). An allocator's single tensor (torch's,
+// TensorFlow's without XLA) asks for less than it held, and says nothing of
+// a plan. A part that does not grow with the batch (buffers the size of the
+// parameters) puts the limit a little high, never low.
 func (f Failure) planLimit(size int) (float64, bool) {
 	if f.Request <= f.Free || f.Free == 0 || f.Request <= f.Allocated {
 		return 0, false
