@@ -28,8 +28,15 @@ const (
 var limitHint = "give --memory-limit as a GPU (" + strings.Join(cards.Names(), ", ") +
 	"), a size (24GiB; GB means GiB, as on GPU boxes) or a share of the GPU (80%)"
 
+// MinLimit is the smallest memory limit batchfit accepts. Less than this
+// holds no training program (the CUDA context alone takes 0.3-0.75 GiB), so
+// a smaller limit is a typing mistake, and searching under it would end in
+// a misleading "nothing fits".
+const MinLimit = 256 << 20
+
 // ParseLimit reads --memory-limit: "l4", "a100-40gb", "24GiB", "24GB",
-// "80%"; "" is none.
+// "80%"; "" is none. A bare number is refused: "24" could mean bytes, GiB
+// or a share, and "0.5" would otherwise read as no limit at all.
 func ParseLimit(s string) (Limit, error) {
 	if s == "" {
 		return Limit{}, nil
@@ -37,14 +44,28 @@ func ParseLimit(s string) (Limit, error) {
 	if c, ok := cards.Lookup(s); ok {
 		return Limit{Bytes: c.Bytes(), Card: &c}, nil
 	}
+	t := strings.TrimSpace(s)
+	if t != "" && strings.Trim(t, "0123456789.") == "" {
+		return Limit{}, configError(fmt.Sprintf("write %sGiB for a size, %s%% for a share of the GPU, or a GPU's name (batchfit cards)", t, t),
+			"--memory-limit %s is a number without a unit", t)
+	}
 	b, p, err := units.ParseSize(s)
 	if err != nil {
-		if t := strings.TrimSpace(s); t != "" && (t[0] < '0' || t[0] > '9') && t[0] != '.' {
+		if t != "" && (t[0] < '0' || t[0] > '9') && t[0] != '.' {
 			err = fmt.Errorf("not a GPU batchfit knows")
 		}
 		return Limit{}, configError(limitHint, "--memory-limit %q: %v", s, err)
 	}
+	if p == 0 && b < MinLimit {
+		return Limit{}, tooSmall(b)
+	}
 	return Limit{Bytes: b, Percent: p}, nil
+}
+
+// tooSmall is the error for a limit below MinLimit.
+func tooSmall(b uint64) error {
+	return configError(fmt.Sprintf("a GPU program needs %s at least; give the card's memory, such as 24GiB", units.Bytes(MinLimit)),
+		"--memory-limit %s is too small for any GPU program", units.Bytes(b))
 }
 
 // IsZero reports whether l is no limit.
@@ -63,8 +84,8 @@ func (l Limit) Resolve(devices []gpu.Device) (uint64, error) {
 	if l.Percent > 0 {
 		bytes = uint64(float64(total) * l.Percent / 100)
 	}
-	if bytes == 0 {
-		return 0, configError(limitHint, "--memory-limit must be more than zero")
+	if bytes < MinLimit {
+		return 0, tooSmall(bytes)
 	}
 	if bytes > total {
 		return 0, configError(fmt.Sprintf("%s has %s; choose a smaller limit", devices[0].Name, units.Bytes(total)),

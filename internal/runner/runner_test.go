@@ -379,6 +379,14 @@ func TestLimitResolve(t *testing.T) {
 		{"50%", 40 * gib, ""},
 		{"24XB", 0, `--memory-limit "24XB": unknown unit "XB"`},
 		{"81GiB", 0, "is more than the GPU's memory"},
+		{"0.5", 0, "--memory-limit 0.5 is a number without a unit"},
+		{"24", 0, "--memory-limit 24 is a number without a unit"},
+		{" 24 ", 0, "--memory-limit 24 is a number without a unit"},
+		{"24KiB", 0, "--memory-limit 24.0 KiB is too small for any GPU program"},
+		{"24B", 0, "--memory-limit 24 B is too small"},
+		{"255MiB", 0, "is too small"},
+		{"256MiB", 256 << 20, ""},
+		{"0.0001%", 0, "is too small"},
 	} {
 		l, err := ParseLimit(tc.text)
 		var got uint64
