@@ -44,6 +44,28 @@ type history interface {
 	Close() error
 }
 
+// files are the history's files, which no output may overwrite: the
+// database and the side files SQLite keeps beside it. None with --no-db.
+func (d *dbOptions) files() []namedPath {
+	if d.none {
+		return nil
+	}
+	path := d.path
+	if path == "" {
+		p, err := store.DefaultPath()
+		if err != nil {
+			return nil // opening the history reports it
+		}
+		path = p
+	}
+	const flag = "the history (--db)"
+	var out []namedPath
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		out = append(out, namedPath{flag, path + suffix})
+	}
+	return out
+}
+
 // open returns the history, or store.Null with --no-db.
 func (d *dbOptions) open(ctx context.Context) (history, error) {
 	if d.none {
@@ -159,7 +181,7 @@ enough), or "latest" for the newest run.`,
 			if len(args) != 1 {
 				return usageError("give a run id from 'batchfit history' (a unique prefix is enough), or latest", "show needs one run id")
 			}
-			if err := out.check(); err != nil {
+			if err := out.check(db.files()...); err != nil {
 				return err
 			}
 			s, err := db.openFile(cmd.Context())
@@ -222,14 +244,21 @@ func (o *outputOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.plotPath, "plot", "", "write the memory chart to this .png or .svg file")
 }
 
+// namedPath is a path and the flag (or the name) it came from.
+type namedPath struct{ flag, path string }
+
 // check catches bad output paths before any trial runs: each must name a
 // file (new, or a regular file batchfit may replace) in a folder batchfit
-// can write to, which the file is renamed into at the end.
-func (o *outputOptions) check() error {
-	if o.reportPath != "" && o.reportPath == o.plotPath {
-		return usageError("give --report and --plot different files", "--report and --plot name the same file %s", o.reportPath)
+// can write to, which the file is renamed into at the end. No output may be
+// one of the files in kept (the history and its side files, the log
+// folder) or the other output, however the paths are spelt: a report
+// written over the history destroys every run in it.
+func (o *outputOptions) check(kept ...namedPath) error {
+	outputs := []namedPath{{"--report", o.reportPath}, {"--plot", o.plotPath}}
+	if err := distinctPaths(append(outputs, kept...)...); err != nil {
+		return err
 	}
-	for _, p := range []struct{ flag, path string }{{"--report", o.reportPath}, {"--plot", o.plotPath}} {
+	for _, p := range outputs {
 		if p.path == "" {
 			continue
 		}
@@ -245,6 +274,52 @@ func (o *outputOptions) check() error {
 		}
 	}
 	return nil
+}
+
+// distinctPaths refuses two of paths (those not "") that name the same
+// file: the same path spelt two ways, through a symbolic link, or a hard
+// link of an existing file.
+func distinctPaths(paths ...namedPath) error {
+	for i, a := range paths {
+		for _, b := range paths[i+1:] {
+			if a.path == "" || b.path == "" || !samePath(a.path, b.path) {
+				continue
+			}
+			if a.flag == b.flag {
+				continue // one file's own names, such as the history's
+			}
+			return usageError(fmt.Sprintf("give %s another file", a.flag),
+				"%s and %s name the same file %s", a.flag, b.flag, a.path)
+		}
+	}
+	return nil
+}
+
+// samePath reports whether a and b are one file, existing or not.
+func samePath(a, b string) bool {
+	if canonicalPath(a) == canonicalPath(b) {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// canonicalPath is path made absolute with the links in it resolved, as
+// far as they exist: a file not written yet is its resolved folder and its
+// name.
+func canonicalPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if p, err := filepath.EvalSymlinks(abs); err == nil {
+		return p
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
 }
 
 // checkOutputFile refuses a path that writeFileAtomic could not write at the

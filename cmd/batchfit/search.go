@@ -261,7 +261,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	if err != nil {
 		return runner.Config{}, nil, err
 	}
-	if err := o.out.check(); err != nil {
+	if err := o.out.check(append(o.db.files(), namedPath{"--log-dir", o.logDir})...); err != nil {
 		return runner.Config{}, nil, err
 	}
 	kind, err := o.exec.kind(o)
