@@ -63,7 +63,7 @@ Exit codes:
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
 	fs.BoolVar(&o.json, "json", false, "print the report as one JSON document (docs/json.md)")
 	fs.BoolVar(&o.noFresh, "no-fresh", false, "skip the fresh-process comparison")
-	fs.StringVar(&o.logDir, "log-dir", "", "keep the worker's and the fresh trial's output here (default: a temporary folder, kept only when the worker fails to start)")
+	fs.StringVar(&o.logDir, "log-dir", "", "keep the worker's and the fresh trial's output in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when the worker fails to start)")
 	return cmd
 }
 

@@ -90,7 +90,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_* and OMP_* always count)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document: the run record, or the error (docs/json.md)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
-	fs.StringVar(&o.logDir, "log-dir", "", "keep every trial's stdout and stderr here (default: a temporary folder, kept only when something failed unexpectedly)")
+	fs.StringVar(&o.logDir, "log-dir", "", "keep each run's trial logs in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when something failed unexpectedly)")
 	o.out.register(fs)
 	o.db.register(fs, true)
 	flagGroup(fs, groupOutput, "json", "quiet", "log-dir", "report", "plot", "db", "no-db", "cache-max-age", "cache-env")

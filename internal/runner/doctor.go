@@ -50,7 +50,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig, deps Deps) (*doctor.Report, e
 	if len(devices) > 0 {
 		total = devices[0].Total
 	}
-	logDir, keep, err := openLogDir(cfg.LogDir, "")
+	logDir, keep, err := openLogDir(cfg.LogDir, "", time.Now())
 	if err != nil {
 		return nil, err
 	}

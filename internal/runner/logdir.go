@@ -6,26 +6,57 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
-// openLogDir returns the folder for trial logs and whether to keep it: the
-// user's folder (kept), or a new temporary one under base ("": the
-// system's), removed unless the run ends unexpectedly.
-func openLogDir(dir, base string) (string, bool, error) {
+// latestLink names, in a --log-dir, the folder of the newest run there.
+const latestLink = "latest"
+
+// openLogDir returns the folder for trial logs and whether to keep it: a
+// new folder of this run's own in the user's folder (kept), or a new
+// temporary one under base ("": the system's), removed unless the run ends
+// unexpectedly. Each run gets its own folder because the history points at
+// every run's logs: a later run writing the same trial names into the same
+// folder would make an old run's record show the new run's output.
+// dir/latest links to the newest run's folder.
+func openLogDir(dir, base string, started time.Time) (string, bool, error) {
 	if dir == "" {
 		return tempLogDir(base)
 	}
+	hint := "pass a --log-dir you can write to"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", false, configError("pass a --log-dir you can write to", "--log-dir: %v", err)
+		return "", false, configError(hint, "--log-dir: %v", err)
 	}
-	f, err := os.CreateTemp(dir, ".batchfit-check-")
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", false, configError("pass a --log-dir you can write to", "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
+		return "", false, configError(hint, "--log-dir %s: %v", dir, err)
 	}
-	f.Close()
-	os.Remove(f.Name())
-	abs, _ := filepath.Abs(dir)
-	return abs, true, nil
+	run, err := os.MkdirTemp(abs, "run-"+started.Format("20060102-150405")+"-")
+	if err != nil {
+		return "", false, configError(hint, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
+	}
+	if err := os.Chmod(run, 0o755); err != nil {
+		os.Remove(run)
+		return "", false, configError(hint, "--log-dir %s: %v", dir, err)
+	}
+	linkLatest(abs, filepath.Base(run))
+	return run, true, nil
+}
+
+// linkLatest points dir/latest at name, replacing an older link in one
+// rename. It is a convenience: where links cannot be made, there is none.
+func linkLatest(dir, name string) {
+	link := filepath.Join(dir, latestLink)
+	if st, err := os.Lstat(link); err == nil && st.Mode()&os.ModeSymlink == 0 {
+		return // the user's own file or folder
+	}
+	tmp := filepath.Join(dir, ".batchfit-latest-"+name)
+	if err := os.Symlink(name, tmp); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		os.Remove(tmp)
+	}
 }
 
 func tempLogDir(base string) (string, bool, error) {

@@ -124,7 +124,7 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 // begin makes the log folder, the prober and the display, and records the
 // run's start.
 func (s *session) begin(ctx context.Context) error {
-	dir, keep, err := openLogDir(s.cfg.LogDir, s.cfg.LogBase)
+	dir, keep, err := openLogDir(s.cfg.LogDir, s.cfg.LogBase, s.run.Started)
 	if err != nil {
 		return err
 	}
