@@ -174,13 +174,15 @@ func decide(m *Matches, evidence bool) (r Result, weak, ok bool) {
 }
 
 // caughtOOM classifies a trial that exited 0 by its output: one that printed
-// a GPU OOM ran out of memory and carried on (it caught the error, skipped
-// the batch, retried smaller), so it does not fit. The usual priority holds
-// (an OOM beside an illegal access is a symptom, and the trial stays ok);
-// texts that libraries also log when they recover at a size that fits
-// (failedOnly) are passed over.
+// a GPU OOM in an error's form ran out of memory and carried on (it caught
+// the error, skipped the batch, retried smaller), so it does not fit. A
+// line that only mentions the words (a note that an OOM may follow, a
+// start-up tip, a config value) does not count: the program ran and said
+// nothing failed. The usual priority holds (an OOM beside an illegal
+// access is a symptom, and the trial stays ok); texts that libraries also
+// log when they recover at a size that fits (failedOnly) are passed over.
 func caughtOOM(m *Matches) (Result, bool) {
-	s, line, ok := m.first(func(s *signature) bool { return s.failedOnly })
+	s, line, ok := m.firstError(func(s *signature) bool { return s.failedOnly })
 	if !ok || s.outcome != OOM {
 		return Result{}, false
 	}

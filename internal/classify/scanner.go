@@ -2,6 +2,7 @@ package classify
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -33,10 +34,14 @@ type Scanner struct {
 	found []found
 }
 
-// found is one signature's last matching line.
+// found is one signature's last matching line, and its last matching line
+// in an error's form (see errorForm).
 type found struct {
 	line string // trimmed and shortened to about maxReason bytes
 	ok   bool
+	// errLine and errOK are the same for the lines in an error's form.
+	errLine string
+	errOK   bool
 }
 
 // Matches is what a Scanner found: for each signature, whether it matched
@@ -129,6 +134,9 @@ func (s *Scanner) match(seg []byte, midLine bool) {
 		if sig.anchored && midLine {
 			continue
 		}
+		// From the last match back: the last line that matched, and the
+		// last that matched in an error's form, which may lie before it.
+		matched := false
 		end := len(seg)
 		for {
 			j := bytes.LastIndex(seg[:end], lit)
@@ -153,13 +161,57 @@ func (s *Scanner) match(seg []byte, midLine bool) {
 				if s.found == nil {
 					s.found = make([]found, len(signatures))
 				}
-				s.found[i] = found{line: reasonLine(line, a, b, midLine), ok: true}
-				break
+				f := &s.found[i]
+				reason := reasonLine(line, a, b, midLine)
+				if !matched {
+					f.line, f.ok, matched = reason, true, true
+				}
+				if errorForm(line, a, midLine) {
+					f.errLine, f.errOK = reason, true
+					break
+				}
 			}
 			end = ls
 		}
 	}
 }
+
+// errorFormRes are the shapes of a line that reports an error, as opposed
+// to one that mentions its words (a note, a tip, a quoted config value):
+//   - the exception's own line, which is also a traceback's last line
+//     ("torch.OutOfMemoryError: CUDA out of memory. ...", "RuntimeError:
+//     CUDA error: out of memory"), after torchrun's rank prefix;
+//   - a log line of level ERROR, CRITICAL or FATAL;
+//   - PyTorch's allocator message with its figures ("out of memory. Tried
+//     to allocate 2.00 GiB"), which only the allocator writes, wherever a
+//     program that caught it logs it.
+var errorFormRes = []*regexp.Regexp{
+	regexp.MustCompile(`^\s*` + rankPrefix + `(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)\b`),
+	regexp.MustCompile(`(?:^|[\s\[|])(?:ERROR|CRITICAL|FATAL)(?:[\s\]|:]|$)`),
+	regexp.MustCompile(`out of memory\. Tried to allocate \d`),
+}
+
+// errorForm reports whether line, which holds a signature's match from
+// byte a, reports the error rather than mentions it: it has one of the
+// errorFormRes shapes, or the match starts the line (a status line such
+// as "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory", after a
+// source location "file.cu:12:"). A piece of a long line past its start
+// has only the allocator's figures to tell.
+func errorForm(line []byte, a int, midLine bool) bool {
+	for i, re := range errorFormRes {
+		if midLine && i < len(errorFormRes)-1 {
+			continue
+		}
+		if re.Match(line) {
+			return true
+		}
+	}
+	return !midLine && statusStart.Match(line[:a])
+}
+
+// statusStart is what may come before a status line's text: spaces,
+// torchrun's rank prefix, a source location.
+var statusStart = regexp.MustCompile(`^\s*` + rankPrefix + `(?:\S+:\d+:\s*)?$`)
 
 // reasonLine is the line holding line[a:b], trimmed and shortened for a
 // Reason: from its start when the match shows there, otherwise from a
@@ -236,7 +288,10 @@ func Merge(ms ...*Matches) *Matches {
 		}
 		for i, f := range m.found {
 			if f.ok {
-				out.found[i] = f
+				out.found[i].line, out.found[i].ok = f.line, true
+			}
+			if f.errOK {
+				out.found[i].errLine, out.found[i].errOK = f.errLine, true
 			}
 		}
 	}
@@ -252,6 +307,19 @@ func (m *Matches) first(skip func(*signature) bool) (sig *signature, line string
 	for i, f := range m.found {
 		if f.ok && (skip == nil || !skip(&signatures[i])) {
 			return &signatures[i], f.line, true
+		}
+	}
+	return nil, "", false
+}
+
+// firstError is first over the lines in an error's form only.
+func (m *Matches) firstError(skip func(*signature) bool) (sig *signature, line string, ok bool) {
+	if m == nil {
+		return nil, "", false
+	}
+	for i, f := range m.found {
+		if f.errOK && (skip == nil || !skip(&signatures[i])) {
+			return &signatures[i], f.errLine, true
 		}
 	}
 	return nil, "", false

@@ -56,17 +56,19 @@ const rankPrefix = `(?:\[(?:rank|default)\d+\]:\s*)?`
 //   - Size limits after memory: they are the weakest evidence.
 //   - Bare "was killed" texts last, and only with OOM-kill evidence.
 //
-// A known OOM text anywhere in the output counts, even in a line that only
-// quotes it (a config dump that prints "CUDA out of memory." as a string,
-// testdata/corpus/oom-exit0-config-quotes-oom-text.txt): such lines are
-// rare, while an OOM followed by the shutdown logs of other ranks, or
-// caught by the program and printed, is common. A trial that exited 0 with
-// one of the GPU OOM texts in its output (not failedOnly) ran out of memory
+// For a trial that failed, a known OOM text anywhere in the output counts:
+// an OOM followed by the shutdown logs of other ranks, or caught by the
+// program and printed before it exits, is common. A trial that exited 0
+// with one of the GPU OOM texts (not failedOnly) in a line in an error's
+// form (Scanner's errorForm: an exception's line, an ERROR log line, the
+// allocator's message with its figures, a status line) ran out of memory
 // and carried on, as trainers that skip a batch after an OOM do: it does
 // not fit either. That includes torch.compile's max-autotune logging
-// "Runtime error during autotuning: CUDA out of memory. ... Ignoring this
-// choice.": an allocation at that batch size did fail, as the adapter's
-// OOM observer sees too.
+// "Runtime error during autotuning: CUDA out of memory. Tried to allocate
+// ... Ignoring this choice.": an allocation at that batch size did fail,
+// as the adapter's OOM observer sees too. A line that only mentions the
+// words does not make a trial that exited 0 an OOM (a config value, a note
+// that an OOM may follow, a start-up tip: testdata/corpus/ok-exit0-*).
 //
 // The OOM tests of the batch-size finders that frameworks ship were read
 // and are covered here, each in the corpus (testdata/corpus):
