@@ -331,7 +331,11 @@ func checkOutputFile(flag, path string) error {
 	if st, err := os.Stat(path); err == nil {
 		switch {
 		case st.IsDir():
-			return usageError("name a file, such as "+filepath.Join(path, "batchfit.html"), "%s %s is a folder", flag, path)
+			example := "batchfit.html"
+			if flag == "--plot" {
+				example = "batchfit.png"
+			}
+			return usageError("name a file, such as "+filepath.Join(path, example), "%s %s is a folder", flag, path)
 		case !st.Mode().IsRegular():
 			return usageError(hint, "%s %s is not a regular file", flag, path)
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/units"
 )
 
 // searchOptions are the flags shared by search and demo.
@@ -54,9 +56,21 @@ type searchOptions struct {
 	db                          dbOptions
 	out                         outputOptions
 	exec                        executorOptions
+	// flags are the parsed flags, to tell a flag given as its default
+	// value from one left out.
+	flags *pflag.FlagSet
 }
 
+// Bounds of the flags that multiply a search's work. Past them a value is
+// a typing mistake rather than a plan, and would hold the GPU for days.
+const (
+	maxConfirm = 100
+	maxSteps   = 100_000
+	maxSoak    = 24 * time.Hour
+)
+
 func (o *searchOptions) register(fs *pflag.FlagSet) {
+	o.flags = fs
 	fs.IntVar(&o.min, "min", 1, "smallest batch size to consider")
 	fs.IntVar(&o.max, "max", 65536, "largest batch size to consider")
 	fs.IntVar(&o.start, "start", 0, "first batch size to try (default: chosen by the strategy)")
@@ -434,6 +448,22 @@ func reached(r *record.Run) bool {
 	return false
 }
 
+// validEnvName reports whether name can name an environment variable as a
+// shell sets it: letters, digits and '_', not starting with a digit.
+func validEnvName(name string) bool {
+	for i, r := range name {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// given reports whether the flag name was on the command line.
+func (o *searchOptions) given(name string) bool {
+	return o.flags != nil && o.flags.Changed(name)
+}
+
 // parseMargin reads --margin as a percentage: "10%" or the fraction "0.10".
 // A bare number of 1 or more is refused: "10" could mean either (Lightning's
 // margin is a fraction), and a misread margin is a wrong answer.
@@ -469,6 +499,7 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, err
 	}
 	cfg.MarginPercent = margin
+	badEnv := slices.IndexFunc(o.cacheEnv, func(name string) bool { return !validEnvName(name) })
 	switch {
 	case o.json && o.quiet:
 		return cfg, usageError("choose one: --json prints the whole record, -q only the answer", "--json and -q cannot be combined")
@@ -476,16 +507,28 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, usageError("use --strategy model or --strategy bisect", "unknown strategy %q", o.strategy)
 	case o.multipleOf < 1:
 		return cfg, usageError("--multiple-of 8 keeps every size a multiple of 8; 1 allows any size", "--multiple-of must be at least 1, got %d", o.multipleOf)
-	case o.min < 1 || o.max < 1 || o.start < 0:
+	case o.min < 1 || o.max < 1 || o.start < 0 || (o.start == 0 && o.given("start")):
 		return cfg, usageError("batch sizes are positive: check --min, --max and --start", "--min, --max and --start must be positive")
 	case o.steps < 0:
 		return cfg, usageError("give --steps a number of training steps, or 0 to let the program run to its end", "--steps must not be negative, got %d", o.steps)
+	case o.steps > maxSteps:
+		return cfg, usageError(fmt.Sprintf("give at most %d, or --steps 0 to let the program run to its end", maxSteps), "--steps %d is more steps than a trial needs", o.steps)
 	case o.timeout <= 0:
 		return cfg, usageError("give --timeout a positive duration such as 10m", "--timeout must be positive, got %s", o.timeout)
 	case o.soak < 0:
 		return cfg, usageError("give --soak a duration such as 10m, or leave it out", "--soak must not be negative, got %s", o.soak)
+	case o.soak > maxSoak:
+		return cfg, usageError(fmt.Sprintf("give --soak at most %s; it stops at the program's end anyway", units.RoughDuration(maxSoak.Seconds())), "--soak %s is longer than a soak needs", units.RoughDuration(o.soak.Seconds()))
 	case o.confirm < 0:
 		return cfg, usageError("--confirm counts extra runs of the answer: 0 or more", "--confirm must not be negative, got %d", o.confirm)
+	case o.confirm > maxConfirm:
+		return cfg, usageError(fmt.Sprintf("each run takes a trial's time; give at most %d", maxConfirm), "--confirm %d is more re-runs than a confirmation needs", o.confirm)
+	case o.keepAfterOOM && !o.worker:
+		return cfg, usageError("add --worker, or leave --keep-after-oom out: without a worker every trial is a fresh process", "--keep-after-oom needs --worker")
+	case badEnv >= 0:
+		return cfg, usageError("give --cache-env the name of a variable, such as --cache-env MODEL_SIZE", "--cache-env %q is not a variable name", o.cacheEnv[badEnv])
+	case o.given("memory-limit-scope") && o.memoryLimit == "":
+		return cfg, usageError("add --memory-limit 24GiB (or a card name), or leave --memory-limit-scope out", "--memory-limit-scope needs --memory-limit")
 	case o.globalBatch < 0 || o.trainGPUs < 0:
 		return cfg, usageError("--global-batch is the samples per optimizer step the training wants, --train-gpus the GPUs it runs on", "--global-batch and --train-gpus must not be negative")
 	case o.trainGPUs > 0 && o.globalBatch == 0:
