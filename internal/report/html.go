@@ -12,6 +12,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/termtext"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -28,7 +29,12 @@ func WriteHTML(w io.Writer, run *record.Run) error {
 	if err := htmlPage.Execute(&buf, htmlViewOf(run)); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
-	if _, err := w.Write(buf.Bytes()); err != nil {
+	// The page holds text batchfit did not write (a trial's output, the
+	// command, names from the driver). HTML escaping leaves its control
+	// characters and escape sequences in place; they go as on a terminal
+	// (termtext), in one pass over the whole page, which has none of its
+	// own.
+	if _, err := io.WriteString(w, termtext.Clean(buf.String())); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
 	return nil

@@ -89,6 +89,30 @@ func TestWriteHTMLEscapes(t *testing.T) {
 	}
 }
 
+// TestWriteHTMLControlBytes: control characters and escape sequences in
+// any text a run holds (ESC, BEL, C1 as UTF-8 and as raw bytes, a lone
+// carriage return) do not reach the page, as they do not reach a terminal.
+func TestWriteHTMLControlBytes(t *testing.T) {
+	const ctl = "a\x1b[31mred\x1b[0m\x07bell\u009b\x9braw\x1b]0;title\x07\u0085end"
+	run := htmlHostile()
+	run.Command = append(run.Command, ctl)
+	run.Dir += ctl
+	run.Error += ctl
+	run.Warnings = append(run.Warnings, ctl)
+	run.GPU.Devices[0].Name += ctl
+	run.Trials[1].Reason += ctl
+	run.Trials[1].Tail += "progress 10%\rprogress 99%\n" + ctl
+	page := htmlRender(t, run)
+	for i, r := range page {
+		if (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			t.Fatalf("page holds control character %U at %d: %q", r, i, page[max(i-30, 0):min(i+10, len(page))])
+		}
+	}
+	if !strings.Contains(page, "aredbell") || !strings.Contains(page, "progress 99%") || strings.Contains(page, "progress 10%") {
+		t.Errorf("the text around the control characters is not kept as a terminal shows it")
+	}
+}
+
 func TestWriteHTMLSelfContained(t *testing.T) {
 	for name, run := range map[string]*record.Run{"resnet50": chartResNet(t), "hostile": htmlHostile()} {
 		page := strings.ToLower(htmlRender(t, run))
