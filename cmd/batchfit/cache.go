@@ -61,7 +61,7 @@ later search of the same command; only their answers are no longer reused.`,
 			defer s.Close()
 			n, err := s.ClearCache(cmd.Context())
 			if err != nil {
-				return err
+				return historyError("clear the cache", err)
 			}
 			fmt.Fprintf(io.stderr, "batchfit: %d cached answers cleared; the runs stay in the history\n", n)
 			return nil

@@ -86,19 +86,26 @@ func (d *dbOptions) openFile(ctx context.Context) (*store.Store, error) {
 	}
 	s, err := store.Open(ctx, path)
 	if err != nil {
-		hint := "pass --no-db to search without the history, or --db PATH to use another file"
-		switch {
-		case errors.Is(err, store.ErrLocked):
-			hint = "another batchfit is writing to it; wait for it, or " + hint
-		case errors.Is(err, store.ErrCorrupt):
-			hint = "move the file away to start a new history, or " + hint
-		}
-		return nil, &exitErr{code: exitError, err: fmt.Errorf("open the history: %w", err), hint: hint}
+		return nil, historyError("open the history", err)
 	}
 	if d.stderr != nil {
 		stopLeftTrials(ctx, s, d.stderr)
 	}
 	return s, nil
+}
+
+// historyError is err from the history while doing what, with a hint for
+// each way the file can fail: held by another batchfit, damaged, or
+// anything else.
+func historyError(what string, err error) error {
+	hint := "pass --no-db to search without the history, or --db PATH to use another file"
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		hint = "another batchfit is writing to it; wait for it, or " + hint
+	case errors.Is(err, store.ErrCorrupt):
+		hint = "move the file away to start a new history, or " + hint
+	}
+	return &exitErr{code: exitError, err: fmt.Errorf("%s: %w", what, err), hint: hint}
 }
 
 func newHistoryCommand(io *streams) *cobra.Command {
@@ -120,7 +127,7 @@ func newHistoryCommand(io *streams) *cobra.Command {
 			defer s.Close()
 			runs, err := s.List(cmd.Context(), limit)
 			if err != nil {
-				return fmt.Errorf("list runs: %w", err)
+				return historyError("read the history", err)
 			}
 			if asJSON {
 				doc := io.document()
@@ -198,7 +205,7 @@ enough), or "latest" for the newest run.`,
 			case errors.Is(err, store.ErrAmbiguous):
 				return usageError("give more characters of the run id", "run id %q matches several runs", args[0])
 			case err != nil:
-				return err
+				return historyError("read the history", err)
 			}
 			if err := out.write(run, false); err != nil {
 				return err
