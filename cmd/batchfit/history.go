@@ -378,15 +378,26 @@ func (o *outputOptions) write(run *record.Run, perModel bool) error {
 	if o.reportPath != "" {
 		err := writeFileAtomic(name(o.reportPath), func(w io.Writer) error { return report.WriteHTML(w, run) })
 		if err != nil {
-			return fmt.Errorf("write the report: %w", err)
+			return outputError("write the report", "--report", run, err)
 		}
 	}
 	if o.plotPath != "" {
 		if err := report.WritePlotFile(name(o.plotPath), run); err != nil {
-			return fmt.Errorf("write the plot: %w", err)
+			return outputError("write the plot", "--plot", run, err)
 		}
 	}
 	return nil
+}
+
+// outputError is a failure to write an output at the end of a run (the
+// folder checked before the first trial was removed, the disk filled),
+// with how to get the output without running the search again.
+func outputError(what, flag string, run *record.Run, err error) error {
+	hint := "the run was not recorded (--no-db): search again with " + flag + " in a folder you can write to"
+	if run.ID != "" {
+		hint = fmt.Sprintf("the run is in the history: batchfit show %s %s PATH writes it again", run.ID, flag)
+	}
+	return &exitErr{code: exitError, err: fmt.Errorf("%s: %w", what, err), hint: hint}
 }
 
 // fileSafe keeps letters, digits, '.', '-' and '_' of a GPU name.
