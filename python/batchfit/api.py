@@ -7,17 +7,21 @@
 
 Each function runs the binary (``batchfit.binary.find``) with ``--json`` and
 reads its one JSON document (docs/json.md): ``{"schema_version", "runs":
-[RUN, ...], "doctor", "error"}``. Keyword options become flags (``memory_limit="24GiB"`` is
-``--memory-limit 24GiB``); progress goes to ``sys.stderr`` as the binary
-writes it. A search that ends without an answer raises BatchfitError, which
-carries the partial Result when trials ran. Standard library only.
+[RUN, ...], "doctor", "error"}``. Keyword options become flags
+(``memory_limit="24GiB"`` is ``--memory-limit=24GiB``), each checked against
+the type of its flag; progress goes to ``sys.stderr`` as the binary writes
+it. A search that ends without an answer raises BatchfitError, which carries
+the partial Result when trials ran. Standard library only.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import html
 import json
+import math
+import numbers
 import os
 import shlex
 import signal
@@ -410,13 +414,14 @@ def search(
     (no shell runs it); ``{}`` in it is replaced by the batch size. Options
     are ``batchfit search`` flags: ``memory_limit="24GiB"``, ``steps=3``,
     ``margin=0.05``, ``gpus=[0, 1]``, ``fresh=True``, ``timeout=600``
-    (seconds) ...; ``extra_args`` are passed as they are. ``report`` keeps
+    (seconds) ...; a value of the wrong type for its flag is a TypeError.
+    ``extra_args``, a sequence of str, are passed as they are. ``report`` keeps
     the HTML report in that file (it is read into ``Result.report_html``
     either way). ``progress=False`` keeps batchfit's progress lines off
     ``sys.stderr``.
     """
     argv = _command(command)
-    return _result(["search", *_flags(options), *extra_args], argv, cwd=cwd, env=env, progress=progress, report=report)
+    return _result(["search", *_flags("search", options), *_args(extra_args)], argv, cwd=cwd, env=env, progress=progress, report=report)
 
 
 def demo(
@@ -428,7 +433,7 @@ def demo(
 ) -> Result:
     """A whole search on batchfit's simulated GPU (``batchfit demo``): no GPU
     needed. Takes the options of ``search`` and ``sim_gpus``, ``sim_flaky``."""
-    return _result(["demo", *_flags(options), *extra_args], [], cwd=None, env=None, progress=progress, report=report)
+    return _result(["demo", *_flags("demo", options), *_args(extra_args)], [], cwd=None, env=None, progress=progress, report=report)
 
 
 def doctor(
@@ -444,7 +449,7 @@ def doctor(
     ``batchfit doctor``'s protocol and return what leaks between trials.
     Options: ``size``, ``repeat``, ``max``, ``steps``, ``memory_limit``,
     ``no_fresh`` ..."""
-    args = ["doctor", "--json", *_flags(options), *extra_args, "--", *_command(command)]
+    args = ["doctor", "--json", *_flags("doctor", options), *_args(extra_args), "--", *_command(command)]
     out, err, code = _execute(args, cwd=cwd, env=env, progress=progress)
     doc = _document(out, err, code)
     if isinstance(doc, Mapping) and "schema_version" in doc:
@@ -614,34 +619,118 @@ def _command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-# Flags whose value is a duration: a number means seconds.
-_DURATIONS = {"timeout", "soak", "start_timeout", "cache_max_age"}
-# Flags the API sets itself.
-_RESERVED = {"json", "quiet", "q", "report"}
+# Options the API sets itself.
+_RESERVED = {"json", "quiet", "q", "report", "help"}
+
+# How each pflag type of flags.json takes a Python value; the tests check
+# that every type there is here.
+_KINDS = {
+    "bool": "bool",
+    "int": "int",
+    "float64": "number",
+    "string": "string",
+    "duration": "duration",
+    "age": "duration",
+    "stringArray": "list",
+}
+
+_TAKES = {
+    "bool": "a bool",
+    "int": "an int",
+    "number": "a number",
+    "string": "a str, a path or a number",
+    "duration": "a duration (seconds, a timedelta or a str such as '10m')",
+    "list": "a sequence of str (one flag each)",
+}
 
 
-def _flags(options: Mapping[str, Any]) -> list[str]:
-    """Keyword options as flags: memory_limit="24GiB" is --memory-limit 24GiB,
-    fresh=True is --fresh (False and None leave a flag out), a list repeats
-    a flag (cache_env=["A", "B"]), except gpus=[0, 1], which is --gpus 0,1."""
+@functools.cache
+def _flag_types() -> dict[str, dict[str, str]]:
+    """The pflag type of every flag of search, demo and doctor, by command
+    and name: flags.json, which a Go test (cmd/batchfit TestPythonFlags)
+    keeps equal to the binary's flags."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "flags.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _flags(command: str, options: Mapping[str, Any]) -> list[str]:
+    """Keyword options as flags of ``batchfit COMMAND``: memory_limit="24GiB"
+    is --memory-limit=24GiB, fresh=True is --fresh and False --fresh=false,
+    None leaves a flag out, a sequence repeats a list flag
+    (cache_env=["A", "B"]), gpus=[0, 1] is --gpus=0,1, a number of seconds
+    or a timedelta is a duration.
+
+    Each value is checked against the type of its flag (flags.json), so
+    that it can only become that flag's value: a bool for a value flag or a
+    str for a list flag is a TypeError that names the option. A value is
+    always joined to its flag by "=", so that no value can stand in for the
+    next flag, also in an option flags.json lacks: that one goes to batchfit
+    as it is, which says whether it has the flag (a binary of another
+    release may)."""
+    types = _flag_types().get(command, {})
     args: list[str] = []
     for key, value in options.items():
         if key in _RESERVED:
             raise TypeError(f"batchfit: {key}= is not an option here: the API reads --json itself")
-        flag = "--" + key.replace("_", "-")
-        if value is None or value is False:
+        if value is None:
             continue
-        if value is True:
-            args.append(flag)
-        elif key == "gpus" and isinstance(value, (list, tuple, range)):
-            args += [flag, ",".join(str(v) for v in value)]
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                args += [flag, str(v)]
-        elif isinstance(value, datetime.timedelta):
-            args += [flag, f"{value.total_seconds():g}s"]
-        elif key in _DURATIONS and isinstance(value, (int, float)):
-            args += [flag, f"{value:g}s"]
+        name = key.replace("_", "-")
+        kind = _KINDS[types[name]] if name in types else None
+        if kind == "bool" and value is True:
+            args.append(f"--{name}")
         else:
-            args += [flag, str(value)]
+            args += [f"--{name}={v}" for v in _values(key, name, value, kind)]
+    return args
+
+
+def _values(key: str, name: str, value: Any, kind: str | None) -> list[str]:
+    """The values of option key (flag --name) of a kind of _KINDS, or of a
+    flag flags.json lacks (None), which only the binary can check."""
+    if kind is None:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        return [str(v).lower() if isinstance(v, bool) else os.fspath(v) if isinstance(v, os.PathLike) else str(v) for v in items]
+    if kind == "bool":
+        if isinstance(value, bool):
+            return [str(value).lower()]
+    elif kind == "list":
+        if not isinstance(value, (str, bytes)) and isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+            return list(value)
+    elif isinstance(value, bool):
+        pass  # a bool is an int to Python, and never a flag's value
+    elif kind == "int":
+        if isinstance(value, numbers.Integral):
+            return [str(int(value))]
+    elif kind == "number":
+        if isinstance(value, numbers.Real):
+            return [str(value)]
+    elif kind == "duration":
+        if isinstance(value, datetime.timedelta):
+            return [_seconds(key, value.total_seconds())]
+        if isinstance(value, numbers.Real):
+            return [_seconds(key, value)]
+        if isinstance(value, str):
+            return [value]
+    elif key == "gpus" and isinstance(value, (list, tuple, range)):
+        if all(isinstance(v, (numbers.Integral, str)) and not isinstance(v, bool) for v in value):
+            return [",".join(str(v) for v in value)]
+    elif isinstance(value, (str, os.PathLike, numbers.Real)):
+        return [os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    raise TypeError(f"batchfit: {key}= takes {_TAKES[kind]} for --{name}, not {type(value).__name__} {value!r}")
+
+
+def _seconds(key: str, seconds: numbers.Real) -> str:
+    """A number of seconds as a Go duration: 600 is 600s, 0.5 is 0.5s."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"batchfit: {key}= must be a finite number of seconds, not {seconds!r}")
+    return f"{float(seconds):.9f}".rstrip("0").rstrip(".") + "s"
+
+
+def _args(extra_args: Iterable[str]) -> list[str]:
+    """extra_args as batchfit's arguments: a sequence of str, each one
+    argument; a bare str would be split into characters."""
+    if isinstance(extra_args, (str, bytes)) or not isinstance(extra_args, Iterable):
+        raise TypeError(f"batchfit: extra_args= takes a sequence of str, one argument each, not {type(extra_args).__name__} {extra_args!r}")
+    args = [os.fspath(a) if isinstance(a, os.PathLike) else a for a in extra_args]
+    if not all(isinstance(a, str) for a in args):
+        raise TypeError(f"batchfit: extra_args= takes a sequence of str, not {args!r}")
     return args

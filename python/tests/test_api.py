@@ -12,6 +12,7 @@ import copy
 import datetime
 import json
 import os
+import pathlib
 import signal
 import stat
 import subprocess
@@ -149,7 +150,7 @@ class SearchTest(unittest.TestCase):
         self.assertEqual(r.margins, [batchfit.Margin(5, 268, "searched"), batchfit.Margin(10, None, "unknown", "no model")])
         self.assertEqual(r.run.flaky, [])
         argv = fake.argv
-        self.assertEqual(argv[:3], ["search", "--memory-limit", "24GiB"])
+        self.assertEqual(argv[:2], ["search", "--memory-limit=24GiB"])
         self.assertEqual(argv[argv.index("--") :], ["--", "python", "train.py", "--batch-size", "{}"])
         self.assertIn("--json", argv[: argv.index("--")])
 
@@ -185,9 +186,79 @@ class SearchTest(unittest.TestCase):
         )
         argv = fake.argv
         self.assertEqual(argv[: argv.index("--json")], [
-            "search", "--steps", "0", "--margin", "0.05", "--gpus", "0,1", "--fresh", "--timeout", "90s",
-            "--soak", "600s", "--cache-env", "A", "--cache-env", "B", "--gpus-per-trial", "2", "--sbatch-arg=--mem=0",
+            "search", "--steps=0", "--margin=0.05", "--gpus=0,1", "--fresh", "--worker=false", "--timeout=90s",
+            "--soak=600s", "--cache-env=A", "--cache-env=B", "--gpus-per-trial=2", "--sbatch-arg=--mem=0",
         ])
+
+    def test_options_typed(self):
+        # Each option is checked against its flag's type before batchfit
+        # runs: a value can only become that flag's value.
+        fake = FakeBinary(self, stdout=envelope())
+        for options in (
+            {"log_dir": True, "fresh": True},  # --log-dir took --fresh as its folder
+            {"timeout": True},
+            {"steps": True},
+            {"steps": 3.5},
+            {"steps": "3"},
+            {"margin": False},
+            {"fresh": "yes"},
+            {"fresh": 1},
+            {"cache_env": "A"},  # one flag per character
+            {"cache_env": ["A", 1]},
+            {"gpus": [0, True]},
+            {"memory_limit": ["24GiB"]},
+            {"timeout": [1, 2]},
+        ):
+            with self.subTest(options=options), self.assertRaises(TypeError) as cm:
+                batchfit.search(["./train.sh", "{}"], progress=False, **options)
+            key = next(iter(options))
+            self.assertIn(f"batchfit: {key}= takes ", str(cm.exception))
+            self.assertIn(f"--{key.replace('_', '-')}", str(cm.exception))
+        with self.assertRaisesRegex(ValueError, "timeout= must be a finite number of seconds"):
+            batchfit.search(["./train.sh", "{}"], progress=False, timeout=float("inf"))
+        # Each command has its own flags: demo's sim_gpus and doctor's
+        # no_fresh are checked there.
+        with self.assertRaisesRegex(TypeError, "sim_gpus= takes an int"):
+            batchfit.demo(progress=False, sim_gpus="2")
+        with self.assertRaisesRegex(TypeError, "no_fresh= takes a bool"):
+            batchfit.doctor(["x"], progress=False, no_fresh="no")
+        self.assertFalse(os.path.exists(os.path.join(fake.dir, "argv.json")), "batchfit ran")
+
+    def test_extra_args_typed(self):
+        fake = FakeBinary(self, stdout=envelope())
+        for extra in ("--fresh", b"--fresh", 1, ["--fresh", 2]):
+            with self.subTest(extra_args=extra), self.assertRaisesRegex(TypeError, "^batchfit: extra_args= takes a sequence of str"):
+                batchfit.search(["./train.sh", "{}"], progress=False, extra_args=extra)
+        self.assertFalse(os.path.exists(os.path.join(fake.dir, "argv.json")), "batchfit ran")
+        batchfit.search(["./train.sh", "{}"], progress=False, extra_args=("--fresh", "--log-dir", "logs"))
+        argv = fake.argv
+        self.assertEqual(argv[1 : argv.index("--json")], ["--fresh", "--log-dir", "logs"])
+
+    def test_options_accepted(self):
+        fake = FakeBinary(self, stdout=envelope())
+        batchfit.search(
+            ["./train.sh", "{}"], progress=False, log_dir=pathlib.Path("logs"), fresh=False, memory_limit="24GiB",
+            margin="10%", gpus="all", start_timeout=None, cache_max_age=datetime.timedelta(hours=12), timeout=0.5,
+            soak="10m", max=2**20, cache_env=("A",),
+        )
+        argv = fake.argv
+        self.assertEqual(argv[1 : argv.index("--json")], [
+            "--log-dir=logs", "--fresh=false", "--memory-limit=24GiB", "--margin=10%", "--gpus=all",
+            "--cache-max-age=43200s", "--timeout=0.5s", "--soak=10m", "--max=1048576", "--cache-env=A",
+        ])
+        # An option the API's table lacks goes to batchfit, which decides;
+        # its value stays joined to it.
+        batchfit.search(["./train.sh", "{}"], progress=False, sim_gpus=2, bogus=True, other=["a", 1])
+        argv = fake.argv
+        self.assertEqual(argv[1 : argv.index("--json")], ["--sim-gpus=2", "--bogus=true", "--other=a", "--other=1"])
+
+    def test_flag_table(self):
+        # flags.json (kept equal to the binary's flags by a Go test) holds
+        # only flag types the API knows how to check.
+        table = api._flag_types()
+        self.assertEqual(sorted(table), ["demo", "doctor", "search"])
+        self.assertEqual({t for flags in table.values() for t in flags.values()} - set(api._KINDS), set())
+        self.assertEqual((table["search"]["fresh"], table["search"]["log-dir"], table["doctor"]["timeout"]), ("bool", "string", "duration"))
 
     def test_reserved_options(self):
         FakeBinary(self, stdout=envelope())
@@ -324,7 +395,7 @@ class DoctorTest(unittest.TestCase):
         self.assertEqual((r.size, r.oom_size), (8, 64))
         self.assertEqual(r.findings[0].kind, "retained_after_oom")
         self.assertEqual(r.findings[0].bytes, 6291456)
-        self.assertEqual(fake.argv, ["doctor", "--json", "--size", "8", "--no-fresh", "--", "python", "-m", "batchfit.worker", "leaky:Trial"])
+        self.assertEqual(fake.argv, ["doctor", "--json", "--size=8", "--no-fresh", "--", "python", "-m", "batchfit.worker", "leaky:Trial"])
 
     def test_enveloped(self):
         FakeBinary(self, stdout={"schema_version": 1, "runs": [], "doctor": self.REPORT, "error": None})
@@ -394,6 +465,15 @@ class RealBinaryTest(unittest.TestCase):
         self.assertIn("simulated", r.gpu.name)
         self.assertIn("<svg", r.report_html)
         self.assertTrue(r._repr_html_().startswith("<iframe srcdoc="))
+
+    def test_options(self):
+        # The flags the API writes are the binary's: joined values, a bool
+        # flag set false, durations from seconds and a timedelta.
+        r = batchfit.demo(progress=False, fresh=False, no_db=True, timeout=90, soak=None, steps=3,
+                          cache_max_age=datetime.timedelta(days=1), cache_env=["A", "B"], margin=0.1,
+                          log_dir=pathlib.Path(self.dir, "logs"), sim_gpus=1)
+        self.assertEqual(r.status, "found")
+        self.assertTrue(os.listdir(os.path.join(self.dir, "logs")))
 
     def test_search(self):
         r = batchfit.search([self.trainer, "{}"], max=1000, progress=False, cwd=self.dir)
