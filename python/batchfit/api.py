@@ -31,7 +31,7 @@ import tempfile
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from batchfit import binary
 
@@ -450,7 +450,11 @@ def doctor(
     Options: ``size``, ``repeat``, ``max``, ``steps``, ``memory_limit``,
     ``no_fresh`` ..."""
     args = ["doctor", "--json", *_flags("doctor", options), *_args(extra_args), "--", *_command(command)]
-    out, err, code = _execute(args, cwd=cwd, env=env, progress=progress)
+    return _finish(_execute(args, cwd=cwd, env=env, progress=progress), _doctor_report)
+
+
+def _doctor_report(output: _Output) -> DoctorReport:
+    out, err, code = output.out, output.err, output.code
     doc = _document(out, err, code)
     if isinstance(doc, Mapping) and "schema_version" in doc:
         _raise_for(doc.get("error"), code, err, None)
@@ -468,12 +472,17 @@ def _result(args: list[str], argv: list[str], *, cwd, env, progress: bool, repor
         full = [*args, "--json", "--report", path]
         if argv:
             full += ["--", *argv]
-        out, err, code = _execute(full, cwd=cwd, env=env, progress=progress)
+        output = _execute(full, cwd=cwd, env=env, progress=progress)
         try:
             with open(path, encoding="utf-8") as f:
                 page: str | None = f.read()
         except OSError:
             page = None
+    return _finish(output, lambda o: _search_result(o, page))
+
+
+def _search_result(output: _Output, page: str | None) -> Result:
+    out, err, code = output.out, output.err, output.code
     envelope = _envelope(_document(out, err, code), code, err)
     runs = [Run.from_json(r) for r in envelope.get("runs") or []]
     result = Result(runs=runs, schema_version=int(envelope.get("schema_version") or 0), raw=envelope, report_html=page)
@@ -483,12 +492,38 @@ def _result(args: list[str], argv: list[str], *, cwd, env, progress: bool, repor
     return result
 
 
-def _execute(args: list[str], *, cwd, env, progress: bool) -> tuple[str, str, int]:
-    """Runs the binary with args; returns its stdout, the end of its stderr
-    and its exit status. Its progress lines go to sys.stderr as they come
-    (when progress), so that a notebook shows them too. Ctrl-C (a
-    KeyboardInterrupt here) is passed on to batchfit, which stops its trials
-    before it exits; a second one kills it."""
+@dataclass(frozen=True)
+class _Output:
+    """How a batchfit command ended."""
+
+    out: str
+    err: str  # the end of stderr
+    code: int
+    interrupt: KeyboardInterrupt | None = None  # the Ctrl-C passed on to it
+
+
+_T = TypeVar("_T")
+
+
+def _finish(output: _Output, read: Callable[[_Output], _T]) -> _T:
+    """read(output): what batchfit printed. After a Ctrl-C, the error read
+    raises (BatchfitError with the run so far) is raised from the
+    KeyboardInterrupt; a batchfit that ended well all the same gives the
+    KeyboardInterrupt itself: the caller asked to stop."""
+    if output.interrupt is None:
+        return read(output)
+    try:
+        read(output)
+    except BatchfitError as e:
+        raise e from output.interrupt
+    raise output.interrupt
+
+
+def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
+    """Runs the binary with args to its end. Its progress lines go to
+    sys.stderr as they come (when progress), so that a notebook shows them
+    too. Ctrl-C (a KeyboardInterrupt here) is passed on to batchfit, which
+    stops its trials and prints what it recorded; a second one kills it."""
     try:
         exe = binary.find()
     except FileNotFoundError as e:
@@ -510,6 +545,7 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> tuple[str, str, in
         # is passed on once, as it is from a notebook's interrupt.
         start_new_session=True,
     )
+    out: list[str] = []
     tail: deque[str] = deque(maxlen=200)
 
     def relay() -> None:
@@ -519,24 +555,28 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> tuple[str, str, in
                 sys.stderr.write(line)
                 sys.stderr.flush()
 
-    reader = threading.Thread(target=relay, daemon=True)
-    reader.start()
+    # Both streams are read beside the wait, which alone takes a Ctrl-C:
+    # none of what batchfit prints after one is lost.
+    stdout = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    stderr = threading.Thread(target=relay, daemon=True)
+    stdout.start()
+    stderr.start()
+    interrupt = None
     try:
-        out = proc.stdout.read()
         code = proc.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        interrupt = e
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait()
+            code = proc.wait()
         except KeyboardInterrupt:
             proc.kill()
             raise
-        raise
-    finally:
-        reader.join(timeout=5)
-        proc.stdout.close()
-        proc.stderr.close()
-    return out, "".join(tail), code
+    stdout.join()
+    stderr.join(timeout=5)
+    proc.stdout.close()
+    proc.stderr.close()
+    return _Output("".join(out), "".join(tail), code, interrupt)
 
 
 def _document(out: str, err: str, code: int) -> Any:

@@ -346,41 +346,86 @@ class ErrorTest(unittest.TestCase):
         self.assertEqual(env["error"], {"message": "nothing fits", "hint": "lower --min", "exit_code": 3})
 
 
+def wait_for(path: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear in {timeout:g} s")
+        time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is pid, from /proc."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            continue
+        if name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether pid is a live process (a zombie is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def await_gone(test: unittest.TestCase, pids: dict[str, int], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while any(running(p) for p in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    test.assertEqual({name: p for name, p in pids.items() if running(p)}, {}, f"still running {timeout:g} s later")
+
+
 class InterruptTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(self.dir, ignore_errors=True))
+
+    def fake(self, body: str) -> str:
+        path = os.path.join(self.dir, "batchfit")
+        with open(path, "w") as f:
+            f.write(f"#!{sys.executable}\n" + textwrap.dedent(body))
+        os.chmod(path, 0o755)
+        return path
+
     def test_ctrl_c_reaches_batchfit(self):
-        # A KeyboardInterrupt while batchfit runs sends it SIGINT and waits
-        # for it to stop its trials.
-        d = tempfile.mkdtemp()
-        self.addCleanup(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
-        fake = os.path.join(d, "batchfit")
-        with open(fake, "w") as f:
-            f.write(textwrap.dedent(f"""\
-                #!{sys.executable}
-                import signal, sys, time
-                def stop(*_):
-                    open({os.path.join(d, "stopped")!r}, "w").write("SIGINT")
-                    sys.exit(130)
-                signal.signal(signal.SIGINT, stop)
-                open({os.path.join(d, "started")!r}, "w").close()
-                time.sleep(60)
-                """))
-        os.chmod(fake, 0o755)
-        code = textwrap.dedent(f"""\
+        # A KeyboardInterrupt while batchfit runs sends it SIGINT, waits for
+        # it to stop its trials and raises the BatchfitError it printed,
+        # with the run so far, from the KeyboardInterrupt.
+        run = {**RUN, "status": "interrupted", "answer": None, "first_failure": None, "error": "interrupted"}
+        doc = envelope(runs=[run], error={"message": "interrupted; every trial process was stopped", "hint": "", "exit_code": 130})
+        fake = self.fake(f"""\
+            import signal, sys, time
+            def stop(*_):
+                open({os.path.join(self.dir, "stopped")!r}, "w").write("SIGINT")
+                print({json.dumps(doc)!r})
+                sys.exit(130)
+            signal.signal(signal.SIGINT, stop)
+            open({os.path.join(self.dir, "started")!r}, "w").close()
+            time.sleep(60)
+            """)
+        code = textwrap.dedent("""\
             import batchfit
             try:
                 batchfit.search(["x"], progress=False)
-            except KeyboardInterrupt:
-                print("interrupted")
+            except batchfit.BatchfitError as e:
+                print(e.exit_code, e.message, e.result.status, len(e.result.trials), type(e.__cause__).__name__)
             """)
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": PYTHON_DIR, binary.ENV: fake})
-        deadline = time.monotonic() + 30
-        while not os.path.exists(os.path.join(d, "started")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(os.path.join(self.dir, "started"))
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
-        self.assertEqual(out, "interrupted\n")
-        with open(os.path.join(d, "stopped")) as f:
+        self.assertEqual(out, "130 interrupted; every trial process was stopped interrupted 3 KeyboardInterrupt\n")
+        with open(os.path.join(self.dir, "stopped")) as f:
             self.assertEqual(f.read(), "SIGINT")
 
 
@@ -474,6 +519,48 @@ class RealBinaryTest(unittest.TestCase):
                           log_dir=pathlib.Path(self.dir, "logs"), sim_gpus=1)
         self.assertEqual(r.status, "found")
         self.assertTrue(os.listdir(os.path.join(self.dir, "logs")))
+
+    def start_slow_search(self) -> tuple[subprocess.Popen, dict[str, int]]:
+        """A Python process in batchfit.search on a trainer that hangs from
+        size 8, once the trial at 8 runs; the pids of batchfit and that
+        trial."""
+        slow = os.path.join(self.dir, "slow.sh")
+        with open(slow, "w") as f:
+            f.write(textwrap.dedent(f"""\
+                #!/bin/sh
+                if [ "$1" -ge 8 ]; then
+                	echo $$ > {self.dir}/trainer.pid.tmp && mv {self.dir}/trainer.pid.tmp {self.dir}/trainer.pid
+                	exec sleep 600
+                fi
+                """))
+        os.chmod(slow, 0o755)
+        if os.path.exists(os.path.join(self.dir, "trainer.pid")):
+            os.remove(os.path.join(self.dir, "trainer.pid"))
+        code = textwrap.dedent(f"""\
+            import batchfit
+            try:
+                batchfit.search([{slow!r}, "{{}}"], progress=False, cwd={self.dir!r})
+            except batchfit.BatchfitError as e:
+                print(e.exit_code, e.result.status, e.result.trials[-1].batch_size, e.result.trials[-1].outcome, type(e.__cause__).__name__)
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": PYTHON_DIR})
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        wait_for(os.path.join(self.dir, "trainer.pid"))
+        with open(os.path.join(self.dir, "trainer.pid")) as f:
+            trainer = int(f.read())
+        (bf,) = children(proc.pid)
+        self.assertTrue(running(trainer))
+        return proc, {"batchfit": bf, "trainer": trainer}
+
+    def test_ctrl_c(self):
+        # Ctrl-C: batchfit stops the trial and the search raises
+        # BatchfitError with the run so far, from the KeyboardInterrupt.
+        proc, pids = self.start_slow_search()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        self.assertEqual(out, "130 interrupted 8 canceled KeyboardInterrupt\n")
+        await_gone(self, pids)
 
     def test_search(self):
         r = batchfit.search([self.trainer, "{}"], max=1000, progress=False, cwd=self.dir)
