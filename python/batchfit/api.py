@@ -492,6 +492,10 @@ def _search_result(output: _Output, page: str | None) -> Result:
     return result
 
 
+#: The variable that names the pipe batchfit watches (cmd/batchfit parent.go).
+_PARENT_FD_ENV = "BATCHFIT_PARENT_FD"
+
+
 @dataclass(frozen=True)
 class _Output:
     """How a batchfit command ended."""
@@ -523,28 +527,39 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
     """Runs the binary with args to its end. Its progress lines go to
     sys.stderr as they come (when progress), so that a notebook shows them
     too. Ctrl-C (a KeyboardInterrupt here) is passed on to batchfit, which
-    stops its trials and prints what it recorded; a second one kills it."""
+    stops its trials and prints what it recorded; a second one kills it.
+
+    batchfit runs in a session of its own, where no signal of this
+    process's terminal reaches it, and watches a pipe ($BATCHFIT_PARENT_FD)
+    whose write end only this process holds: when this process ends,
+    however it ends (SIGTERM, SIGKILL, an exception), batchfit stops its
+    trials as on Ctrl-C."""
     try:
         exe = binary.find()
     except FileNotFoundError as e:
         raise BatchfitError(str(e), hint=f"set ${binary.ENV} to a batchfit binary", exit_code=1) from None
-    full_env = None
-    if env is not None:
-        full_env = {**os.environ, **env}
-    proc = subprocess.Popen(
-        [exe, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=full_env,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        # Its own session: a Ctrl-C in the terminal reaches Python only, and
-        # is passed on once, as it is from a notebook's interrupt.
-        start_new_session=True,
-    )
+    watched, held = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [exe, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env={**os.environ, **(env or {}), _PARENT_FD_ENV: str(watched)},
+            pass_fds=(watched,),
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            # Its own session: a Ctrl-C in the terminal reaches Python only, and
+            # is passed on once, as it is from a notebook's interrupt.
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(held)
+        raise
+    finally:
+        os.close(watched)
     out: list[str] = []
     tail: deque[str] = deque(maxlen=200)
 
@@ -563,15 +578,20 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
     stderr.start()
     interrupt = None
     try:
-        code = proc.wait()
-    except KeyboardInterrupt as e:
-        interrupt = e
-        proc.send_signal(signal.SIGINT)
         try:
             code = proc.wait()
-        except KeyboardInterrupt:
-            proc.kill()
-            raise
+        except KeyboardInterrupt as e:
+            interrupt = e
+            proc.send_signal(signal.SIGINT)
+            try:
+                code = proc.wait()
+            except KeyboardInterrupt:
+                proc.kill()
+                raise
+    finally:
+        # A batchfit still running here (an exception in the wait) stops
+        # as it would at this process's end.
+        os.close(held)
     stdout.join()
     stderr.join(timeout=5)
     proc.stdout.close()

@@ -428,6 +428,26 @@ class InterruptTest(unittest.TestCase):
         with open(os.path.join(self.dir, "stopped")) as f:
             self.assertEqual(f.read(), "SIGINT")
 
+    def test_parent_pipe(self):
+        # batchfit gets a pipe ($BATCHFIT_PARENT_FD) whose write end only
+        # the Python process holds: it ends when that process is killed.
+        fake = self.fake(f"""\
+            import os, stat
+            fd = int(os.environ["BATCHFIT_PARENT_FD"])
+            assert stat.S_ISFIFO(os.fstat(fd).st_mode)
+            open({os.path.join(self.dir, "started")!r}, "w").close()
+            while os.read(fd, 4096):
+                pass
+            open({os.path.join(self.dir, "ended")!r}, "w").close()
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", "import batchfit; batchfit.search(['x'], progress=False)"],
+                                env={**os.environ, "PYTHONPATH": PYTHON_DIR, binary.ENV: fake})
+        wait_for(os.path.join(self.dir, "started"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "ended")))
+        proc.kill()
+        proc.wait()
+        wait_for(os.path.join(self.dir, "ended"), timeout=10)
+
 
 class DoctorTest(unittest.TestCase):
     REPORT = {"size": 8, "oom_size": 64, "trials": [], "findings": [
@@ -561,6 +581,20 @@ class RealBinaryTest(unittest.TestCase):
         out, _ = proc.communicate(timeout=30)
         self.assertEqual(out, "130 interrupted 8 canceled KeyboardInterrupt\n")
         await_gone(self, pids)
+
+    def test_parent_killed(self):
+        # batchfit and its trial end soon after the Python process that
+        # started them, however it was killed, and the history records the
+        # run as interrupted, as after Ctrl-C.
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with self.subTest(signal=sig.name):
+                proc, pids = self.start_slow_search()
+                proc.send_signal(sig)
+                out, _ = proc.communicate(timeout=30)
+                self.assertEqual((proc.returncode, out), (-sig, ""))
+                await_gone(self, pids)
+                history = json.loads(subprocess.run([REAL, "history", "--json"], capture_output=True, text=True, check=True).stdout)
+                self.assertEqual(history["runs"][0]["status"], "interrupted")
 
     def test_search(self):
         r = batchfit.search([self.trainer, "{}"], max=1000, progress=False, cwd=self.dir)
