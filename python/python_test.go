@@ -171,7 +171,7 @@ func checkWheel(t *testing.T, whl string) {
 			record = f
 		}
 	}
-	for _, name := range []string{"batchfit/__init__.py", "batchfit/__main__.py", "batchfit/api.py", "batchfit/_hook/sitecustomize.py"} {
+	for _, name := range []string{"batchfit/__init__.py", "batchfit/__main__.py", "batchfit/api.py", "batchfit/flags.json", "batchfit/_hook/sitecustomize.py"} {
 		if files[name] == nil {
 			t.Errorf("the wheel has no %s", name)
 		}

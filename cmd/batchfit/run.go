@@ -128,6 +128,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// its default, SIGHUP would end batchfit with its trials still running.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// The end of the program that started batchfit stops it the same way.
+	// The variable names batchfit's own pipe: trials do not see it.
+	ctx, unwatch, watchErr := watchParent(ctx, os.Getenv(parentFDEnv))
+	defer unwatch()
+	os.Unsetenv(parentFDEnv)
 
 	io := &streams{stdin: stdin, stdout: stdout, stderr: stderr}
 	if jsonRequested(args) {
@@ -140,7 +145,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
+	var cmd *cobra.Command
+	var err error
+	if watchErr != nil {
+		cmd, err = root, &exitErr{code: exitError, err: watchErr, hint: "unset " + parentFDEnv + ": it names the pipe of the program that started batchfit"}
+	} else {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if err != nil {
 		err = printError(ctx, stderr, cmd, err)
 	}

@@ -7,17 +7,21 @@
 
 Each function runs the binary (``batchfit.binary.find``) with ``--json`` and
 reads its one JSON document (docs/json.md): ``{"schema_version", "runs":
-[RUN, ...], "doctor", "error"}``. Keyword options become flags (``memory_limit="24GiB"`` is
-``--memory-limit 24GiB``); progress goes to ``sys.stderr`` as the binary
-writes it. A search that ends without an answer raises BatchfitError, which
-carries the partial Result when trials ran. Standard library only.
+[RUN, ...], "doctor", "error"}``. Keyword options become flags
+(``memory_limit="24GiB"`` is ``--memory-limit=24GiB``), each checked against
+the type of its flag; progress goes to ``sys.stderr`` as the binary writes
+it. A search that ends without an answer raises BatchfitError, which carries
+the partial Result when trials ran. Standard library only.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import html
 import json
+import math
+import numbers
 import os
 import shlex
 import signal
@@ -27,7 +31,7 @@ import tempfile
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from batchfit import binary
 
@@ -410,13 +414,14 @@ def search(
     (no shell runs it); ``{}`` in it is replaced by the batch size. Options
     are ``batchfit search`` flags: ``memory_limit="24GiB"``, ``steps=3``,
     ``margin=0.05``, ``gpus=[0, 1]``, ``fresh=True``, ``timeout=600``
-    (seconds) ...; ``extra_args`` are passed as they are. ``report`` keeps
+    (seconds) ...; a value of the wrong type for its flag is a TypeError.
+    ``extra_args``, a sequence of str, are passed as they are. ``report`` keeps
     the HTML report in that file (it is read into ``Result.report_html``
     either way). ``progress=False`` keeps batchfit's progress lines off
     ``sys.stderr``.
     """
     argv = _command(command)
-    return _result(["search", *_flags(options), *extra_args], argv, cwd=cwd, env=env, progress=progress, report=report)
+    return _result(["search", *_flags("search", options), *_args(extra_args)], argv, cwd=cwd, env=env, progress=progress, report=report)
 
 
 def demo(
@@ -428,7 +433,7 @@ def demo(
 ) -> Result:
     """A whole search on batchfit's simulated GPU (``batchfit demo``): no GPU
     needed. Takes the options of ``search`` and ``sim_gpus``, ``sim_flaky``."""
-    return _result(["demo", *_flags(options), *extra_args], [], cwd=None, env=None, progress=progress, report=report)
+    return _result(["demo", *_flags("demo", options), *_args(extra_args)], [], cwd=None, env=None, progress=progress, report=report)
 
 
 def doctor(
@@ -444,8 +449,12 @@ def doctor(
     ``batchfit doctor``'s protocol and return what leaks between trials.
     Options: ``size``, ``repeat``, ``max``, ``steps``, ``memory_limit``,
     ``no_fresh`` ..."""
-    args = ["doctor", "--json", *_flags(options), *extra_args, "--", *_command(command)]
-    out, err, code = _execute(args, cwd=cwd, env=env, progress=progress)
+    args = ["doctor", "--json", *_flags("doctor", options), *_args(extra_args), "--", *_command(command)]
+    return _finish(_execute(args, cwd=cwd, env=env, progress=progress), _doctor_report)
+
+
+def _doctor_report(output: _Output) -> DoctorReport:
+    out, err, code = output.out, output.err, output.code
     doc = _document(out, err, code)
     if isinstance(doc, Mapping) and "schema_version" in doc:
         _raise_for(doc.get("error"), code, err, None)
@@ -463,12 +472,17 @@ def _result(args: list[str], argv: list[str], *, cwd, env, progress: bool, repor
         full = [*args, "--json", "--report", path]
         if argv:
             full += ["--", *argv]
-        out, err, code = _execute(full, cwd=cwd, env=env, progress=progress)
+        output = _execute(full, cwd=cwd, env=env, progress=progress)
         try:
             with open(path, encoding="utf-8") as f:
                 page: str | None = f.read()
         except OSError:
             page = None
+    return _finish(output, lambda o: _search_result(o, page))
+
+
+def _search_result(output: _Output, page: str | None) -> Result:
+    out, err, code = output.out, output.err, output.code
     envelope = _envelope(_document(out, err, code), code, err)
     runs = [Run.from_json(r) for r in envelope.get("runs") or []]
     result = Result(runs=runs, schema_version=int(envelope.get("schema_version") or 0), raw=envelope, report_html=page)
@@ -478,33 +492,75 @@ def _result(args: list[str], argv: list[str], *, cwd, env, progress: bool, repor
     return result
 
 
-def _execute(args: list[str], *, cwd, env, progress: bool) -> tuple[str, str, int]:
-    """Runs the binary with args; returns its stdout, the end of its stderr
-    and its exit status. Its progress lines go to sys.stderr as they come
-    (when progress), so that a notebook shows them too. Ctrl-C (a
-    KeyboardInterrupt here) is passed on to batchfit, which stops its trials
-    before it exits; a second one kills it."""
+#: The variable that names the pipe batchfit watches (cmd/batchfit parent.go).
+_PARENT_FD_ENV = "BATCHFIT_PARENT_FD"
+
+
+@dataclass(frozen=True)
+class _Output:
+    """How a batchfit command ended."""
+
+    out: str
+    err: str  # the end of stderr
+    code: int
+    interrupt: KeyboardInterrupt | None = None  # the Ctrl-C passed on to it
+
+
+_T = TypeVar("_T")
+
+
+def _finish(output: _Output, read: Callable[[_Output], _T]) -> _T:
+    """read(output): what batchfit printed. After a Ctrl-C, the error read
+    raises (BatchfitError with the run so far) is raised from the
+    KeyboardInterrupt; a batchfit that ended well all the same gives the
+    KeyboardInterrupt itself: the caller asked to stop."""
+    if output.interrupt is None:
+        return read(output)
+    try:
+        read(output)
+    except BatchfitError as e:
+        raise e from output.interrupt
+    raise output.interrupt
+
+
+def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
+    """Runs the binary with args to its end. Its progress lines go to
+    sys.stderr as they come (when progress), so that a notebook shows them
+    too. Ctrl-C (a KeyboardInterrupt here) is passed on to batchfit, which
+    stops its trials and prints what it recorded; a second one kills it.
+
+    batchfit runs in a session of its own, where no signal of this
+    process's terminal reaches it, and watches a pipe ($BATCHFIT_PARENT_FD)
+    whose write end only this process holds: when this process ends,
+    however it ends (SIGTERM, SIGKILL, an exception), batchfit stops its
+    trials as on Ctrl-C."""
     try:
         exe = binary.find()
     except FileNotFoundError as e:
         raise BatchfitError(str(e), hint=f"set ${binary.ENV} to a batchfit binary", exit_code=1) from None
-    full_env = None
-    if env is not None:
-        full_env = {**os.environ, **env}
-    proc = subprocess.Popen(
-        [exe, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=full_env,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        # Its own session: a Ctrl-C in the terminal reaches Python only, and
-        # is passed on once, as it is from a notebook's interrupt.
-        start_new_session=True,
-    )
+    watched, held = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [exe, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env={**os.environ, **(env or {}), _PARENT_FD_ENV: str(watched)},
+            pass_fds=(watched,),
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            # Its own session: a Ctrl-C in the terminal reaches Python only, and
+            # is passed on once, as it is from a notebook's interrupt.
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(held)
+        raise
+    finally:
+        os.close(watched)
+    out: list[str] = []
     tail: deque[str] = deque(maxlen=200)
 
     def relay() -> None:
@@ -514,24 +570,33 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> tuple[str, str, in
                 sys.stderr.write(line)
                 sys.stderr.flush()
 
-    reader = threading.Thread(target=relay, daemon=True)
-    reader.start()
+    # Both streams are read beside the wait, which alone takes a Ctrl-C:
+    # none of what batchfit prints after one is lost.
+    stdout = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    stderr = threading.Thread(target=relay, daemon=True)
+    stdout.start()
+    stderr.start()
+    interrupt = None
     try:
-        out = proc.stdout.read()
-        code = proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
         try:
-            proc.wait()
-        except KeyboardInterrupt:
-            proc.kill()
-            raise
-        raise
+            code = proc.wait()
+        except KeyboardInterrupt as e:
+            interrupt = e
+            proc.send_signal(signal.SIGINT)
+            try:
+                code = proc.wait()
+            except KeyboardInterrupt:
+                proc.kill()
+                raise
     finally:
-        reader.join(timeout=5)
-        proc.stdout.close()
-        proc.stderr.close()
-    return out, "".join(tail), code
+        # A batchfit still running here (an exception in the wait) stops
+        # as it would at this process's end.
+        os.close(held)
+    stdout.join()
+    stderr.join(timeout=5)
+    proc.stdout.close()
+    proc.stderr.close()
+    return _Output("".join(out), "".join(tail), code, interrupt)
 
 
 def _document(out: str, err: str, code: int) -> Any:
@@ -614,34 +679,118 @@ def _command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-# Flags whose value is a duration: a number means seconds.
-_DURATIONS = {"timeout", "soak", "start_timeout", "cache_max_age"}
-# Flags the API sets itself.
-_RESERVED = {"json", "quiet", "q", "report"}
+# Options the API sets itself.
+_RESERVED = {"json", "quiet", "q", "report", "help"}
+
+# How each pflag type of flags.json takes a Python value; the tests check
+# that every type there is here.
+_KINDS = {
+    "bool": "bool",
+    "int": "int",
+    "float64": "number",
+    "string": "string",
+    "duration": "duration",
+    "age": "duration",
+    "stringArray": "list",
+}
+
+_TAKES = {
+    "bool": "a bool",
+    "int": "an int",
+    "number": "a number",
+    "string": "a str, a path or a number",
+    "duration": "a duration (seconds, a timedelta or a str such as '10m')",
+    "list": "a sequence of str (one flag each)",
+}
 
 
-def _flags(options: Mapping[str, Any]) -> list[str]:
-    """Keyword options as flags: memory_limit="24GiB" is --memory-limit 24GiB,
-    fresh=True is --fresh (False and None leave a flag out), a list repeats
-    a flag (cache_env=["A", "B"]), except gpus=[0, 1], which is --gpus 0,1."""
+@functools.cache
+def _flag_types() -> dict[str, dict[str, str]]:
+    """The pflag type of every flag of search, demo and doctor, by command
+    and name: flags.json, which a Go test (cmd/batchfit TestPythonFlags)
+    keeps equal to the binary's flags."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "flags.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _flags(command: str, options: Mapping[str, Any]) -> list[str]:
+    """Keyword options as flags of ``batchfit COMMAND``: memory_limit="24GiB"
+    is --memory-limit=24GiB, fresh=True is --fresh and False --fresh=false,
+    None leaves a flag out, a sequence repeats a list flag
+    (cache_env=["A", "B"]), gpus=[0, 1] is --gpus=0,1, a number of seconds
+    or a timedelta is a duration.
+
+    Each value is checked against the type of its flag (flags.json), so
+    that it can only become that flag's value: a bool for a value flag or a
+    str for a list flag is a TypeError that names the option. A value is
+    always joined to its flag by "=", so that no value can stand in for the
+    next flag, also in an option flags.json lacks: that one goes to batchfit
+    as it is, which says whether it has the flag (a binary of another
+    release may)."""
+    types = _flag_types().get(command, {})
     args: list[str] = []
     for key, value in options.items():
         if key in _RESERVED:
             raise TypeError(f"batchfit: {key}= is not an option here: the API reads --json itself")
-        flag = "--" + key.replace("_", "-")
-        if value is None or value is False:
+        if value is None:
             continue
-        if value is True:
-            args.append(flag)
-        elif key == "gpus" and isinstance(value, (list, tuple, range)):
-            args += [flag, ",".join(str(v) for v in value)]
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                args += [flag, str(v)]
-        elif isinstance(value, datetime.timedelta):
-            args += [flag, f"{value.total_seconds():g}s"]
-        elif key in _DURATIONS and isinstance(value, (int, float)):
-            args += [flag, f"{value:g}s"]
+        name = key.replace("_", "-")
+        kind = _KINDS[types[name]] if name in types else None
+        if kind == "bool" and value is True:
+            args.append(f"--{name}")
         else:
-            args += [flag, str(value)]
+            args += [f"--{name}={v}" for v in _values(key, name, value, kind)]
+    return args
+
+
+def _values(key: str, name: str, value: Any, kind: str | None) -> list[str]:
+    """The values of option key (flag --name) of a kind of _KINDS, or of a
+    flag flags.json lacks (None), which only the binary can check."""
+    if kind is None:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        return [str(v).lower() if isinstance(v, bool) else os.fspath(v) if isinstance(v, os.PathLike) else str(v) for v in items]
+    if kind == "bool":
+        if isinstance(value, bool):
+            return [str(value).lower()]
+    elif kind == "list":
+        if not isinstance(value, (str, bytes)) and isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+            return list(value)
+    elif isinstance(value, bool):
+        pass  # a bool is an int to Python, and never a flag's value
+    elif kind == "int":
+        if isinstance(value, numbers.Integral):
+            return [str(int(value))]
+    elif kind == "number":
+        if isinstance(value, numbers.Real):
+            return [str(value)]
+    elif kind == "duration":
+        if isinstance(value, datetime.timedelta):
+            return [_seconds(key, value.total_seconds())]
+        if isinstance(value, numbers.Real):
+            return [_seconds(key, value)]
+        if isinstance(value, str):
+            return [value]
+    elif key == "gpus" and isinstance(value, (list, tuple, range)):
+        if all(isinstance(v, (numbers.Integral, str)) and not isinstance(v, bool) for v in value):
+            return [",".join(str(v) for v in value)]
+    elif isinstance(value, (str, os.PathLike, numbers.Real)):
+        return [os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    raise TypeError(f"batchfit: {key}= takes {_TAKES[kind]} for --{name}, not {type(value).__name__} {value!r}")
+
+
+def _seconds(key: str, seconds: numbers.Real) -> str:
+    """A number of seconds as a Go duration: 600 is 600s, 0.5 is 0.5s."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"batchfit: {key}= must be a finite number of seconds, not {seconds!r}")
+    return f"{float(seconds):.9f}".rstrip("0").rstrip(".") + "s"
+
+
+def _args(extra_args: Iterable[str]) -> list[str]:
+    """extra_args as batchfit's arguments: a sequence of str, each one
+    argument; a bare str would be split into characters."""
+    if isinstance(extra_args, (str, bytes)) or not isinstance(extra_args, Iterable):
+        raise TypeError(f"batchfit: extra_args= takes a sequence of str, one argument each, not {type(extra_args).__name__} {extra_args!r}")
+    args = [os.fspath(a) if isinstance(a, os.PathLike) else a for a in extra_args]
+    if not all(isinstance(a, str) for a in args):
+        raise TypeError(f"batchfit: extra_args= takes a sequence of str, not {args!r}")
     return args

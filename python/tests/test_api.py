@@ -12,6 +12,7 @@ import copy
 import datetime
 import json
 import os
+import pathlib
 import signal
 import stat
 import subprocess
@@ -149,7 +150,7 @@ class SearchTest(unittest.TestCase):
         self.assertEqual(r.margins, [batchfit.Margin(5, 268, "searched"), batchfit.Margin(10, None, "unknown", "no model")])
         self.assertEqual(r.run.flaky, [])
         argv = fake.argv
-        self.assertEqual(argv[:3], ["search", "--memory-limit", "24GiB"])
+        self.assertEqual(argv[:2], ["search", "--memory-limit=24GiB"])
         self.assertEqual(argv[argv.index("--") :], ["--", "python", "train.py", "--batch-size", "{}"])
         self.assertIn("--json", argv[: argv.index("--")])
 
@@ -185,9 +186,79 @@ class SearchTest(unittest.TestCase):
         )
         argv = fake.argv
         self.assertEqual(argv[: argv.index("--json")], [
-            "search", "--steps", "0", "--margin", "0.05", "--gpus", "0,1", "--fresh", "--timeout", "90s",
-            "--soak", "600s", "--cache-env", "A", "--cache-env", "B", "--gpus-per-trial", "2", "--sbatch-arg=--mem=0",
+            "search", "--steps=0", "--margin=0.05", "--gpus=0,1", "--fresh", "--worker=false", "--timeout=90s",
+            "--soak=600s", "--cache-env=A", "--cache-env=B", "--gpus-per-trial=2", "--sbatch-arg=--mem=0",
         ])
+
+    def test_options_typed(self):
+        # Each option is checked against its flag's type before batchfit
+        # runs: a value can only become that flag's value.
+        fake = FakeBinary(self, stdout=envelope())
+        for options in (
+            {"log_dir": True, "fresh": True},  # --log-dir took --fresh as its folder
+            {"timeout": True},
+            {"steps": True},
+            {"steps": 3.5},
+            {"steps": "3"},
+            {"margin": False},
+            {"fresh": "yes"},
+            {"fresh": 1},
+            {"cache_env": "A"},  # one flag per character
+            {"cache_env": ["A", 1]},
+            {"gpus": [0, True]},
+            {"memory_limit": ["24GiB"]},
+            {"timeout": [1, 2]},
+        ):
+            with self.subTest(options=options), self.assertRaises(TypeError) as cm:
+                batchfit.search(["./train.sh", "{}"], progress=False, **options)
+            key = next(iter(options))
+            self.assertIn(f"batchfit: {key}= takes ", str(cm.exception))
+            self.assertIn(f"--{key.replace('_', '-')}", str(cm.exception))
+        with self.assertRaisesRegex(ValueError, "timeout= must be a finite number of seconds"):
+            batchfit.search(["./train.sh", "{}"], progress=False, timeout=float("inf"))
+        # Each command has its own flags: demo's sim_gpus and doctor's
+        # no_fresh are checked there.
+        with self.assertRaisesRegex(TypeError, "sim_gpus= takes an int"):
+            batchfit.demo(progress=False, sim_gpus="2")
+        with self.assertRaisesRegex(TypeError, "no_fresh= takes a bool"):
+            batchfit.doctor(["x"], progress=False, no_fresh="no")
+        self.assertFalse(os.path.exists(os.path.join(fake.dir, "argv.json")), "batchfit ran")
+
+    def test_extra_args_typed(self):
+        fake = FakeBinary(self, stdout=envelope())
+        for extra in ("--fresh", b"--fresh", 1, ["--fresh", 2]):
+            with self.subTest(extra_args=extra), self.assertRaisesRegex(TypeError, "^batchfit: extra_args= takes a sequence of str"):
+                batchfit.search(["./train.sh", "{}"], progress=False, extra_args=extra)
+        self.assertFalse(os.path.exists(os.path.join(fake.dir, "argv.json")), "batchfit ran")
+        batchfit.search(["./train.sh", "{}"], progress=False, extra_args=("--fresh", "--log-dir", "logs"))
+        argv = fake.argv
+        self.assertEqual(argv[1 : argv.index("--json")], ["--fresh", "--log-dir", "logs"])
+
+    def test_options_accepted(self):
+        fake = FakeBinary(self, stdout=envelope())
+        batchfit.search(
+            ["./train.sh", "{}"], progress=False, log_dir=pathlib.Path("logs"), fresh=False, memory_limit="24GiB",
+            margin="10%", gpus="all", start_timeout=None, cache_max_age=datetime.timedelta(hours=12), timeout=0.5,
+            soak="10m", max=2**20, cache_env=("A",),
+        )
+        argv = fake.argv
+        self.assertEqual(argv[1 : argv.index("--json")], [
+            "--log-dir=logs", "--fresh=false", "--memory-limit=24GiB", "--margin=10%", "--gpus=all",
+            "--cache-max-age=43200s", "--timeout=0.5s", "--soak=10m", "--max=1048576", "--cache-env=A",
+        ])
+        # An option the API's table lacks goes to batchfit, which decides;
+        # its value stays joined to it.
+        batchfit.search(["./train.sh", "{}"], progress=False, sim_gpus=2, bogus=True, other=["a", 1])
+        argv = fake.argv
+        self.assertEqual(argv[1 : argv.index("--json")], ["--sim-gpus=2", "--bogus=true", "--other=a", "--other=1"])
+
+    def test_flag_table(self):
+        # flags.json (kept equal to the binary's flags by a Go test) holds
+        # only flag types the API knows how to check.
+        table = api._flag_types()
+        self.assertEqual(sorted(table), ["demo", "doctor", "search"])
+        self.assertEqual({t for flags in table.values() for t in flags.values()} - set(api._KINDS), set())
+        self.assertEqual((table["search"]["fresh"], table["search"]["log-dir"], table["doctor"]["timeout"]), ("bool", "string", "duration"))
 
     def test_reserved_options(self):
         FakeBinary(self, stdout=envelope())
@@ -275,42 +346,107 @@ class ErrorTest(unittest.TestCase):
         self.assertEqual(env["error"], {"message": "nothing fits", "hint": "lower --min", "exit_code": 3})
 
 
+def wait_for(path: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear in {timeout:g} s")
+        time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is pid, from /proc."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            continue
+        if name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether pid is a live process (a zombie is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def await_gone(test: unittest.TestCase, pids: dict[str, int], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while any(running(p) for p in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    test.assertEqual({name: p for name, p in pids.items() if running(p)}, {}, f"still running {timeout:g} s later")
+
+
 class InterruptTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(self.dir, ignore_errors=True))
+
+    def fake(self, body: str) -> str:
+        path = os.path.join(self.dir, "batchfit")
+        with open(path, "w") as f:
+            f.write(f"#!{sys.executable}\n" + textwrap.dedent(body))
+        os.chmod(path, 0o755)
+        return path
+
     def test_ctrl_c_reaches_batchfit(self):
-        # A KeyboardInterrupt while batchfit runs sends it SIGINT and waits
-        # for it to stop its trials.
-        d = tempfile.mkdtemp()
-        self.addCleanup(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
-        fake = os.path.join(d, "batchfit")
-        with open(fake, "w") as f:
-            f.write(textwrap.dedent(f"""\
-                #!{sys.executable}
-                import signal, sys, time
-                def stop(*_):
-                    open({os.path.join(d, "stopped")!r}, "w").write("SIGINT")
-                    sys.exit(130)
-                signal.signal(signal.SIGINT, stop)
-                open({os.path.join(d, "started")!r}, "w").close()
-                time.sleep(60)
-                """))
-        os.chmod(fake, 0o755)
-        code = textwrap.dedent(f"""\
+        # A KeyboardInterrupt while batchfit runs sends it SIGINT, waits for
+        # it to stop its trials and raises the BatchfitError it printed,
+        # with the run so far, from the KeyboardInterrupt.
+        run = {**RUN, "status": "interrupted", "answer": None, "first_failure": None, "error": "interrupted"}
+        doc = envelope(runs=[run], error={"message": "interrupted; every trial process was stopped", "hint": "", "exit_code": 130})
+        fake = self.fake(f"""\
+            import signal, sys, time
+            def stop(*_):
+                open({os.path.join(self.dir, "stopped")!r}, "w").write("SIGINT")
+                print({json.dumps(doc)!r})
+                sys.exit(130)
+            signal.signal(signal.SIGINT, stop)
+            open({os.path.join(self.dir, "started")!r}, "w").close()
+            time.sleep(60)
+            """)
+        code = textwrap.dedent("""\
             import batchfit
             try:
                 batchfit.search(["x"], progress=False)
-            except KeyboardInterrupt:
-                print("interrupted")
+            except batchfit.BatchfitError as e:
+                print(e.exit_code, e.message, e.result.status, len(e.result.trials), type(e.__cause__).__name__)
             """)
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": PYTHON_DIR, binary.ENV: fake})
-        deadline = time.monotonic() + 30
-        while not os.path.exists(os.path.join(d, "started")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(os.path.join(self.dir, "started"))
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
-        self.assertEqual(out, "interrupted\n")
-        with open(os.path.join(d, "stopped")) as f:
+        self.assertEqual(out, "130 interrupted; every trial process was stopped interrupted 3 KeyboardInterrupt\n")
+        with open(os.path.join(self.dir, "stopped")) as f:
             self.assertEqual(f.read(), "SIGINT")
+
+    def test_parent_pipe(self):
+        # batchfit gets a pipe ($BATCHFIT_PARENT_FD) whose write end only
+        # the Python process holds: it ends when that process is killed.
+        fake = self.fake(f"""\
+            import os, stat
+            fd = int(os.environ["BATCHFIT_PARENT_FD"])
+            assert stat.S_ISFIFO(os.fstat(fd).st_mode)
+            open({os.path.join(self.dir, "started")!r}, "w").close()
+            while os.read(fd, 4096):
+                pass
+            open({os.path.join(self.dir, "ended")!r}, "w").close()
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", "import batchfit; batchfit.search(['x'], progress=False)"],
+                                env={**os.environ, "PYTHONPATH": PYTHON_DIR, binary.ENV: fake})
+        wait_for(os.path.join(self.dir, "started"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "ended")))
+        proc.kill()
+        proc.wait()
+        wait_for(os.path.join(self.dir, "ended"), timeout=10)
 
 
 class DoctorTest(unittest.TestCase):
@@ -324,7 +460,7 @@ class DoctorTest(unittest.TestCase):
         self.assertEqual((r.size, r.oom_size), (8, 64))
         self.assertEqual(r.findings[0].kind, "retained_after_oom")
         self.assertEqual(r.findings[0].bytes, 6291456)
-        self.assertEqual(fake.argv, ["doctor", "--json", "--size", "8", "--no-fresh", "--", "python", "-m", "batchfit.worker", "leaky:Trial"])
+        self.assertEqual(fake.argv, ["doctor", "--json", "--size=8", "--no-fresh", "--", "python", "-m", "batchfit.worker", "leaky:Trial"])
 
     def test_enveloped(self):
         FakeBinary(self, stdout={"schema_version": 1, "runs": [], "doctor": self.REPORT, "error": None})
@@ -394,6 +530,71 @@ class RealBinaryTest(unittest.TestCase):
         self.assertIn("simulated", r.gpu.name)
         self.assertIn("<svg", r.report_html)
         self.assertTrue(r._repr_html_().startswith("<iframe srcdoc="))
+
+    def test_options(self):
+        # The flags the API writes are the binary's: joined values, a bool
+        # flag set false, durations from seconds and a timedelta.
+        r = batchfit.demo(progress=False, fresh=False, no_db=True, timeout=90, soak=None, steps=3,
+                          cache_max_age=datetime.timedelta(days=1), cache_env=["A", "B"], margin=0.1,
+                          log_dir=pathlib.Path(self.dir, "logs"), sim_gpus=1)
+        self.assertEqual(r.status, "found")
+        self.assertTrue(os.listdir(os.path.join(self.dir, "logs")))
+
+    def start_slow_search(self) -> tuple[subprocess.Popen, dict[str, int]]:
+        """A Python process in batchfit.search on a trainer that hangs from
+        size 8, once the trial at 8 runs; the pids of batchfit and that
+        trial."""
+        slow = os.path.join(self.dir, "slow.sh")
+        with open(slow, "w") as f:
+            f.write(textwrap.dedent(f"""\
+                #!/bin/sh
+                if [ "$1" -ge 8 ]; then
+                	echo $$ > {self.dir}/trainer.pid.tmp && mv {self.dir}/trainer.pid.tmp {self.dir}/trainer.pid
+                	exec sleep 600
+                fi
+                """))
+        os.chmod(slow, 0o755)
+        if os.path.exists(os.path.join(self.dir, "trainer.pid")):
+            os.remove(os.path.join(self.dir, "trainer.pid"))
+        code = textwrap.dedent(f"""\
+            import batchfit
+            try:
+                batchfit.search([{slow!r}, "{{}}"], progress=False, cwd={self.dir!r})
+            except batchfit.BatchfitError as e:
+                print(e.exit_code, e.result.status, e.result.trials[-1].batch_size, e.result.trials[-1].outcome, type(e.__cause__).__name__)
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": PYTHON_DIR})
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        wait_for(os.path.join(self.dir, "trainer.pid"))
+        with open(os.path.join(self.dir, "trainer.pid")) as f:
+            trainer = int(f.read())
+        (bf,) = children(proc.pid)
+        self.assertTrue(running(trainer))
+        return proc, {"batchfit": bf, "trainer": trainer}
+
+    def test_ctrl_c(self):
+        # Ctrl-C: batchfit stops the trial and the search raises
+        # BatchfitError with the run so far, from the KeyboardInterrupt.
+        proc, pids = self.start_slow_search()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        self.assertEqual(out, "130 interrupted 8 canceled KeyboardInterrupt\n")
+        await_gone(self, pids)
+
+    def test_parent_killed(self):
+        # batchfit and its trial end soon after the Python process that
+        # started them, however it was killed, and the history records the
+        # run as interrupted, as after Ctrl-C.
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with self.subTest(signal=sig.name):
+                proc, pids = self.start_slow_search()
+                proc.send_signal(sig)
+                out, _ = proc.communicate(timeout=30)
+                self.assertEqual((proc.returncode, out), (-sig, ""))
+                await_gone(self, pids)
+                history = json.loads(subprocess.run([REAL, "history", "--json"], capture_output=True, text=True, check=True).stdout)
+                self.assertEqual(history["runs"][0]["status"], "interrupted")
 
     def test_search(self):
         r = batchfit.search([self.trainer, "{}"], max=1000, progress=False, cwd=self.dir)
