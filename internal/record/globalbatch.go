@@ -12,6 +12,11 @@ type GlobalBatch struct {
 	Accumulation int `json:"accumulation_steps"`
 	Devices      int `json:"devices"`
 	Effective    int `json:"effective"` // PerDevice × Accumulation × Devices
+	// Near is set beside an exact plan whose per-device batch is less than
+	// half of what fits, because no larger size that fits divides the
+	// target (a prime, or twice one): the plan of fewest accumulation
+	// steps, which comes near the target instead. nil otherwise.
+	Near *GlobalBatch `json:"near"`
 }
 
 // Exact says whether the plan trains at exactly the target.
@@ -23,6 +28,10 @@ func (g GlobalBatch) String() string {
 	s := fmt.Sprintf("%d per device × %d accumulation step%s × %d device%s", g.PerDevice,
 		g.Accumulation, plural(g.Accumulation), g.Devices, plural(g.Devices))
 	if g.Exact() {
+		if n := g.Near; n != nil {
+			return fmt.Sprintf("global batch %d = %s; no larger size that fits divides %d, and %d per device × %d accumulation step%s = %d comes near",
+				g.Target, s, g.Target, n.PerDevice, n.Accumulation, plural(n.Accumulation), n.Effective)
+		}
 		return fmt.Sprintf("global batch %d = %s", g.Target, s)
 	}
 	return fmt.Sprintf("global batch %d is not a product of a size that fits and %d device%s: %s = %d", g.Target,
@@ -51,10 +60,26 @@ func PlanGlobalBatch(target, devices, maxPerDevice, multiple int) (GlobalBatch, 
 	plan := func(b, a int) GlobalBatch {
 		return GlobalBatch{Target: target, PerDevice: b, Accumulation: a, Devices: devices, Effective: b * a * devices}
 	}
+	near := nearestPlan(target, devices, top, multiple)
 	if target%devices == 0 {
 		if b := largestDivisor(target/devices, top, multiple); b > 0 {
-			return plan(b, target/devices/b), true
+			exact := plan(b, target/devices/b)
+			if 2*b < top && near.Accumulation < exact.Accumulation {
+				exact.Near = &near
+			}
+			return exact, true
 		}
+	}
+	return near, true
+}
+
+// nearestPlan is the plan of fewest accumulation steps for target on
+// devices at most top samples each (a multiple of multiple): the
+// per-device size on either side of target's share that comes nearest
+// (below on a tie).
+func nearestPlan(target, devices, top, multiple int) GlobalBatch {
+	plan := func(b, a int) GlobalBatch {
+		return GlobalBatch{Target: target, PerDevice: b, Accumulation: a, Devices: devices, Effective: b * a * devices}
 	}
 	first := max(ceilDiv(target, devices*top), 1)
 	// Not reachable exactly: first steps, the per-device sizes on either side.
@@ -65,7 +90,7 @@ func PlanGlobalBatch(target, devices, maxPerDevice, multiple int) (GlobalBatch, 
 	if alt := plan(hi, first); abs(alt.Effective-target) < abs(best.Effective-target) {
 		best = alt
 	}
-	return best, true
+	return best
 }
 
 // largestDivisor returns the largest divisor of n that is at most top and a

@@ -33,6 +33,20 @@ func TestPlanGlobalBatch(t *testing.T) {
 	if got, want := g.String(), "global batch 4096 = 256 per device × 2 accumulation steps × 8 devices"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
+	// A prime target's only exact split is 1 per device: the plan says so,
+	// and names the near plan of fewest steps.
+	g, _ = PlanGlobalBatch(1009, 1, 276, 1)
+	if g.PerDevice != 1 || g.Accumulation != 1009 || g.Near == nil || g.Near.PerDevice != 252 || g.Near.Accumulation != 4 {
+		t.Errorf("1009 on 276: %+v, near %+v", g, g.Near)
+	}
+	if got, want := g.String(), "global batch 1009 = 1 per device × 1009 accumulation steps × 1 device; no larger size that fits divides 1009, and 252 per device × 4 accumulation steps = 1008 comes near"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	for _, target := range []int{1000, 1001, 256} {
+		if g, _ := PlanGlobalBatch(target, 1, 282, 1); g.Near != nil {
+			t.Errorf("%d: a near plan beside a good split: %+v", target, g.Near)
+		}
+	}
 	g, _ = PlanGlobalBatch(4099, 8, 282, 1)
 	if got, want := g.String(), "global batch 4099 is not a product of a size that fits and 8 devices: 256 per device × 2 accumulation steps × 8 devices = 4096"; got != want {
 		t.Errorf("%q, want %q", got, want)
