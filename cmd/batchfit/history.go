@@ -44,19 +44,36 @@ type history interface {
 	Close() error
 }
 
+// openForReading opens the database file for a command that only reads
+// it. Where it cannot be opened for writing (a read-only file system, a
+// file or folder of someone else's) it is opened read-only, and the trials
+// a killed batchfit left running are not looked for: stopping them is a
+// write.
+func (d *dbOptions) openForReading(ctx context.Context) (*store.Store, error) {
+	s, err := d.openFile(ctx)
+	if err == nil || errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrNewer) || errors.Is(err, store.ErrLocked) {
+		return s, err
+	}
+	path, perr := d.filePath()
+	if perr != nil {
+		return nil, err
+	}
+	ro, rerr := store.OpenReadOnly(ctx, path)
+	if rerr != nil {
+		return nil, err
+	}
+	return ro, nil
+}
+
 // files are the history's files, which no output may overwrite: the
 // database and the side files SQLite keeps beside it. None with --no-db.
 func (d *dbOptions) files() []namedPath {
 	if d.none {
 		return nil
 	}
-	path := d.path
-	if path == "" {
-		p, err := store.DefaultPath()
-		if err != nil {
-			return nil // opening the history reports it
-		}
-		path = p
+	path, err := d.filePath()
+	if err != nil {
+		return nil // opening the history reports it
 	}
 	const flag = "the history (--db)"
 	var out []namedPath
@@ -74,15 +91,23 @@ func (d *dbOptions) open(ctx context.Context) (history, error) {
 	return d.openFile(ctx)
 }
 
+// filePath is the database file's path: --db, or the default.
+func (d *dbOptions) filePath() (string, error) {
+	if d.path != "" {
+		return d.path, nil
+	}
+	p, err := store.DefaultPath()
+	if err != nil {
+		return "", &exitErr{code: exitError, err: err, hint: "pass --db PATH, or --no-db to search without the history"}
+	}
+	return p, nil
+}
+
 // openFile opens the database file.
 func (d *dbOptions) openFile(ctx context.Context) (*store.Store, error) {
-	path := d.path
-	if path == "" {
-		p, err := store.DefaultPath()
-		if err != nil {
-			return nil, &exitErr{code: exitError, err: err, hint: "pass --db PATH, or --no-db to search without the history"}
-		}
-		path = p
+	path, err := d.filePath()
+	if err != nil {
+		return nil, err
 	}
 	s, err := store.Open(ctx, path)
 	if err != nil {
@@ -120,7 +145,7 @@ func newHistoryCommand(io *streams) *cobra.Command {
 			if limit < 0 {
 				return usageError("give --limit a number of runs, or 0 for all", "--limit must not be negative, got %d", limit)
 			}
-			s, err := db.openFile(cmd.Context())
+			s, err := db.openForReading(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -191,7 +216,7 @@ enough), or "latest" for the newest run.`,
 			if err := out.check(db.files()...); err != nil {
 				return err
 			}
-			s, err := db.openFile(cmd.Context())
+			s, err := db.openForReading(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -29,6 +29,9 @@ var (
 	// ErrNewer means a newer batchfit wrote the database with a schema this
 	// one does not know.
 	ErrNewer = errors.New("database was written by a newer batchfit")
+	// ErrOlder means the database has an older schema, which a read-only
+	// open cannot bring up to date.
+	ErrOlder = errors.New("database was written by an older batchfit")
 	// ErrNotFound means no run has the given id or id prefix.
 	ErrNotFound = errors.New("no such run")
 	// ErrAmbiguous means an id prefix matches more than one run.
