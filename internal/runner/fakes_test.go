@@ -34,6 +34,8 @@ type fakeTrainer struct {
 	// noFigures reports no memory and no step times, as a program without
 	// the adapter on a machine without NVML.
 	noFigures bool
+	// noMemory reports step times but no memory, as PyTorch on a CPU.
+	noMemory bool
 	// stepPerSample adds to a step's 0.1 s: the step time of a workload
 	// whose steps do more work at larger sizes.
 	stepPerSample float64
@@ -114,8 +116,12 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 		if t.rising {
 			peaks = []uint64{peak - 2<<30, peak - 1<<30, peak}
 		}
-		adapter.Append(report, adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step},
-			StepPeaks: peaks, Sources: statSources(t.sources)})
+		ev := adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step},
+			StepPeaks: peaks, Sources: statSources(t.sources)}
+		if t.noMemory {
+			ev.MaxAllocated, ev.MaxReserved, ev.StepPeaks = 0, 0, nil
+		}
+		adapter.Append(report, ev)
 	}
 	return trial.Result{ExitCode: 0, Duration: time.Second}, nil
 }

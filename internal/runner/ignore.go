@@ -245,18 +245,28 @@ func (c *sizeCheck) Probe(ctx context.Context, sizes []int) ([]search.Observatio
 }
 
 // unusedSizeWarning is the warning for a search that ran every size up to
-// --max with a command that has no {}, when its trials could not tell
-// whether the command reads BATCHFIT_BATCH_SIZE (no memory figures, or
-// too few); "" when there is nothing to warn about.
+// --max when its trials could not stop it as a command that ignores the
+// size (no memory figures, or too few), yet nothing showed that it uses
+// it: a command without {}, or one with {} whose step times stayed flat
+// (PyTorch on a CPU, where there are step times but no memory figures).
+// Step times alone warn rather than stop: a small model's steps can be
+// bound by launches at every size. "" when there is nothing to warn about.
 func (s *session) unusedSizeWarning(res search.Result) string {
-	if s.cfg.Simulated || s.cfg.Worker != nil || hasPlaceholder(s.cfg.Command) || !res.Found || res.FirstFailure != 0 {
+	if s.cfg.Simulated || s.cfg.Worker != nil || !res.Found || res.FirstFailure != 0 {
 		return ""
 	}
 	f := measureFlatness(s.run.Trials, s.capacity())
 	if f.grew() || f.small.Size == 0 || res.Max < 4*f.small.Size {
 		return ""
 	}
-	return fmt.Sprintf("every size up to --max %d ran and the command has no {}: check that it uses BATCHFIT_BATCH_SIZE", res.Max)
+	if !hasPlaceholder(s.cfg.Command) {
+		return fmt.Sprintf("every size up to --max %d ran and the command has no {}: check that it uses BATCHFIT_BATCH_SIZE", res.Max)
+	}
+	if len(f.steps) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("every size up to --max %d ran in the same time a step (%s at batch size %d, %s at %d): check that {} sets the batch size each step runs",
+		res.Max, units.Duration(f.small.StepSeconds()), f.small.Size, units.Duration(f.large.StepSeconds()), f.large.Size)
 }
 
 // capacity is the memory a trial may use: the card or --memory-limit; 0

@@ -112,6 +112,11 @@ func TestRunWarnsWhenTheTrialsCannotTell(t *testing.T) {
 	}{
 		{"no figures, no {}", blind, []string{"train"}, false, 4096, []string{warning}},
 		{"no figures, {} given", blind, []string{"train", "{}"}, false, 4096, nil},
+		// PyTorch on a CPU: step times, no memory. Flat steps with {} warn;
+		// steps that grow with the size do not.
+		{"flat steps, no memory, {} given", fakeTrainer{fixed: 3 * gib, limit: 80 * gib, noMemory: true}, []string{"train", "{}"}, false, 4096,
+			[]string{"every size up to --max 4096 ran in the same time a step (0.1s at batch size 1, 0.1s at 4096): check that {} sets the batch size each step runs"}},
+		{"growing steps, no memory, {} given", fakeTrainer{fixed: 3 * gib, limit: 80 * gib, noMemory: true, stepPerSample: 1e-3}, []string{"train", "{}"}, false, 4096, nil},
 		{"no figures, sizes less than 4x apart", blind, []string{"train"}, false, 3, nil},
 		// Allocated peaks within the tolerance, but at sizes too close to
 		// stop on (--max 4096): the end of the search says so.
