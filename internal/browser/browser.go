@@ -49,12 +49,16 @@ const defaultTimeout = 60 * time.Second
 // Find returns the path of a Chromium binary: chromium, chromium-browser,
 // google-chrome or google-chrome-stable on PATH, else /usr/bin/chromium.
 func Find() (string, error) {
+	return find("/usr/bin/chromium")
+}
+
+// find is Find with the path tried when PATH has none.
+func find(fallback string) (string, error) {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p, nil
 		}
 	}
-	const fallback = "/usr/bin/chromium"
 	if fi, err := os.Stat(fallback); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 		return fallback, nil
 	}

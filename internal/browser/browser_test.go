@@ -125,12 +125,18 @@ func TestCheckCanceled(t *testing.T) {
 }
 
 func TestFindNothing(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		t.Skip("skipping: /usr/bin/chromium exists, so Find always finds it here")
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	if _, err := find(filepath.Join(dir, "chromium")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("find with an empty PATH and no fallback: %v, want ErrNotFound", err)
 	}
-	t.Setenv("PATH", t.TempDir())
-	if _, err := Find(); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Find() with an empty PATH: %v, want ErrNotFound", err)
+	// A fallback that is there but cannot run is not found either.
+	fallback := filepath.Join(dir, "chromium")
+	if err := os.WriteFile(fallback, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := find(fallback); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("find with a fallback that is not executable: %v, want ErrNotFound", err)
 	}
 }
 
