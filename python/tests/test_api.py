@@ -531,6 +531,18 @@ class RealBinaryTest(unittest.TestCase):
         self.assertIn("<svg", r.report_html)
         self.assertTrue(r._repr_html_().startswith("<iframe srcdoc="))
 
+    def test_memory_limit_without_unit(self):
+        # A bare number would read as bytes (0.5 as no limit at all): the
+        # binary refuses it, and the API raises with its message and hint.
+        for limit in (0.5, "24", 24):
+            with self.subTest(limit=limit):
+                with self.assertRaises(batchfit.BatchfitError) as ctx:
+                    batchfit.demo(progress=False, no_db=True, memory_limit=limit)
+                self.assertEqual(ctx.exception.exit_code, 2)
+                self.assertIn("is a number without a unit", str(ctx.exception))
+        r = batchfit.demo(progress=False, no_db=True, memory_limit="50%")
+        self.assertEqual(r.answer, 469)
+
     def test_options(self):
         # The flags the API writes are the binary's: joined values, a bool
         # flag set false, durations from seconds and a timedelta.
