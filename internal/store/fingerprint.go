@@ -59,10 +59,13 @@ import (
 //
 // Values are taken as recorded; the caller records effective values (after
 // defaults), so "--steps 3" and a default of 3 agree. Left out on purpose,
-// because they change how the answer is found but not what it is: timeout,
-// strategy, start, confirm, margin, parallel, the torch hook switch, GPU
-// UUIDs and indices, and everything about the outcome. Simulated is in,
-// beyond the settings, so a demo answer never stands in for a real GPU's.
+// because they change how the answer is found but not what it is: strategy,
+// start, confirm, margin, parallel, the torch hook switch, GPU UUIDs and
+// indices, and everything about the outcome. The timeout changes the answer
+// only through trials that timed out or came near it, so it is not in the
+// key either: the cached run's trials are held against the new timeout when
+// it is looked up. Simulated is in, beyond the settings, so a demo answer
+// never stands in for a real GPU's.
 func Fingerprint(r *record.Run) string {
 	return digest(fingerprintText(r, fingerprintVersion))
 }
