@@ -1,8 +1,9 @@
 // Package inputs finds what a run's answer depends on beyond its command
-// line and settings (the files named in its arguments, the git state of its
-// directory, the memory-relevant environment, the source files the program
-// loaded) and hashes files within a budget, so that a cached answer is used
-// only while all of them are unchanged.
+// line and settings (the files named in its arguments, the program PATH
+// finds for it, the git state of its directory, the memory-relevant
+// environment, the source files the program loaded) and hashes files within
+// a budget, so that a cached answer is used only while all of them are
+// unchanged.
 package inputs
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/trial"
 )
 
 // HashBudget is how many bytes one collection or check reads to hash files.
@@ -44,7 +46,10 @@ type Git interface {
 
 // Options are what Collect looks at.
 type Options struct {
-	Command []string // the command, {} kept
+	Command []string // the command as recorded, {} kept
+	// Program is the first argument of the command as it runs, which the
+	// recorded one may not show (the demo's is "batchfit").
+	Program string
 	Dir     string   // its working directory
 	Env     []string // its environment
 	// CacheEnv names more variables that count (--cache-env).
@@ -55,7 +60,11 @@ type Options struct {
 // Collect returns the inputs known before the first trial.
 func Collect(ctx context.Context, o Options) *record.Inputs {
 	h := NewHasher()
-	in := &record.Inputs{Files: ArgFiles(o.Command, o.Dir, h), Env: MemoryEnv(o.Env, o.CacheEnv)}
+	in := &record.Inputs{
+		Files:      ArgFiles(o.Command, o.Dir, h),
+		Executable: Executable(o.Program, o.Dir, o.Env, h),
+		Env:        MemoryEnv(o.Env, o.CacheEnv),
+	}
 	if o.Git != nil {
 		in.Git = o.Git.State(ctx, o.Dir)
 	}
@@ -90,6 +99,29 @@ func ArgFiles(argv []string, dir string, h *Hasher) []record.File {
 		}
 	}
 	return files
+}
+
+// Executable returns the file that runs for argv0, found as execvp finds it
+// for the trial (trial.LookPath: a bare name in the PATH of env, not
+// batchfit's), with its hash; nil when there is none. A name with a slash
+// is kept as given, relative to dir.
+//
+// A program named by a path is also among the argument files; one found
+// through PATH is only here, and the path it was found at counts as well
+// as its contents, since another one earlier on PATH is another program.
+func Executable(argv0, dir string, env []string, h *Hasher) *record.File {
+	if argv0 == "" {
+		return nil
+	}
+	path, err := trial.LookPath(argv0, dir, env)
+	if err != nil {
+		return nil
+	}
+	p := path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	return &record.File{Path: path, Hash: h.Hash(p)}
 }
 
 // MemoryEnv returns the memory-relevant NAME=VALUE of env, sorted: the

@@ -35,6 +35,36 @@ func TestArgFiles(t *testing.T) {
 	}
 }
 
+// TestExecutable: a bare name is the file the trial's PATH finds first, not
+// batchfit's; a name with a slash is the file it names, relative to dir.
+func TestExecutable(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "bin1"), filepath.Join(dir, "bin2")
+	os.Mkdir(first, 0o755)
+	os.Mkdir(second, 0o755)
+	for _, p := range []string{filepath.Join(second, "mytrainer"), filepath.Join(dir, "local.sh")} {
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// printf '#!/bin/sh\n' | sha256sum
+	const hash = "sha256:a8076d3d28d21e02012b20eaf7dbf75409a6277134439025f282e368e3305abf"
+	env := []string{"PATH=" + first + ":" + second}
+	if got := Executable("mytrainer", dir, env, NewHasher()); got == nil || got.Path != filepath.Join(second, "mytrainer") || got.Hash != hash {
+		t.Fatalf("Executable(mytrainer) = %+v, want %s/mytrainer", got, second)
+	}
+	if got := Executable("./local.sh", dir, env, NewHasher()); got == nil || got.Path != "./local.sh" || got.Hash != hash {
+		t.Fatalf("Executable(./local.sh) = %+v, want it as given", got)
+	}
+	t.Setenv("PATH", second)
+	if got := Executable("mytrainer", dir, []string{"PATH=" + first}, NewHasher()); got != nil {
+		t.Fatalf("Executable = %+v, found through batchfit's PATH, not the trial's", got)
+	}
+	if got := Executable("", dir, env, NewHasher()); got != nil {
+		t.Fatalf("Executable(\"\") = %+v", got)
+	}
+}
+
 func TestMemoryEnv(t *testing.T) {
 	env := []string{"PATH=/bin", "PYTORCH_CUDA_ALLOC_CONF=a", "OMP_NUM_THREADS=2", "BATCHFIT_STEPS=3",
 		"CUDA_VISIBLE_DEVICES=1", "MYVAR=x", "HOME=/h", "XLA_FLAGS=f", "PYTORCH_CUDA_ALLOC_CONF=b"}

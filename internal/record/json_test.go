@@ -21,7 +21,7 @@ func fullRun() *Run {
 		Trials:       []Trial{{OOM: &OOMFigures{}}},
 		Model:        &Model{},
 		Soaks:        []Soak{{}},
-		Inputs:       &Inputs{Files: []File{{}}, Git: &Git{}},
+		Inputs:       &Inputs{Files: []File{{}}, Executable: &File{}, Git: &Git{}},
 		Flaky:        []FlakySize{{}},
 		AtRisk:       &Risk{},
 		NonMonotonic: []Pair{{}},

@@ -109,8 +109,12 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 	if cfg.Shown != nil {
 		run.Command = cfg.Shown
 	}
+	var program string
+	if len(cfg.Command) > 0 {
+		program = cfg.Command[0]
+	}
 	run.Inputs = inputs.Collect(ctx, inputs.Options{
-		Command: run.Command, Dir: cfg.Dir, Env: cfg.Env, CacheEnv: cfg.CacheEnv, Git: s.deps.Git,
+		Command: run.Command, Program: program, Dir: cfg.Dir, Env: cfg.Env, CacheEnv: cfg.CacheEnv, Git: s.deps.Git,
 	})
 	if devices := cfg.Group.Devices; len(devices) > 0 {
 		run.GPU = &record.GPUInfo{Devices: devices, Capacity: devices[0].Total}
