@@ -1,9 +1,9 @@
 // Package inputs finds what a run's answer depends on beyond its command
 // line and settings (the files named in its arguments, the program PATH
 // finds for it, the git state of its directory, the memory-relevant
-// environment, the source files the program loaded) and hashes files within
-// a budget, so that a cached answer is used only while all of them are
-// unchanged.
+// environment, the files the program loaded and opened) and hashes files
+// within a budget, so that a cached answer is used only while all of them
+// are unchanged.
 package inputs
 
 import (
@@ -147,11 +147,12 @@ func MemoryEnv(env, extra []string) []string {
 	return out
 }
 
-// Loaded hashes the source files the adapter reported. A file whose size or
-// mtime is no longer what the program saw was edited during the search: its
-// hash is "", which never matches, so the run is never a cached answer.
-func Loaded(sources []adapter.Source) []record.File {
-	h := NewHasher()
+// Reported hashes the files the adapter reported (the sources the program
+// loaded, the files it opened) with h; give both lists one Hasher, as
+// Changed hashes them again with one. A file whose size or mtime is no
+// longer what the program saw was edited during the search: its hash is
+// "", which never matches, so the run is never a cached answer.
+func Reported(sources []adapter.Source, h *Hasher) []record.File {
 	files := make([]record.File, 0, len(sources))
 	for _, s := range sources {
 		f := record.File{Path: s.Path}
@@ -163,9 +164,9 @@ func Loaded(sources []adapter.Source) []record.File {
 	return files
 }
 
-// Changed returns why a stored run's loaded files no longer stand for what
-// would run now ("" when they all do): the first file that changed or
-// vanished, each hashed again now.
+// Changed returns why a stored run's loaded and opened files no longer
+// stand for what would run now ("" when they all do): the first file that
+// changed or vanished, each hashed again now.
 func Changed(in *record.Inputs) string {
 	if in == nil {
 		return ""
@@ -174,7 +175,7 @@ func Changed(in *record.Inputs) string {
 		return "the program loaded too many files of its own to check"
 	}
 	h := NewHasher()
-	for _, f := range in.Loaded {
+	for _, f := range slices.Concat(in.Loaded, in.Opened) {
 		if _, err := os.Stat(f.Path); err != nil {
 			return f.Path + " is gone"
 		}

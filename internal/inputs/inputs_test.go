@@ -81,7 +81,7 @@ func TestChanged(t *testing.T) {
 	p := filepath.Join(dir, "model.py")
 	write(t, p, "WIDTH = 100\n")
 	st, _ := os.Stat(p)
-	rec := recordOf(Loaded([]adapter.Source{{Path: p, Size: st.Size(), MTimeNS: st.ModTime().UnixNano()}}))
+	rec := recordOf(Reported([]adapter.Source{{Path: p, Size: st.Size(), MTimeNS: st.ModTime().UnixNano()}}, NewHasher()))
 	if why := Changed(rec); why != "" {
 		t.Fatalf("unchanged file: Changed = %q", why)
 	}
@@ -97,9 +97,21 @@ func TestChanged(t *testing.T) {
 	// A file edited during the search (its mtime is not what the program
 	// saw) is never a match.
 	write(t, p, "WIDTH = 100\n")
-	stale := Loaded([]adapter.Source{{Path: p, Size: 12, MTimeNS: time.Unix(1, 0).UnixNano()}})
+	stale := Reported([]adapter.Source{{Path: p, Size: 12, MTimeNS: time.Unix(1, 0).UnixNano()}}, NewHasher())
 	if stale[0].Hash != "" || Changed(recordOf(stale)) == "" {
 		t.Fatalf("file edited during the search: %+v", stale)
+	}
+	// A file the program opened is checked as a loaded one.
+	conf := filepath.Join(dir, "config.json")
+	write(t, conf, `{"limit": 100}`)
+	st, _ = os.Stat(conf)
+	opened := &record.Inputs{Opened: Reported([]adapter.Source{{Path: conf, Size: st.Size(), MTimeNS: st.ModTime().UnixNano()}}, NewHasher())}
+	if why := Changed(opened); why != "" {
+		t.Fatalf("unchanged opened file: Changed = %q", why)
+	}
+	write(t, conf, `{"limit": 60}`)
+	if why := Changed(opened); why != conf+" changed" {
+		t.Fatalf("edited opened file: Changed = %q", why)
 	}
 	h := &Hasher{left: 4}
 	if got := h.Hash(p); got[:5] != "stat:" {

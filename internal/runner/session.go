@@ -356,7 +356,9 @@ func (s *session) record(res search.Result) {
 	}
 	if s.fresh != nil && run.Inputs != nil {
 		sources, truncated := s.fresh.Sources()
-		run.Inputs.Loaded, run.Inputs.LoadedTruncated = inputs.Loaded(sources), truncated
+		h := inputs.NewHasher()
+		run.Inputs.Loaded, run.Inputs.LoadedTruncated = inputs.Reported(sources, h), truncated
+		run.Inputs.Opened = inputs.Reported(s.fresh.Opened(), h)
 	}
 	for _, c := range res.NonMonotonic {
 		run.NonMonotonic = append(run.NonMonotonic, record.Pair{OK: c.Ok.Size, Fail: c.Fail.Size})
