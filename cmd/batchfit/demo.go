@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/batchfit/batchfit/internal/sim"
 )
@@ -58,7 +59,7 @@ search; only the GPU is simulated. Takes a few seconds.
 			w.FlakyP, w.FlakyBand = simFlaky, simFlakyBand
 			t := &target{
 				command:   sim.Command(exe, card, w),
-				shown:     []string{"batchfit", "demo"},
+				shown:     demoShown(cmd.Flags()),
 				backend:   sim.NewBackend(card),
 				simulated: true,
 				framework: sim.Framework{},
@@ -79,6 +80,27 @@ search; only the GPU is simulated. Takes a few seconds.
 	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus", "sim-flaky", "sim-flaky-band")
 	useFlagGroups(cmd)
 	return cmd
+}
+
+// simTrainerFlags are the demo's flags that change what the simulated trainer
+// does, and so its answer. The others are in the fingerprint already
+// (--sim-gpus, through the GPU list) or change no answer: --sim-state is
+// where the card's state lives, --sim-slow-start how long a trial takes,
+// which reaches a cached answer only through the timeout check of its
+// trials' times.
+var simTrainerFlags = []string{"sim-flaky", "sim-flaky-band"}
+
+// demoShown is the demo's command as recorded and fingerprinted: "batchfit
+// demo" and each of simTrainerFlags not at its default, as --name=value,
+// so that one simulated trainer's answer never stands in for another's.
+func demoShown(fs *pflag.FlagSet) []string {
+	shown := []string{"batchfit", "demo"}
+	for _, name := range simTrainerFlags {
+		if f := fs.Lookup(name); f != nil && f.Value.String() != f.DefValue {
+			shown = append(shown, "--"+name+"="+f.Value.String())
+		}
+	}
+	return shown
 }
 
 // newSimTrialCommand is the hidden child mode that plays one simulated trial.

@@ -398,6 +398,55 @@ func TestHookReportsLoadedSources(t *testing.T) {
 	}
 }
 
+// TestHookReportsOpenedFiles: the exit event names the files the program
+// opened for reading (a config file at a fixed path, through open() and
+// os.open), in the order first opened, and not what it wrote, what it
+// loaded as a module, what it only streamed past the size bound, the
+// standard library's nor /proc's.
+func TestHookReportsOpenedFiles(t *testing.T) {
+	python := findPython(t, false)
+	dir := t.TempDir()
+	files := map[string]string{
+		"helper.py":   "X = 1\n",
+		"config.json": `{"limit": 100}`,
+		"limit.cfg":   "100\n",
+		"big.bin":     strings.Repeat("x", 1<<20+1),
+		"main.py": `import json, os, helper
+os.chdir(os.path.dirname(os.path.abspath(__file__)))
+with open("config.json") as f:
+    json.load(f)
+os.close(os.open("limit.cfg", os.O_RDONLY))
+with open("config.json") as f:
+    f.read()
+with open("out.txt", "w") as f:
+    f.write("x")
+with open("big.bin", "rb") as f:
+    f.read(1)
+with open("/proc/self/status") as f:
+    f.read()
+with open(json.__file__) as f:
+    f.read()
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := onlyEvent(t, runHooked(t, python, nil, filepath.Join(dir, "main.py")))
+	var paths []string
+	for _, s := range ev.Opened {
+		paths = append(paths, s.Path)
+	}
+	want := []string{filepath.Join(dir, "config.json"), filepath.Join(dir, "limit.cfg")}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("opened = %q, want %q", paths, want)
+	}
+	if ev.Opened[0].Size != int64(len(files["config.json"])) || ev.Opened[0].MTimeNS == 0 {
+		t.Fatalf("config.json = %+v, want its size and mtime", ev.Opened[0])
+	}
+}
+
 // TestHookReportsPackages: the exit event names the top-level packages
 // imported from site-packages (what a fork server may preload), never the
 // program's own modules or the standard library.

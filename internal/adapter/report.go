@@ -102,6 +102,12 @@ type Event struct {
 	// path), at most MaxSources; SourcesTruncated says there were more.
 	Sources          []Source `json:"sources,omitempty"`
 	SourcesTruncated bool     `json:"sources_truncated,omitempty"`
+	// Opened are the files the process opened for reading outside the
+	// standard library, site-packages, dist-packages, batchfit's own
+	// files, /dev, /proc and /sys, less its Sources: a config file it opens
+	// at a fixed path. Only the first MaxOpened regular files of at most
+	// 1 MiB each are reported, so the data a program streams is left out.
+	Opened []Source `json:"opened,omitempty"`
 	// Packages are the top-level packages the process imported from
 	// site-packages or dist-packages, in import order: what a fork server
 	// may preload (internal/forkserver).
@@ -113,7 +119,12 @@ type Event struct {
 // small, not the adapter's time.
 const MaxSources = 1000
 
-// Source is one source file a program loaded, as it was when it exited.
+// MaxOpened bounds Event.Opened, Summary.Opened and what a search keeps of
+// them: beyond it, a program's files are taken for the data it streams,
+// which are not checked (and so leave a cached answer usable).
+const MaxOpened = 100
+
+// Source is one file a program loaded or opened, as it was when it exited.
 type Source struct {
 	Path    string `json:"path"` // absolute
 	Size    int64  `json:"size"`

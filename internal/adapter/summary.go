@@ -54,6 +54,9 @@ type Summary struct {
 	// says some were left out.
 	Sources          []Source
 	SourcesTruncated bool
+	// Opened are the files every process opened for reading (see
+	// Event.Opened), each path once, at most MaxOpened.
+	Opened []Source
 }
 
 // MaxOOMRequests bounds Summary.OOMRequests.
@@ -99,6 +102,7 @@ func Summarize(events []Event) Summary {
 		s.OOMsCaught += ev.OOMsCaught
 		s.OOMRequests = append(s.OOMRequests, ev.OOMRequests[:min(len(ev.OOMRequests), MaxOOMRequests-len(s.OOMRequests))]...)
 		s.Sources, s.SourcesTruncated = MergeSources(s.Sources, ev.Sources, s.SourcesTruncated || ev.SourcesTruncated)
+		s.Opened = MergeOpened(s.Opened, ev.Opened)
 		if ev.Steps > 0 && (stepper == nil || (ev.Rank == 0 && stepper.Rank != 0)) {
 			stepper = ev
 		}
@@ -133,14 +137,29 @@ func betterException(ev, kept *Event) bool {
 // report of it wins), up to MaxSources; truncated comes back set when any
 // were left out.
 func MergeSources(have, more []Source, truncated bool) ([]Source, bool) {
+	have, left := merge(have, more, MaxSources)
+	return have, truncated || left
+}
+
+// MergeOpened adds the opened files in more to have, each path once (the
+// first report of it wins), up to MaxOpened; the rest are left out, as the
+// data the program streams (see MaxOpened).
+func MergeOpened(have, more []Source) []Source {
+	have, _ = merge(have, more, MaxOpened)
+	return have
+}
+
+// merge adds the files in more to have, each path once, up to limit, and
+// says whether some were left out.
+func merge(have, more []Source, limit int) ([]Source, bool) {
 	for _, src := range more {
 		if slices.ContainsFunc(have, func(h Source) bool { return h.Path == src.Path }) {
 			continue
 		}
-		if len(have) >= MaxSources {
+		if len(have) >= limit {
 			return have, true
 		}
 		have = append(have, src)
 	}
-	return have, truncated
+	return have, false
 }

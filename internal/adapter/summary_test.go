@@ -124,3 +124,21 @@ func TestSummarizeSources(t *testing.T) {
 		t.Fatalf("%d sources (truncated %v), want %d and truncated", len(s.Sources), s.SourcesTruncated, MaxSources)
 	}
 }
+
+// TestSummarizeOpened: each path once over every process, the first
+// MaxOpened kept and the rest left out, without marking the sources
+// truncated (past the bound they are data, not inputs to check).
+func TestSummarizeOpened(t *testing.T) {
+	conf := Source{Path: "/w/config.json", Size: 1, MTimeNS: 2}
+	many := make([]Source, MaxOpened+1)
+	for i := range many {
+		many[i].Path = fmt.Sprintf("/data/%d.jpg", i)
+	}
+	s := Summarize([]Event{
+		{Event: "exit", Opened: []Source{conf}},
+		{Event: "exit", Rank: 1, Opened: append([]Source{conf}, many...)},
+	})
+	if len(s.Opened) != MaxOpened || s.Opened[0] != conf || s.Opened[1].Path != "/data/0.jpg" || s.SourcesTruncated {
+		t.Fatalf("opened = %d files from %+v (sources truncated %v), want %d from config.json", len(s.Opened), s.Opened[0], s.SourcesTruncated, MaxOpened)
+	}
+}

@@ -1,8 +1,9 @@
 // Package inputs finds what a run's answer depends on beyond its command
-// line and settings (the files named in its arguments, the git state of its
-// directory, the memory-relevant environment, the source files the program
-// loaded) and hashes files within a budget, so that a cached answer is used
-// only while all of them are unchanged.
+// line and settings (the files named in its arguments, the program PATH
+// finds for it, the git state of its directory, the memory-relevant
+// environment, the files the program loaded and opened) and hashes files
+// within a budget, so that a cached answer is used only while all of them
+// are unchanged.
 package inputs
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/trial"
 )
 
 // HashBudget is how many bytes one collection or check reads to hash files.
@@ -44,7 +46,10 @@ type Git interface {
 
 // Options are what Collect looks at.
 type Options struct {
-	Command []string // the command, {} kept
+	Command []string // the command as recorded, {} kept
+	// Program is the first argument of the command as it runs, which the
+	// recorded one may not show (the demo's is "batchfit").
+	Program string
 	Dir     string   // its working directory
 	Env     []string // its environment
 	// CacheEnv names more variables that count (--cache-env).
@@ -55,7 +60,11 @@ type Options struct {
 // Collect returns the inputs known before the first trial.
 func Collect(ctx context.Context, o Options) *record.Inputs {
 	h := NewHasher()
-	in := &record.Inputs{Files: ArgFiles(o.Command, o.Dir, h), Env: MemoryEnv(o.Env, o.CacheEnv)}
+	in := &record.Inputs{
+		Files:      ArgFiles(o.Command, o.Dir, h),
+		Executable: Executable(o.Program, o.Dir, o.Env, h),
+		Env:        MemoryEnv(o.Env, o.CacheEnv),
+	}
 	if o.Git != nil {
 		in.Git = o.Git.State(ctx, o.Dir)
 	}
@@ -92,6 +101,29 @@ func ArgFiles(argv []string, dir string, h *Hasher) []record.File {
 	return files
 }
 
+// Executable returns the file that runs for argv0, found as execvp finds it
+// for the trial (trial.LookPath: a bare name in the PATH of env, not
+// batchfit's), with its hash; nil when there is none. A name with a slash
+// is kept as given, relative to dir.
+//
+// A program named by a path is also among the argument files; one found
+// through PATH is only here, and the path it was found at counts as well
+// as its contents, since another one earlier on PATH is another program.
+func Executable(argv0, dir string, env []string, h *Hasher) *record.File {
+	if argv0 == "" {
+		return nil
+	}
+	path, err := trial.LookPath(argv0, dir, env)
+	if err != nil {
+		return nil
+	}
+	p := path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	return &record.File{Path: path, Hash: h.Hash(p)}
+}
+
 // MemoryEnv returns the memory-relevant NAME=VALUE of env, sorted: the
 // prefixes above and the names in extra, less batchfit's own (BATCHFIT_*)
 // and those it sets for each trial.
@@ -115,11 +147,12 @@ func MemoryEnv(env, extra []string) []string {
 	return out
 }
 
-// Loaded hashes the source files the adapter reported. A file whose size or
-// mtime is no longer what the program saw was edited during the search: its
-// hash is "", which never matches, so the run is never a cached answer.
-func Loaded(sources []adapter.Source) []record.File {
-	h := NewHasher()
+// Reported hashes the files the adapter reported (the sources the program
+// loaded, the files it opened) with h; give both lists one Hasher, as
+// Changed hashes them again with one. A file whose size or mtime is no
+// longer what the program saw was edited during the search: its hash is
+// "", which never matches, so the run is never a cached answer.
+func Reported(sources []adapter.Source, h *Hasher) []record.File {
 	files := make([]record.File, 0, len(sources))
 	for _, s := range sources {
 		f := record.File{Path: s.Path}
@@ -131,9 +164,9 @@ func Loaded(sources []adapter.Source) []record.File {
 	return files
 }
 
-// Changed returns why a stored run's loaded files no longer stand for what
-// would run now ("" when they all do): the first file that changed or
-// vanished, each hashed again now.
+// Changed returns why a stored run's loaded and opened files no longer
+// stand for what would run now ("" when they all do): the first file that
+// changed or vanished, each hashed again now.
 func Changed(in *record.Inputs) string {
 	if in == nil {
 		return ""
@@ -142,7 +175,7 @@ func Changed(in *record.Inputs) string {
 		return "the program loaded too many files of its own to check"
 	}
 	h := NewHasher()
-	for _, f := range in.Loaded {
+	for _, f := range slices.Concat(in.Loaded, in.Opened) {
 		if _, err := os.Stat(f.Path); err != nil {
 			return f.Path + " is gone"
 		}

@@ -35,6 +35,36 @@ func TestArgFiles(t *testing.T) {
 	}
 }
 
+// TestExecutable: a bare name is the file the trial's PATH finds first, not
+// batchfit's; a name with a slash is the file it names, relative to dir.
+func TestExecutable(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "bin1"), filepath.Join(dir, "bin2")
+	os.Mkdir(first, 0o755)
+	os.Mkdir(second, 0o755)
+	for _, p := range []string{filepath.Join(second, "mytrainer"), filepath.Join(dir, "local.sh")} {
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// printf '#!/bin/sh\n' | sha256sum
+	const hash = "sha256:a8076d3d28d21e02012b20eaf7dbf75409a6277134439025f282e368e3305abf"
+	env := []string{"PATH=" + first + ":" + second}
+	if got := Executable("mytrainer", dir, env, NewHasher()); got == nil || got.Path != filepath.Join(second, "mytrainer") || got.Hash != hash {
+		t.Fatalf("Executable(mytrainer) = %+v, want %s/mytrainer", got, second)
+	}
+	if got := Executable("./local.sh", dir, env, NewHasher()); got == nil || got.Path != "./local.sh" || got.Hash != hash {
+		t.Fatalf("Executable(./local.sh) = %+v, want it as given", got)
+	}
+	t.Setenv("PATH", second)
+	if got := Executable("mytrainer", dir, []string{"PATH=" + first}, NewHasher()); got != nil {
+		t.Fatalf("Executable = %+v, found through batchfit's PATH, not the trial's", got)
+	}
+	if got := Executable("", dir, env, NewHasher()); got != nil {
+		t.Fatalf("Executable(\"\") = %+v", got)
+	}
+}
+
 func TestMemoryEnv(t *testing.T) {
 	env := []string{"PATH=/bin", "PYTORCH_CUDA_ALLOC_CONF=a", "OMP_NUM_THREADS=2", "BATCHFIT_STEPS=3",
 		"CUDA_VISIBLE_DEVICES=1", "MYVAR=x", "HOME=/h", "XLA_FLAGS=f", "PYTORCH_CUDA_ALLOC_CONF=b"}
@@ -51,7 +81,7 @@ func TestChanged(t *testing.T) {
 	p := filepath.Join(dir, "model.py")
 	write(t, p, "WIDTH = 100\n")
 	st, _ := os.Stat(p)
-	rec := recordOf(Loaded([]adapter.Source{{Path: p, Size: st.Size(), MTimeNS: st.ModTime().UnixNano()}}))
+	rec := recordOf(Reported([]adapter.Source{{Path: p, Size: st.Size(), MTimeNS: st.ModTime().UnixNano()}}, NewHasher()))
 	if why := Changed(rec); why != "" {
 		t.Fatalf("unchanged file: Changed = %q", why)
 	}
@@ -67,9 +97,21 @@ func TestChanged(t *testing.T) {
 	// A file edited during the search (its mtime is not what the program
 	// saw) is never a match.
 	write(t, p, "WIDTH = 100\n")
-	stale := Loaded([]adapter.Source{{Path: p, Size: 12, MTimeNS: time.Unix(1, 0).UnixNano()}})
+	stale := Reported([]adapter.Source{{Path: p, Size: 12, MTimeNS: time.Unix(1, 0).UnixNano()}}, NewHasher())
 	if stale[0].Hash != "" || Changed(recordOf(stale)) == "" {
 		t.Fatalf("file edited during the search: %+v", stale)
+	}
+	// A file the program opened is checked as a loaded one.
+	conf := filepath.Join(dir, "config.json")
+	write(t, conf, `{"limit": 100}`)
+	st, _ = os.Stat(conf)
+	opened := &record.Inputs{Opened: Reported([]adapter.Source{{Path: conf, Size: st.Size(), MTimeNS: st.ModTime().UnixNano()}}, NewHasher())}
+	if why := Changed(opened); why != "" {
+		t.Fatalf("unchanged opened file: Changed = %q", why)
+	}
+	write(t, conf, `{"limit": 60}`)
+	if why := Changed(opened); why != conf+" changed" {
+		t.Fatalf("edited opened file: Changed = %q", why)
 	}
 	h := &Hasher{left: 4}
 	if got := h.Hash(p); got[:5] != "stat:" {

@@ -110,6 +110,7 @@ type Prober struct {
 
 	sources          []adapter.Source
 	sourcesTruncated bool
+	opened           []adapter.Source
 	// outside is the most memory a trial held outside its framework's
 	// allocator (NVML peak less the allocator's reserved peak), for
 	// WholeProcess.
@@ -206,6 +207,14 @@ func (p *Prober) Sources() (sources []adapter.Source, truncated bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.sources), p.sourcesTruncated
+}
+
+// Opened are the files the trials' programs opened for reading (see
+// adapter.Event.Opened), each once, at most adapter.MaxOpened.
+func (p *Prober) Opened() []adapter.Source {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.opened)
 }
 
 // Probe runs the sizes, in parallel over the slots when there are several,
@@ -544,6 +553,7 @@ func (p *Prober) keep(t record.Trial, sum adapter.Summary) {
 		p.torch = sum.Torch
 	}
 	p.sources, p.sourcesTruncated = adapter.MergeSources(p.sources, sum.Sources, p.sourcesTruncated || sum.SourcesTruncated)
+	p.opened = adapter.MergeOpened(p.opened, sum.Opened)
 	p.mu.Unlock()
 	if p.cfg.OnDone != nil {
 		p.cfg.OnDone(t)

@@ -306,7 +306,8 @@ func (in Inputs) MarshalJSON() ([]byte, error) {
 		Files  []File   `json:"files"`
 		Env    []string `json:"env"`
 		Loaded []File   `json:"loaded"`
-	}{plain(in), list(in.Files), list(in.Env), list(in.Loaded)}, nil)
+		Opened []File   `json:"opened"`
+	}{plain(in), list(in.Files), list(in.Env), list(in.Loaded), list(in.Opened)}, nil)
 }
 
 // UnmarshalJSON reads inputs as MarshalJSON writes them.
@@ -318,5 +319,6 @@ func (in *Inputs) UnmarshalJSON(b []byte) error {
 	unlist(&in.Files)
 	unlist(&in.Env)
 	unlist(&in.Loaded)
+	unlist(&in.Opened)
 	return nil
 }

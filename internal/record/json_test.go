@@ -21,7 +21,7 @@ func fullRun() *Run {
 		Trials:       []Trial{{OOM: &OOMFigures{}}},
 		Model:        &Model{},
 		Soaks:        []Soak{{}},
-		Inputs:       &Inputs{Files: []File{{}}, Git: &Git{}},
+		Inputs:       &Inputs{Files: []File{{}}, Executable: &File{}, Git: &Git{}, Loaded: []File{{}}, Opened: []File{{}}},
 		Flaky:        []FlakySize{{}},
 		AtRisk:       &Risk{},
 		NonMonotonic: []Pair{{}},

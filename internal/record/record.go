@@ -81,19 +81,28 @@ type Run struct {
 }
 
 // Inputs are what a run's answer depends on besides its command line and
-// settings. Files, Git and Env are known before the first trial and are part
-// of the fingerprint; Loaded is only known once a trial has run, so it is
-// checked again (hashed anew) before a cached answer is used.
+// settings. Files, Executable, Git and Env are known before the first trial
+// and are part of the fingerprint; Loaded and Opened are only known once a
+// trial has run, so they are checked again (hashed anew) before a cached
+// answer is used.
 type Inputs struct {
-	Files []File   `json:"files"` // files named in the command's arguments
-	Git   *Git     `json:"git"`   // nil outside a git repository or without git
-	Env   []string `json:"env"`   // memory-relevant NAME=VALUE, sorted
+	Files []File `json:"files"` // files named in the command's arguments
+	// Executable is the program the command runs, as execvp finds it in
+	// the trials' PATH (a name with a slash as given), and its hash; nil
+	// when it cannot be found.
+	Executable *File    `json:"executable"`
+	Git        *Git     `json:"git"` // nil outside a git repository or without git
+	Env        []string `json:"env"` // memory-relevant NAME=VALUE, sorted
 	// Loaded are the source files the program loaded outside the standard
 	// library and site-packages, as the adapter reported them.
 	Loaded []File `json:"loaded"`
 	// LoadedTruncated says the adapter reported only some of them, so they
 	// cannot all be checked.
 	LoadedTruncated bool `json:"loaded_truncated"`
+	// Opened are the files the program opened for reading besides those,
+	// as the adapter reported them (adapter.Event.Opened: a bounded few,
+	// past which the data it streams is left out); checked as Loaded.
+	Opened []File `json:"opened"`
 }
 
 // File is one file an answer depends on. Hash is "sha256:<hex>" of its

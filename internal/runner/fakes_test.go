@@ -43,8 +43,9 @@ type fakeTrainer struct {
 	// for the context: a trial to cancel.
 	blockAt int
 	block   chan struct{}
-	// sources are the files the program loaded, as the hook reports them.
-	sources []string
+	// sources are the files the program loaded, and opened the files it
+	// opened for reading, as the hook reports them.
+	sources, opened []string
 	// rising reports step peaks that still grow at the last step.
 	rising bool
 	// soakFits, when set, is the largest size a soak survives; a larger
@@ -117,7 +118,7 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 			peaks = []uint64{peak - 2<<30, peak - 1<<30, peak}
 		}
 		ev := adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step},
-			StepPeaks: peaks, Sources: statSources(t.sources)}
+			StepPeaks: peaks, Sources: statSources(t.sources), Opened: statSources(t.opened)}
 		if t.noMemory {
 			ev.MaxAllocated, ev.MaxReserved, ev.StepPeaks = 0, 0, nil
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -56,8 +57,9 @@ func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
 
 // stale says why a run with this search's fingerprint does not answer it
 // now, or "" when it does: it is too old, it has no answer for the margin
-// asked, or a source file the program loaded then changed or vanished
-// since (hashed again now).
+// asked, its trials prove nothing under this search's timeout, or a source
+// file the program loaded then changed or vanished since (hashed again
+// now).
 func (s *session) stale(c *record.Run) string {
 	if a := s.deps.Now().Sub(c.Started); a > s.cfg.CacheMaxAge {
 		return fmt.Sprintf("it is %s old, over --cache-max-age %s", age(a), age(s.cfg.CacheMaxAge))
@@ -65,7 +67,61 @@ func (s *session) stale(c *record.Run) string {
 	if m := s.scfg.MarginPercent; m > 0 && m != c.Settings.Margin {
 		return fmt.Sprintf("it has no answer for --margin %g", m)
 	}
+	if why := timeoutStale(c, s.cfg.Timeout); why != "" {
+		return why
+	}
 	return inputs.Changed(c.Inputs)
+}
+
+// timeoutStale says why c's trials do not prove its answer under a search
+// whose trials may run for timeout (0: no limit), or "" when they do. The
+// timeout is not in the fingerprint, because it changes the answer only
+// through trials that came near it; those are checked here:
+//
+//   - A trial that timed out under T shows that its size does not finish
+//     within T, and so within any timeout not longer than T. Under a longer
+//     one it might finish and fit: the run answers only a search whose
+//     timeout is not longer than its own.
+//   - A trial that ran in d seconds shows that its size finishes within any
+//     timeout longer than d. Under a shorter one it would time out: the run
+//     answers only a search whose timeout is longer than each of its
+//     successes took.
+//
+// Soaks and throughput measurements ran under limits of their own and
+// decide no size, so they do not count.
+func timeoutStale(c *record.Run, timeout time.Duration) string {
+	ran := time.Duration(c.Settings.TimeoutSecs * float64(time.Second))
+	for _, t := range c.Trials {
+		if t.Phase == record.PhaseSoak || t.Phase == record.PhaseThroughput {
+			continue
+		}
+		switch {
+		case t.Outcome == classify.Timeout && longer(timeout, ran):
+			return fmt.Sprintf("a trial at %d timed out under --timeout %s, shorter than %s", t.Size, ran, timeoutText(timeout))
+		case t.Outcome.Fits() && timeout > 0 && t.Seconds >= timeout.Seconds():
+			return fmt.Sprintf("a trial at %d ran for %s, over --timeout %s", t.Size, units.Duration(t.Seconds), timeout)
+		}
+	}
+	return ""
+}
+
+// longer reports whether timeout a allows more time than b; 0 is no limit.
+func longer(a, b time.Duration) bool {
+	switch {
+	case a == 0:
+		return b != 0
+	case b == 0:
+		return false
+	}
+	return a > b
+}
+
+// timeoutText is a timeout for a notice: 0 is none.
+func timeoutText(d time.Duration) string {
+	if d == 0 {
+		return "no timeout"
+	}
+	return d.String()
 }
 
 // age is a time span for a notice: days from one day on.

@@ -464,13 +464,24 @@ func TestCachedOnlyWhenWhatRunsMatches(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "conf.yaml")
 	helper := filepath.Join(dir, "helper.py")
+	fixed := filepath.Join(dir, "limit.json") // opened at a fixed path
+	bin := filepath.Join(dir, "bin")
 	writeFile(t, conf, "width: 1\n")
 	writeFile(t, helper, "WIDTH = 1\n")
+	writeFile(t, fixed, "{}\n")
+	os.Mkdir(bin, 0o755)
+	writeExecutable := func(text string) {
+		writeFile(t, filepath.Join(bin, "train"), text)
+		os.Chmod(filepath.Join(bin, "train"), 0o755)
+	}
+	writeExecutable("#!/bin/sh\n")
 	tr := plain
 	tr.sources = []string{helper}
+	tr.opened = []string{fixed}
 	f := newFixture(tr)
 	f.cfg.LogBase = t.TempDir()
 	f.cfg.Dir = dir
+	f.cfg.Env = []string{"PATH=" + bin}
 	f.cfg.Command = []string{"train", "conf.yaml", probe.Placeholder}
 	f.git.state = &record.Git{Commit: "c1", Diff: "d1"}
 
@@ -491,6 +502,17 @@ func TestCachedOnlyWhenWhatRunsMatches(t *testing.T) {
 		}, false, helper + " changed"},
 		{"again", func() {}, true, ""},
 		{"helper gone", func() { os.Remove(helper) }, false, helper + " is gone"},
+		{"a file opened at a fixed path edited", func() { writeFile(t, fixed, `{"width": 2}`) }, false, fixed + " changed"},
+		{"again", func() {}, true, ""},
+		{"the program PATH finds edited", func() { writeExecutable("#!/bin/sh\n# edited\n") }, false, ""},
+		{"again", func() {}, true, ""},
+		{"another program of its name first on PATH", func() {
+			other := filepath.Join(dir, "bin0")
+			os.Mkdir(other, 0o755)
+			writeFile(t, filepath.Join(other, "train"), "#!/bin/sh\n# edited\n")
+			os.Chmod(filepath.Join(other, "train"), 0o755)
+			f.cfg.Env = []string{"PATH=" + other + ":" + bin}
+		}, false, ""},
 		{"memory env", func() { f.cfg.Env = append(f.cfg.Env, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") }, false, ""},
 		{"unrelated env", func() { f.cfg.Env = append(f.cfg.Env, "EDITOR=vi") }, true, ""},
 		{"own env, not named", func() { f.cfg.Env = append(f.cfg.Env, "MYVAR=1") }, true, ""},

@@ -109,8 +109,12 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 	if cfg.Shown != nil {
 		run.Command = cfg.Shown
 	}
+	var program string
+	if len(cfg.Command) > 0 {
+		program = cfg.Command[0]
+	}
 	run.Inputs = inputs.Collect(ctx, inputs.Options{
-		Command: run.Command, Dir: cfg.Dir, Env: cfg.Env, CacheEnv: cfg.CacheEnv, Git: s.deps.Git,
+		Command: run.Command, Program: program, Dir: cfg.Dir, Env: cfg.Env, CacheEnv: cfg.CacheEnv, Git: s.deps.Git,
 	})
 	if devices := cfg.Group.Devices; len(devices) > 0 {
 		run.GPU = &record.GPUInfo{Devices: devices, Capacity: devices[0].Total}
@@ -352,7 +356,9 @@ func (s *session) record(res search.Result) {
 	}
 	if s.fresh != nil && run.Inputs != nil {
 		sources, truncated := s.fresh.Sources()
-		run.Inputs.Loaded, run.Inputs.LoadedTruncated = inputs.Loaded(sources), truncated
+		h := inputs.NewHasher()
+		run.Inputs.Loaded, run.Inputs.LoadedTruncated = inputs.Reported(sources, h), truncated
+		run.Inputs.Opened = inputs.Reported(s.fresh.Opened(), h)
 	}
 	for _, c := range res.NonMonotonic {
 		run.NonMonotonic = append(run.NonMonotonic, record.Pair{OK: c.Ok.Size, Fail: c.Fail.Size})

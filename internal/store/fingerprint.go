@@ -44,8 +44,8 @@ import (
 //	env <n>
 //	<string>                      one line per NAME=VALUE, sorted
 //
-// Version 3, written now, is "batchfit fingerprint v3" and the lines of
-// version 2 after its first, followed by
+// Version 3 is "batchfit fingerprint v3" and the lines of version 2 after
+// its first, followed by
 //
 //	memory_limit_scope <string>   "process" (the limit holds for the whole
 //	                              process) or "allocator" (only the
@@ -53,16 +53,27 @@ import (
 //
 // Runs of earlier versions capped the allocator only.
 //
+// Version 4, written now, is "batchfit fingerprint v4" and the lines of
+// version 3 after its first, followed by the program that runs
+// (Inputs.Executable), which a command that names it through PATH does not
+// show:
+//
+//	executable <0|1>              1 when it was found
+//	<path string> <hash string>   only when executable is 1
+//
 // The files the program loaded (Inputs.Loaded) are not in it: they are
 // known only after a trial, and are hashed again when a cached answer is
 // looked up.
 //
 // Values are taken as recorded; the caller records effective values (after
 // defaults), so "--steps 3" and a default of 3 agree. Left out on purpose,
-// because they change how the answer is found but not what it is: timeout,
-// strategy, start, confirm, margin, parallel, the torch hook switch, GPU
-// UUIDs and indices, and everything about the outcome. Simulated is in,
-// beyond the settings, so a demo answer never stands in for a real GPU's.
+// because they change how the answer is found but not what it is: strategy,
+// start, confirm, margin, parallel, the torch hook switch, GPU UUIDs and
+// indices, and everything about the outcome. The timeout changes the answer
+// only through trials that timed out or came near it, so it is not in the
+// key either: the cached run's trials are held against the new timeout when
+// it is looked up. Simulated is in, beyond the settings, so a demo answer
+// never stands in for a real GPU's.
 func Fingerprint(r *record.Run) string {
 	return digest(fingerprintText(r, fingerprintVersion))
 }
@@ -85,7 +96,7 @@ func CommandKey(r *record.Run) string {
 }
 
 // fingerprintVersion is the version Fingerprint writes.
-const fingerprintVersion = 3
+const fingerprintVersion = 4
 
 func fingerprintText(r *record.Run, version int) []byte {
 	var c canon
@@ -117,6 +128,9 @@ func fingerprintText(r *record.Run, version int) []byte {
 	if version >= 3 {
 		c.field("memory_limit_scope").str(r.Settings.MemoryLimitScope).end()
 	}
+	if version >= 4 {
+		c.executable(r.Inputs)
+	}
 	return c.b
 }
 
@@ -138,6 +152,15 @@ func (c *canon) inputs(in *record.Inputs) {
 	for _, kv := range in.Env {
 		c.str(kv).end()
 	}
+}
+
+func (c *canon) executable(in *record.Inputs) {
+	if in == nil || in.Executable == nil {
+		c.field("executable").num(0).end()
+		return
+	}
+	c.field("executable").num(1).end()
+	c.str(in.Executable.Path).space().str(in.Executable.Hash).end()
 }
 
 func digest(b []byte) string {

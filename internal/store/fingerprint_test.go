@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -135,16 +136,63 @@ func TestFingerprintEncodingV3(t *testing.T) {
 	}
 }
 
+// TestFingerprintEncodingV4 pins version 4: version 3's lines and the
+// program that runs, so that another program of the same name, or the same
+// one edited, never answers from the cache.
+func TestFingerprintEncodingV4(t *testing.T) {
+	r := &record.Run{
+		Command:  []string{"mytrainer", "{}"},
+		Dir:      "/w",
+		Settings: record.Settings{Min: 1, Max: 64, MultipleOf: 1, Steps: 3},
+		Inputs:   &record.Inputs{Executable: &record.File{Path: "/opt/bin/mytrainer", Hash: "sha256:ab"}},
+	}
+	const want = "batchfit fingerprint v4\n" +
+		"command 2\n" +
+		"9:mytrainer\n" +
+		"2:{}\n" +
+		"dir 2:/w\n" +
+		"gpus 0\n" +
+		"memory_limit 0\n" +
+		"steps 3\n" +
+		"torch 0:\n" +
+		"min 1\n" +
+		"max 64\n" +
+		"multiple_of 1\n" +
+		"simulated 0\n" +
+		"files 0\n" +
+		"git 0\n" +
+		"env 0\n" +
+		"memory_limit_scope 0:\n" +
+		"executable 1\n" +
+		"18:/opt/bin/mytrainer 9:sha256:ab\n"
+	if got := string(fingerprintText(r, 4)); got != want {
+		t.Fatalf("encoding changed\n got %q\nwant %q", got, want)
+	}
+	// Computed independently: printf '<the text above>' | sha256sum
+	if got, want := digest(fingerprintText(r, 4)), "39778b32fa4a7a90c3f1548beca97eb3d0b00e0a5fb2bf4c1aa782a198355ba9"; got != want {
+		t.Fatalf("Fingerprint = %s, want %s (version 4)", got, want)
+	}
+	found := Fingerprint(r)
+	r.Inputs.Executable = nil
+	if got, want := string(fingerprintText(r, 4)), strings.TrimSuffix(want, "executable 1\n18:/opt/bin/mytrainer 9:sha256:ab\n")+"executable 0\n"; got != want {
+		t.Fatalf("encoding without an executable\n got %q\nwant %q", got, want)
+	}
+	if Fingerprint(r) == found {
+		t.Fatal("the executable is not in the fingerprint")
+	}
+}
+
 // TestFingerprintFields checks that every field of the question changes the
 // fingerprint and that no field of the way it is answered does.
 func TestFingerprintFields(t *testing.T) {
 	base := func() *record.Run {
 		r := sampleRun()
 		r.Inputs = &record.Inputs{
-			Files:  []record.File{{Path: "conf.yaml", Hash: "sha256:01"}},
-			Git:    &record.Git{Commit: "abc", Diff: "def"},
-			Env:    []string{"OMP_NUM_THREADS=4", "PYTORCH_CUDA_ALLOC_CONF=x"},
-			Loaded: []record.File{{Path: "/w/model.py", Hash: "sha256:02"}},
+			Files:      []record.File{{Path: "conf.yaml", Hash: "sha256:01"}},
+			Git:        &record.Git{Commit: "abc", Diff: "def"},
+			Env:        []string{"OMP_NUM_THREADS=4", "PYTORCH_CUDA_ALLOC_CONF=x"},
+			Loaded:     []record.File{{Path: "/w/model.py", Hash: "sha256:02"}},
+			Executable: &record.File{Path: "/usr/bin/python", Hash: "sha256:07"},
 		}
 		r.GPU.Devices = append(r.GPU.Devices, gpu.Device{Index: 1, UUID: "GPU-5678", Name: "NVIDIA H200",
 			Total: 150 << 30, Driver: "580.65", CUDA: "13.0"})
@@ -185,6 +233,9 @@ func TestFingerprintFields(t *testing.T) {
 		{"env value", func(r *record.Run) { r.Inputs.Env[1] = "PYTORCH_CUDA_ALLOC_CONF=y" }, false},
 		{"env added", func(r *record.Run) { r.Inputs.Env = append(r.Inputs.Env, "XLA_FLAGS=z") }, false},
 		{"env removed", func(r *record.Run) { r.Inputs.Env = r.Inputs.Env[:1] }, false},
+		{"executable edited", func(r *record.Run) { r.Inputs.Executable.Hash = "sha256:06" }, false},
+		{"another executable first on PATH", func(r *record.Run) { r.Inputs.Executable.Path = "/home/u/bin/python" }, false},
+		{"executable not found", func(r *record.Run) { r.Inputs.Executable = nil }, false},
 	}
 	same := []struct {
 		name string

@@ -5,7 +5,9 @@ install() at start-up when BATCHFIT_REPORT names a report file; at interpreter
 exit one "exit" event (a JSON line, version 1) is appended to that file with
 torch's peak memory counters (or JAX's or TensorFlow's, see
 batchfit.frameworks), the device, the time between optimizer steps, whether a
-GPU out-of-memory error ended the program and how many the program caught.
+GPU out-of-memory error ended the program and how many the program caught,
+and what the program's answer depends on: the source files it loaded and
+the files it opened for reading (see opened_files).
 
 When BATCHFIT_STEPS is a positive N, the trial ends after its N-th training
 step (see _stop): the exit event is written at once with "stopped": true and
@@ -49,6 +51,15 @@ _MAX_STEP_TIMES = 10000
 _MAX_EXCEPTION = 1000
 _MAX_CHAIN = 100
 _MAX_SOURCES = 1000
+# Files opened for reading (opened_files): a config file is small and read
+# early, a data set large or many files, so only the first _MAX_OPENED
+# files of at most _MAX_OPENED_BYTES each are reported, and the data the
+# program streams past them is left out; _MAX_OPEN_SEEN bounds the paths
+# remembered before the exit filters them. internal/adapter MaxOpened
+# keeps the same count.
+_MAX_OPENED = 100
+_MAX_OPENED_BYTES = 1 << 20
+_MAX_OPEN_SEEN = 1000
 
 
 class _State(object):
@@ -68,6 +79,9 @@ class _State(object):
         self.depth = 0  # nesting of timed step() calls (old torch only)
         self.timing = False  # whether optimizer steps are hooked
         self.script = None  # the script's absolute path, if one runs
+        # Absolute paths the program opened for reading, first open first
+        # (a dict as an ordered set), less what _watch_opens leaves out.
+        self.opened = {}
 
 
 _state = _State()
@@ -90,6 +104,7 @@ def install(path=None):
     # atexit handlers (atexit is last-in, first-out).
     atexit.register(_at_exit)
     _wrap_excepthook()
+    _watch_opens()
     if os.environ.get(SOAK_ENV) == "1":
         _stop_on_sigterm()
     _share_cpus()
@@ -151,6 +166,43 @@ def _stop_on_sigterm():
         signal.signal(signal.SIGTERM, lambda signum, frame: _stop())
     except (ValueError, OSError):
         pass  # not the main thread: the soak ends without a report
+
+
+def _watch_opens():
+    """Remember the files the program opens for reading, through the "open"
+    audit event (open(), io.open, os.open, io.open_code), leaving out what
+    is no input of the program's own: the standard library, site-packages
+    and dist-packages, compiled modules (__pycache__), batchfit's package
+    (the adapter), /dev, /proc and /sys. The trial's log folder is not left
+    out, as --log-dir may be the program's own folder; batchfit's report
+    there is opened to append, never to read. An audit hook cannot be
+    removed, so it stays a string test for every other event, and stops
+    remembering after _MAX_OPEN_SEEN paths."""
+    add_hook = getattr(sys, "addaudithook", None)  # Python 3.8 and later
+    if add_hook is None:
+        return
+    stdlib = os.path.dirname(os.path.abspath(os.__file__))
+    ours = os.path.dirname(os.path.abspath(__file__))
+    prefixes = tuple(p + os.sep for p in (stdlib, ours, "/dev", "/proc", "/sys"))
+    parts = tuple(os.sep + p + os.sep for p in ("site-packages", "dist-packages", "__pycache__"))
+    seen = _state.opened
+    accmode, rdonly = os.O_ACCMODE, os.O_RDONLY
+
+    def audit(event, args):
+        if event != "open" or len(seen) >= _MAX_OPEN_SEEN:
+            return
+        try:
+            path, _, flags = args
+            if isinstance(path, int) or (isinstance(flags, int) and flags & accmode != rdonly):
+                return  # an open file descriptor, or a file to write
+            path = os.path.abspath(os.fsdecode(path))
+            if path.startswith(prefixes) or any(p in path for p in parts):
+                return
+            seen[path] = None
+        except Exception:
+            pass
+
+    add_hook(audit)
 
 
 def _steps_from_env():
@@ -765,12 +817,19 @@ def exit_event():
             event["packages"] = packages
     except Exception:
         pass
+    sources = []
     try:
         sources, truncated = loaded_sources()
         if sources:
             event["sources"] = sources
         if truncated:
             event["sources_truncated"] = True
+    except Exception:
+        pass
+    try:
+        opened = opened_files({s["path"] for s in sources})
+        if opened:
+            event["opened"] = opened
     except Exception:
         pass
     return event
@@ -855,6 +914,30 @@ def loaded_sources():
             return out, True
         out.append({"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return out, False
+
+
+def opened_files(loaded):
+    """The files this process opened for reading (see _watch_opens), less
+    the sources it loaded (loaded: their paths), as [{"path", "size",
+    "mtime_ns"}] in the order first opened: regular files of at most
+    _MAX_OPENED_BYTES, the first _MAX_OPENED of them. Like the sources they
+    are only stat'ed; batchfit hashes them."""
+    import stat
+
+    out = []
+    for path in list(_state.opened):
+        if path in loaded:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_OPENED_BYTES:
+            continue
+        out.append({"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+        if len(out) >= _MAX_OPENED:
+            break
+    return out
 
 
 def _rank():
