@@ -4,7 +4,7 @@ prints what the caching allocator saw, to compare them:
     env  PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:F (set by the caller)
     api  torch.cuda.set_per_process_memory_fraction(F) before the script runs
 
-    python3 bench/fraction_probe.py api 0.1709 examples/lightning_resnet/train.py fit ...
+    python3 bench/probes/fraction_probe.py api 0.1709 examples/lightning_resnet/train.py fit ...
 
 At exit one JSON line on stderr, starting "fraction_probe:", with the mode,
 the fraction the allocator reports, peaks (allocated, reserved), allocator

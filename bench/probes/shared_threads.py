@@ -4,7 +4,7 @@ Lightning example (the zoo's command, capped at 24 GiB) alone, then two at
 once with the default threads, then two at once with OMP_NUM_THREADS set to
 half the CPUs; prints each process's wall seconds.
 
-    python3 bench/shared_threads.py [SIZE]
+    python3 bench/probes/shared_threads.py [SIZE]
 """
 
 import os

@@ -13,7 +13,7 @@ to its reaping). Variants:
             shorten, and does the parent stay free of a GPU runtime?
 
 Prints one JSON line per trial and a table. GPU machine only.
-Usage: python3 bench/fork_phases.py [--batch 156] [--reps 3]
+Usage: python3 bench/probes/fork_phases.py [--batch 156] [--reps 3]
 """
 
 import argparse

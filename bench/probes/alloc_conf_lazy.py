@@ -11,7 +11,7 @@ when CUDA starts. Each mode sets a cap of FRACTION of the card after
 One JSON line per mode: whether the cap held (the allocation failed), and
 the fraction torch reports (torch.cuda.get_per_process_memory_fraction).
 
-    python3 bench/alloc_conf_lazy.py [after-import|fork|before-import]
+    python3 bench/probes/alloc_conf_lazy.py [after-import|fork|before-import]
 """
 
 import json

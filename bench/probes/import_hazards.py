@@ -3,7 +3,7 @@ each module named, a fresh interpreter imports it (after the ones before it
 in its group, as a fork server would) and reports the seconds and
 batchfit's fork hazard (python/batchfit/forkserver.py) after each import.
 
-    python3 bench/import_hazards.py torch,torchvision,lightning torch,transformers
+    python3 bench/probes/import_hazards.py torch,torchvision,lightning torch,transformers
 """
 
 import json
@@ -27,7 +27,7 @@ for name in sys.argv[1:]:
 """
 
 for group in sys.argv[1:]:
-    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "python"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
     out = subprocess.run([sys.executable, "-c", PROBE] + group.split(","), capture_output=True, text=True, env=env)
     print(f"== {group} (exit {out.returncode})")
     for line in out.stdout.splitlines():
