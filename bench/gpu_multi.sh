@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# On a machine with two GPUs: the SimCLR example on one GPU, on --gpus 0,1
-# (two trials at a time), and as a torchrun trial spanning both GPUs (the
-# per-GPU batch size). Prints answer, trials, rounds and seconds.
+# On a machine with two GPUs: the SimCLR example (examples/simclr_resnet50) under
+# --memory-limit LIMIT (24GiB; SCOPE, allocator, is --memory-limit-scope) on one
+# GPU, on --gpus 0,1 (a size a GPU each round), and as a torchrun trial spanning
+# both GPUs (the per-GPU batch size). Prints a table (run, answer, trials, rounds,
+# seconds), the time ratio of two GPUs to one, and every trial (size, outcome,
+# seconds, GPUs, peaks allocated and NVML in GiB). Writes each run's JSON, stderr
+# and logs under OUTDIR. Measured: bench/results/simclr-24gib-h200.txt.
 # Usage: bench/gpu_multi.sh [BATCHFIT] [OUTDIR]
 set -euo pipefail
 bf=${1:-batchfit}
@@ -10,7 +14,7 @@ limit=${LIMIT:-24GiB}
 mkdir -p "$out"
 py=$(command -v python3)
 "$py" -c 'import torch, torchvision; torch.zeros(1).cuda()'
-common=(--no-db --memory-limit "$limit" --steps 2 --json)
+common=(--no-db --memory-limit "$limit" --memory-limit-scope "${SCOPE:-allocator}" --steps 2 --json)
 "$bf" search "${common[@]}" --log-dir "$out/logs-one" -- "$py" examples/simclr_resnet50/train.py --batch-size {} >"$out/one.json" 2>"$out/one.err" || true
 "$bf" search "${common[@]}" --log-dir "$out/logs-two" --gpus 0,1 -- "$py" examples/simclr_resnet50/train.py --batch-size {} >"$out/two.json" 2>"$out/two.err" || true
 torchrun=$(dirname "$py")/torchrun

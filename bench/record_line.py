@@ -1,7 +1,8 @@
 """Prints one line for a batchfit --json document (docs/json.md): status,
 answer, first failure, trials (forked), seconds, and the trials in order
 (size, x for out of memory, f for forked), the GPUs trials ran on and the
-conflicts (non_monotonic), for bench scripts' summaries.
+conflicts (non_monotonic): the trial sequences of bench/results and of
+bench/gpu_examples.sh's table.
 
     python3 bench/record_line.py run.json
 """

@@ -1,9 +1,10 @@
-"""Issue 12's ground-truth bench: for each workload of a zoo and each
-condition (a 24 GiB cap, the whole card), batchfit in each mode against an
-independent fresh-process bisection (bench/fresh_bisect.py, no batchfit),
-side by side: answer, trials and seconds, with the preloading mode's time
-as a ratio of the fresh-process mode's and two GPUs' of one GPU's. Any answer that differs from the bisection is a
-FAIL. Runs on the GPU machine; standard library only.
+"""The zoo: for each workload (the examples) and each condition (a 24 GiB
+cap, the whole card), batchfit in each mode against an independent
+fresh-process bisection (bench/fresh_bisect.py, no batchfit), side by side:
+answer, trials and seconds, with the preloading mode's time as a ratio of
+the fresh-process mode's and two GPUs' of one GPU's. Any answer that
+differs from the bisection is a FAIL. Runs on the GPU machine; standard
+library only. Results: bench/results/zoo-h200.txt.
 
 The truths are computed once and kept with their conditions in
 bench/zoo-truth.json (device time is scarce): --truth computes the missing
@@ -120,7 +121,7 @@ def run_batchfit(bf, name, cond, mode, out, gpu):
         run = {}
     trials = run.get("trials") or []
     # The search's trials end with the last that moved the bracket; what
-    # follows re-checks the proof pair (issue 11), as every strategy must.
+    # follows re-checks the proof pair, as every strategy must.
     search = max((i + 1 for i, t in enumerate(trials) if t.get("phase") in ("bracket", "refine")), default=0)
     return {"exit": p.returncode, "answer": run.get("answer"), "trials": len(trials), "search": search,
             "seconds": run.get("seconds"), "forked": sum(1 for t in run.get("trials") or [] if t.get("forked")),
@@ -132,7 +133,7 @@ def run_child(cmd):
     SIGTERM to this bench (timeout's, at the end of a stage) goes to the
     child too, and the bench waits for it: batchfit stops its trials before
     it exits, and the next stage must not find their GPU memory still held
-    (session 13's JAX card run found it so, and was refused)."""
+    (batchfit refuses a busy GPU)."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def stop(signum, frame):
@@ -158,7 +159,7 @@ def judge(truth, r):
     autotuning, say); else FAIL, said to be "not monotone" when batchfit's
     first failure lies below the size the bisection saw run (both are
     boundaries of a program that fails below a size it runs at: the LM and
-    JAX on the whole card, sessions 12 and 13)."""
+    JAX on the whole card, bench/results/not-monotone-h200.txt)."""
     want = truth.get("answer")
     if want is None:
         return "no truth"
@@ -176,7 +177,7 @@ def judge(truth, r):
 def peak_lines(out, rows):
     """For each workload and condition run fresh and preloaded: the largest
     difference between a fresh and a forked trial's peaks at the same size
-    (issue 12's proof that forked equals fresh)."""
+    (forked trials must equal fresh ones)."""
     lines = []
     for name, cond in sorted({(r["workload"], r["condition"]) for r in rows}):
         runs = {}

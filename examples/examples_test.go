@@ -197,7 +197,7 @@ func TestCaughtOOMFormsCPU(t *testing.T) {
 // JAX, transformers and Lightning have no Debian package, so where CI runs
 // their examples and batchfit's callbacks are only compiled; the tests below
 // run them wherever the packages are (BATCHFIT_TEST_PYTHON), and
-// bench/gpu_issue10.sh and bench/gpu_issue13.sh run them on a GPU.
+// bench/gpu_examples.sh and bench/zoo.py run them on a GPU.
 func TestJAXHFAndLightningScriptsCompile(t *testing.T) {
 	t.Parallel()
 	py := python(t)

@@ -22,7 +22,7 @@ const ReportEnv = "BATCHFIT_REPORT"
 // oversubscribe the machine: on the H200's 16 CPUs two Lightning trials
 // side by side each took twice as long as one alone (forked ones ten
 // times as long), and with the threads split as long as one alone
-// (bench/shared_threads.py).
+// (bench/probes/shared_threads.py).
 const CPUThreadsEnv = "BATCHFIT_CPU_THREADS"
 
 // SoakEnv, set to 1 in a --soak trial's environment, makes the adapter

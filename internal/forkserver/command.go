@@ -60,8 +60,8 @@ var perTrialEnv = []string{
 // cap in torch's allocator configuration (per_process_memory_fraction,
 // --memory-limit's, fixed only after the first trial under a whole-process
 // limit) is a trial's own too: torch 2.11 reads it when CUDA starts, also
-// in a child forked after `import torch` (bench/alloc_conf_lazy.py on the
-// H200), and a trial whose allocator kept another cap than its own is
+// in a child forked after `import torch` (bench/probes/alloc_conf_lazy.py
+// on the H200), and a trial whose allocator kept another cap than its own is
 // refused (adapter.CapNotHeld), whatever a torch version does. The rest of
 // that variable stays the server's: torch picks its allocator backend
 // (backend:cudaMallocAsync) when it is imported.

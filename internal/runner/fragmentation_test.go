@@ -7,8 +7,8 @@ import (
 	"github.com/batchfit/batchfit/internal/record"
 )
 
-// The failures of the H200's searches in session 13 (bench/results/
-// 2026-12-01-session13-h200.txt), to the byte: the LM on the whole card and
+// The failures of the H200's zoo searches (bench/results/zoo-h200.txt),
+// to the byte: the LM on the whole card and
 // the HF Trainer under a 24 GiB cap failed with memory to spare in pieces;
 // SimCLR and Lightning did not (too little to spare, or none).
 func TestFragmentationWarning(t *testing.T) {

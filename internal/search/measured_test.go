@@ -57,8 +57,8 @@ func (c curve) prober() Prober {
 	})
 }
 
-// TestMeasuredCurves replays workloads measured on an H200 (bench/results/
-// 2026-11-30-issue10-session9-h200.txt) whose memory the affine model gets
+// TestMeasuredCurves replays workloads measured on an H200
+// (bench/results/examples-h200.txt) whose memory the affine model gets
 // wrong, and checks that the answer is still exact. The trial counts, in
 // all and before the bracket closed, are today's, as a guard against
 // getting slower. The proof pair's re-checks
@@ -170,8 +170,9 @@ func TestShiftedCardBoundaries(t *testing.T) {
 
 // TestReplayCounts logs the trial counts of the replays with one, two and
 // four sizes a round, with and without what the failures report, for the
-// table in bench/results: the search's trials (before the bracket closed)
-// and all of them (the proof's re-checks too). Every one must be exact.
+// tables in bench/results/search-replays-trial-counts.txt: the search's
+// trials (before the bracket closed) and all of them (the proof's re-checks
+// too). Every one must be exact.
 func TestReplayCounts(t *testing.T) {
 	for _, tt := range replays() {
 		for _, told := range []bool{false, true} {
@@ -253,9 +254,9 @@ func replays() []replay {
 const h200Total = 150754820096
 
 // simclrCardCurve, hfCardCurve and lmCardCurve are the SimCLR, HF Trainer
-// and LM examples on the whole H200 (no limit), as session 12 measured
-// every trial of their searches (bench/results/2026-12-01-session12-
-// h200.txt): the peaks of the sizes that ran, and what the failures said,
+// and LM examples on the whole H200 (no limit), as the H200 measured
+// every trial of their searches (bench/results/zoo-h200.txt, Part 3): the
+// peaks of the sizes that ran, and what the failures said,
 // torch's OOM observer's counters and the device's free memory. Near the
 // card the allocator decides, not the model: SimCLR's 1680 failed with
 // 0.06 GiB free, below 1686's 0.30; HF's logits buffer (~26 GiB) found
@@ -310,9 +311,9 @@ func chunkFailure(peak, frag, request, allowed float64) Failure {
 		Free: uint64(max(allowed-reserved, 0) * gib), Capped: true, Exact: true}
 }
 
-// lightningCurve is the Lightning ResNet-18 (224 px, 16-mixed) that session
-// 10 searched under a 24 GiB allocator cap on the H200 (bench/results/
-// 2026-11-30-session10-issue13-h200.txt: 8, 521, 1993, 2016 ✗, 2004 ✗,
+// lightningCurve is the Lightning ResNet-18 (224 px, 16-mixed) as the H200
+// searched it under a 24 GiB allocator cap on 2026-11-30
+// (bench/results/zoo-h200.txt: 8, 521, 1993, 2016 ✗, 2004 ✗,
 // 1998, 2001, 2002, 2003), synthesised: an affine allocated peak of
 // 277 MiB + 12 MiB a sample (373 MiB at 8 gives the measured jump to 521),
 // 150 MiB reserved beyond it, and failures asking for blocks of 48 KiB a
@@ -331,7 +332,7 @@ func lightningCurve() curve {
 }
 
 // lightningH200Curve is the same Lightning ResNet-18 as the H200 measured
-// it in session 12 (bench/results/2026-12-01-session12-h200.txt): the
+// it (bench/results/zoo-h200.txt, batchfit 6427b01): the
 // peaks of every size that ran, and what the three failures said, to the
 // byte; other failing sizes say what the nearest failure did. Its failures
 // come mid-step, below the fitted peak, so the shortfall step is only a
@@ -348,9 +349,9 @@ func lightningH200Curve() curve {
 	return nearestFailures(pts, 2003, failures, true)
 }
 
-// hfH200Curve is the HF Trainer Llama as the H200 measured it in session
-// 12, its trials' figures to the byte (bench/results/2026-12-01-session12-
-// h200.txt): torch's OOM observer says each failure held ~19 GiB and asked
+// hfH200Curve is the HF Trainer Llama as the H200 measured it (batchfit
+// 6427b01), its trials' figures to the byte (bench/results/zoo-h200.txt):
+// torch's OOM observer says each failure held ~19 GiB and asked
 // for the ~4.7 GiB logits buffer, which fits under the cap by allocated
 // memory but not by reserved (4.3 GiB of it free but fragmented).
 func hfH200Curve() curve {
@@ -381,8 +382,8 @@ func nearestFailures(pts []curvePoint, answer int, failures map[int][4]float64, 
 func abs(x int) int { return max(x, -x) }
 
 // simclrCurve is the question's SimCLR ResNet-50 under a 24 GiB allocator
-// cap, as the H200 measured it (bench/results/2026-11-30-session10-issue13-
-// h200.txt, scope allocator): answer 282, where the affine fit of 8 and
+// cap, as the H200 measured it (bench/results/simclr-24gib-h200.txt,
+// 2026-11-30, scope allocator): answer 282, where the affine fit of 8 and
 // 156 predicts 283 and 282's headroom (0.11 GiB under what was allowed, at
 // 0.08 GiB a sample) would allow one more. 283's failure is as measured
 // (56 MiB asked, 5 MiB free); larger sizes fail as chunkFailure says, from
@@ -438,7 +439,8 @@ func jaxFailure(s int) Failure {
 // trials side by side and as two such GPUs (two sizes a round, six trials
 // side by side), and holds the two GPUs to no more rounds than the one:
 // issue 12's "two GPUs never slower", with rounds as the replays' wall
-// time. It logs both for the table in bench/results.
+// time. It logs both for the tables in
+// bench/results/search-replays-two-gpus.txt.
 func TestTwoGPURounds(t *testing.T) {
 	var ratios []float64
 	for _, tt := range replays() {
@@ -483,8 +485,8 @@ func (r *roundsProber) Probe(ctx context.Context, sizes []int) ([]Observation, e
 }
 
 // TestHFNotMonotone replays the HF Trainer under a 24 GiB cap as the H200
-// measured it (hfH200Curve), with what session 14's search on two GPUs
-// found (bench/results/2026-12-01-session14-h200.txt, call 5): 61 fails
+// measured it (hfH200Curve), with what a search on two GPUs found
+// (bench/results/not-monotone-h200.txt): 61 fails
 // every time (3.72 GiB asked with 8.78 GiB free in all: fragmentation)
 // while 64, 67 and 71 run. That search ran 61 and 67 in one round, believed
 // the failure and answered 60. With such a hole anywhere below the limit,
@@ -511,8 +513,8 @@ func TestHFNotMonotone(t *testing.T) {
 }
 
 // TestJAXPlannedTwoWays replays the JAX example under a 24 GiB cap as
-// session 15 measured it on the H200 (bench/results/2026-12-01-session15-
-// h200.txt): XLA plans a size one of two ways, at random, and the plan
+// the H200 measured it (bench/results/jax-optax-searches-h200.txt,
+// searches 1-4): XLA plans a size one of two ways, at random, and the plan
 // that needs more fails from 672 up (it asked for 23.83 GiB at 677 with
 // 23.64 free, in proportion to the batch), the other from 694 up
 // (jaxFailure).
@@ -570,15 +572,15 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 }
 
 // TestJAXH200Searches replays the searches of the JAX example on the H200
-// trial by trial (bench/results/2026-12-01-session15-h200.txt and
-// -session16-h200.txt), as far as they went; sizes they did not run follow
+// trial by trial (bench/results/jax-optax-searches-h200.txt, searches 1-5, 9,
+// 10, 12 and 14), as far as they went; sizes they did not run follow
 // the truth (671 runs, sizes above draw the plan that needs more). The first
 // answered 676, which ran twice, with 677 flaky (it failed, ran once, and
 // failed again); the second, with the failures' figures read but a slope
 // taken between failures of two plans, 666 though 671 ran twice; the third
 // 676 again; the fourth 671 after 18 trials, creeping up to it (661, 666,
-// 669, 670); session 16's first 671 after 20, 681 having failed below 688
-// and 690, which ran; its last 671 after 19, with four plans drawn (713's
+// 669, 670); the fifth 671 after 20, 681 having failed below 688
+// and 690, which ran; the ninth 671 after 19, with four plans drawn (713's
 // limit, 666.7, was one failure's alone, and 701's 696.2, and neither
 // was taken). Their failures asked their pools for 37.8 MB a sample
 // with 23.64 GiB free: 677's, 679's, 681's, 684's, 690's and 706's plans fit
@@ -588,10 +590,10 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 // (corroborated); with three trials side by side the answer's second run,
 // its proof, rides with its first. The step from the first failure is its
 // plan's limit (planLimit): 671 from 706's, 700's and 707's failures.
-// Session 17's first search doubled to 918 once the peaks bent (not
+// The tenth doubled to 918 once the peaks bent (not
 // kept): the buffer asked 40.9 MB a sample there, and its limit, 620, lay
-// far below; it took 22 trials. Its third took the plans' limits down from
-// 706 (696.2), 696 (681.2) and 682 (671.4) in 14 trials; its fifth, 22
+// far below; it took 22 trials. The twelfth took the plans' limits down from
+// 706 (696.2), 696 (681.2) and 682 (671.4) in 14 trials; the fourteenth, 22
 // again, from 713's limit, 662.8, which another plan's sizes ran above.
 func TestJAXH200Searches(t *testing.T) {
 	ok := func(s int, peak uint64) Observation {
@@ -711,12 +713,12 @@ func TestJAXH200Searches(t *testing.T) {
 	}
 }
 
-// TestJAXWholeCardSearch replays session 17's search of the JAX example on
-// the whole H200 (XLA's default pool, 104.85 GiB; bench/results/2026-12-01-
-// session17-h200.txt): 2979's failure asked for 104.88 GiB with 104.59
+// TestJAXWholeCardSearch replays a search of the JAX example on the whole
+// H200 (XLA's default pool, 104.85 GiB; bench/results/jax-optax-searches-h200.txt,
+// search 13): 2979's failure asked for 104.88 GiB with 104.59
 // free, its plan fits up to 2970.6, and the search went there at once:
-// 2970 ran twice and 2971 failed four times alike (12 trials; session 16's
-// search, which stepped by the peaks' slope, took 13). Sizes it did not run
+// 2970 ran twice and 2971 failed four times alike (12 trials; search 7,
+// which stepped by the peaks' slope, took 13). Sizes it did not run
 // follow the truth it proved: 2970 runs, larger sizes ask for 37.8 MB a
 // sample.
 func TestJAXWholeCardSearch(t *testing.T) {
