@@ -38,3 +38,13 @@ func (Null) ClearTrial(context.Context, int64) error { return nil }
 
 // LiveOn knows no search under way.
 func (Null) LiveOn(context.Context, []gpu.Device) ([]LiveRun, error) { return nil, nil }
+
+// JobSubmitting records nothing: with --no-db a batchfit that dies leaves
+// its trial's job to Slurm's time limit.
+func (Null) JobSubmitting(context.Context, string, string) (int64, error) { return 0, nil }
+
+// JobSubmitted records nothing.
+func (Null) JobSubmitted(context.Context, int64, string) error { return nil }
+
+// ClearJob does nothing.
+func (Null) ClearJob(context.Context, int64) error { return nil }
