@@ -221,6 +221,11 @@ func (s *fakeStore) TrialStarted(context.Context, string, store.TrialProcess) (i
 	return 0, nil
 }
 func (s *fakeStore) ClearTrial(context.Context, int64) error { return nil }
+func (s *fakeStore) JobSubmitting(context.Context, string, string) (int64, error) {
+	return 0, nil
+}
+func (s *fakeStore) JobSubmitted(context.Context, int64, string) error { return nil }
+func (s *fakeStore) ClearJob(context.Context, int64) error             { return nil }
 
 func (s *fakeStore) Cached(_ context.Context, fp string) (*record.Run, error) {
 	if s.cached != nil {

@@ -124,6 +124,12 @@ type Store interface {
 	// a later batchfit can stop them if this one dies.
 	TrialStarted(ctx context.Context, runID string, p store.TrialProcess) (int64, error)
 	ClearTrial(ctx context.Context, id int64) error
+	// JobSubmitting records a trial job's name before sbatch runs, and
+	// JobSubmitted its id once known, until ClearJob, so that a later
+	// batchfit can cancel the job if this one dies.
+	JobSubmitting(ctx context.Context, runID, name string) (int64, error)
+	JobSubmitted(ctx context.Context, id int64, jobID string) error
+	ClearJob(ctx context.Context, id int64) error
 	// LiveOn lists the other searches under way here on these GPUs.
 	LiveOn(ctx context.Context, devices []gpu.Device) ([]store.LiveRun, error)
 }

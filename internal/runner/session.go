@@ -169,6 +169,7 @@ func (s *session) begin(ctx context.Context) error {
 		}
 	}
 	pcfg.OnSpawn = s.recordSpawn(ctx)
+	pcfg.OnSubmit = s.recordSubmit(ctx)
 	s.prober = &sizeCheck{trialProber: s.newProber(pcfg), capacity: s.capacity(), placeholder: placeholder, worker: s.cfg.Worker != nil}
 	return nil
 }
@@ -189,6 +190,30 @@ func (s *session) recordSpawn(ctx context.Context) func(trial.Process) func() {
 				s.prog.Warn(fmt.Sprintf("clear the record of a trial: %v", err))
 			}
 		}
+	}
+}
+
+// recordSubmit records each trial job in the history while it may be
+// queued: its name before sbatch runs, its id once sbatch returns it.
+// Should batchfit die, the next batchfit cancels it.
+func (s *session) recordSubmit(ctx context.Context) func(string) (func(string), func()) {
+	return func(name string) (func(string), func()) {
+		id, err := s.deps.Store.JobSubmitting(ctx, s.run.ID, name)
+		if err != nil {
+			s.prog.Warn(fmt.Sprintf("record a trial job: %v", err))
+			return nil, nil
+		}
+		submitted := func(jobID string) {
+			if err := s.deps.Store.JobSubmitted(ctx, id, jobID); err != nil {
+				s.prog.Warn(fmt.Sprintf("record trial job %s: %v", jobID, err))
+			}
+		}
+		done := func() {
+			if err := s.deps.Store.ClearJob(ctx, id); err != nil {
+				s.prog.Warn(fmt.Sprintf("clear the record of a trial job: %v", err))
+			}
+		}
+		return submitted, done
 	}
 }
 
