@@ -169,11 +169,6 @@ type fakeStore struct {
 	begun    []*record.Run
 	trials   []record.Trial
 	finished []record.Status
-	live     []store.LiveRun
-}
-
-func (s *fakeStore) LiveOn(context.Context, []gpu.Device) ([]store.LiveRun, error) {
-	return s.live, nil
 }
 
 var _ Store = (*fakeStore)(nil)
@@ -351,6 +346,7 @@ type fixture struct {
 	clock    *fakeClock
 	gpu      *fakeGPU
 	git      fakeGit
+	claims   Claimer // nil claims nothing
 	notices  []string
 }
 
@@ -389,6 +385,7 @@ func (f *fixture) deps() Deps {
 	return Deps{
 		GPU:      f.gpu,
 		Store:    f.store,
+		Claims:   f.claims,
 		Executor: func(Group) (probe.Executor, error) { return f.exec, nil },
 		Progress: func(info ProgressInfo) Progress { f.progress.info = info; return f.progress },
 		Notice:   func(msg string) { f.notices = append(f.notices, msg) },

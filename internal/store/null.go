@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 
-	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/record"
 )
 
@@ -35,9 +34,6 @@ func (Null) TrialStarted(context.Context, string, TrialProcess) (int64, error) {
 
 // ClearTrial does nothing.
 func (Null) ClearTrial(context.Context, int64) error { return nil }
-
-// LiveOn knows no search under way.
-func (Null) LiveOn(context.Context, []gpu.Device) ([]LiveRun, error) { return nil, nil }
 
 // JobSubmitting records nothing: with --no-db a batchfit that dies leaves
 // its trial's job to Slurm's time limit.
