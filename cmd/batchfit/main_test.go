@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	}
 	testscript.Main(m, map[string]func(){
 		"batchfit": func() {
+			if fifo := os.Getenv(barrierEnv); fifo != "" {
+				awaitBarrier(fifo)
+			}
 			code := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			// The status command of the scripts reads the exit code back.
 			if f := os.Getenv("BATCHFIT_TEST_STATUS_FILE"); f != "" {

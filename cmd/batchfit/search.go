@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +18,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/store"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -322,6 +325,7 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 	deps := runner.Deps{
 		GPU:      t.backend,
 		Store:    db,
+		Claims:   gpuClaims(),
 		Executor: func(g runner.Group) (probe.Executor, error) { return kind.Executor(o, g) },
 		Progress: func(info runner.ProgressInfo) runner.Progress { return o.progress(io, info) },
 		Notice: func(msg string) {
@@ -334,6 +338,18 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 		Alert: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) },
 	}
 	return deps, func() { db.Close() }, nil
+}
+
+// gpuClaims are the GPU locks every batchfit of this user shares: beside
+// the history's default file whatever --db says, and with --no-db too, so
+// that searches with different histories, or none, claim the same GPUs.
+// Without a cache dir there is no place for them, and nothing is claimed.
+func gpuClaims() runner.Claimer {
+	path, err := store.DefaultPath()
+	if err != nil {
+		return claim.None{}
+	}
+	return claim.Locks{Dir: filepath.Join(filepath.Dir(path), "gpus")}
 }
 
 func joinInts(xs []int) string {

@@ -81,6 +81,9 @@ type Config struct {
 	// OnSpawn is told each local trial's processes right after its leader
 	// starts (trial.Spec.OnSpawn), to record them; nil records nothing.
 	OnSpawn func(p trial.Process) (done func())
+	// OnSubmit is told each trial job's name before a scheduler's executor
+	// submits it (trial.Spec.OnSubmit), to record it; nil records nothing.
+	OnSubmit func(name string) (submitted func(jobID string), done func())
 }
 
 // Executor runs one trial to its end: locally (trial.Run) or through a
@@ -508,6 +511,7 @@ func (p *Prober) spec(n, size int, gpus []int, sp special, allocCap uint64, base
 		StdoutPath: base + ".out",
 		StderrPath: base + ".err",
 		OnSpawn:    p.cfg.OnSpawn,
+		OnSubmit:   p.cfg.OnSubmit,
 	}
 }
 

@@ -1,12 +1,14 @@
 package runner
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
+	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/units"
@@ -81,18 +83,19 @@ func (u gpuUse) lines() []string {
 }
 
 // checkGPUs looks, before the first trial, at who else uses the search's
-// GPUs: other processes holding memory, and other searches under way in the
-// history. It refuses the search when they would make its answer low,
-// unless --allow-busy-gpu, which records them as warnings instead. It gives
-// the sampler what it found, so that only what changes later is foreign.
-func (s *session) checkGPUs(ctx context.Context, sampler *gpu.Sampler) error {
+// GPUs: other searches, which claim them (internal/claim), and other
+// processes holding memory. It refuses the search when they would make its
+// answer low, unless --allow-busy-gpu, which records them as warnings
+// instead. It gives the sampler what it found, so that only what changes
+// later is foreign.
+func (s *session) checkGPUs(sampler *gpu.Sampler) error {
 	devices := s.cfg.Group.Devices
 	if len(devices) == 0 {
 		return nil // no driver: nothing to check, nothing sampled
 	}
-	problems, err := s.liveSearches(ctx, devices)
-	if err != nil {
-		return err
+	var problems []string
+	if p := s.claimGPUs(devices); p != "" {
+		problems = append(problems, p)
 	}
 	busy, before, held := s.strangers(devices)
 	for _, u := range busy {
@@ -134,19 +137,31 @@ func (s *session) checkGPUs(ctx context.Context, sampler *gpu.Sampler) error {
 	return withHint(&BusyGPUError{msg: problems[0]}, hint)
 }
 
-// liveSearches names the other searches under way on devices, from the
-// history.
-func (s *session) liveSearches(ctx context.Context, devices []gpu.Device) ([]string, error) {
-	live, err := s.deps.Store.LiveOn(ctx, devices)
-	if err != nil {
-		return nil, err
+// claimGPUs claims devices for the run, in one step that no other search
+// can split: of two searches started together on a GPU, one gets it and
+// the other is refused here. It returns the problem when another search
+// holds one ("" when the claim is taken, or cannot be: a warning says so,
+// and the search goes on unguarded rather than not at all).
+func (s *session) claimGPUs(devices []gpu.Device) string {
+	c, err := s.deps.Claims.Take(devices, claim.Holder{PID: os.Getpid(), Command: s.run.Command})
+	var held *claim.HeldError
+	switch {
+	case errors.As(err, &held):
+		h := held.Holder
+		msg := "another search is running on the same GPU"
+		switch {
+		case h.Run != "":
+			msg += fmt.Sprintf(": run %s by batchfit (pid %d): %s", h.Run, h.PID, strings.Join(h.Command, " "))
+		case h.PID > 0:
+			msg += fmt.Sprintf(": batchfit (pid %d): %s", h.PID, strings.Join(h.Command, " "))
+		}
+		return msg
+	case err != nil:
+		s.deps.Alert(fmt.Sprintf("warning: %v; another search could start on the same GPU", err))
+		return ""
 	}
-	var problems []string
-	for _, l := range live {
-		problems = append(problems, fmt.Sprintf("another search is running on the same GPU: run %s by batchfit (pid %d): %s",
-			l.Run.ID, l.OwnerPID, strings.Join(l.Run.Command, " ")))
-	}
-	return problems, nil
+	s.claim = c
+	return ""
 }
 
 // strangers reads what other processes hold on each device: the devices

@@ -3,14 +3,14 @@ package runner
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/probe"
-	"github.com/batchfit/batchfit/internal/record"
-	"github.com/batchfit/batchfit/internal/store"
 )
 
 const mib = 1 << 20
@@ -91,13 +91,17 @@ func TestRunRefusesBusyGPU(t *testing.T) {
 		{"no per-process figures", func(f *fixture) { f.gpu.noProcs, f.gpu.used = true, gib },
 			true, "other processes hold 1.00 GiB", "1.00 GiB in use (a device-wide figure"},
 		{"another search", func(f *fixture) {
-			f.store.live = []store.LiveRun{{Run: record.Run{ID: "abc123", Command: []string{"python", "train.py"}}, OwnerPID: 777}}
+			f.claims = heldBy(t, f.cfg.Group.Devices, claim.Holder{PID: 777, Command: []string{"python", "train.py"}, Run: "abc123", Recorded: true})
 		}, true, "another search is running on the same GPU: run abc123 by batchfit (pid 777): python train.py", ""},
+		{"another search without a history", func(f *fixture) {
+			f.claims = heldBy(t, f.cfg.Group.Devices, claim.Holder{PID: 777, Command: []string{"python", "train.py"}, Recorded: true})
+		}, true, "another search is running on the same GPU: batchfit (pid 777): python train.py", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, deps := localFixture(t)
 			tt.setup(f)
+			deps.Claims = f.claims
 			run, err := Run(context.Background(), f.cfg, deps)
 			notices := strings.Join(f.notices, "\n")
 			if tt.line != "" && !strings.Contains(notices, tt.line) {
@@ -124,6 +128,7 @@ func TestRunRefusesBusyGPU(t *testing.T) {
 			// --allow-busy-gpu: the search runs and the run says why it may be low.
 			f, deps = localFixture(t)
 			tt.setup(f)
+			deps.Claims = f.claims
 			f.cfg.AllowBusyGPU = true
 			run, err = Run(context.Background(), f.cfg, deps)
 			if err != nil || run.Answer != 30 {
@@ -142,4 +147,70 @@ func hintOf(err error) string {
 		return h.Hint()
 	}
 	return ""
+}
+
+// heldBy returns GPU locks in which h holds devices until t ends.
+func heldBy(t *testing.T, devices []gpu.Device, h claim.Holder) claim.Locks {
+	t.Helper()
+	locks := claim.Locks{Dir: t.TempDir()}
+	c, err := locks.Take(devices, claim.Holder{PID: h.PID, Command: h.Command})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	if h.Recorded {
+		if err := c.Recorded(h.Run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return locks
+}
+
+// startHook calls onStart as each trial starts.
+type startHook struct {
+	Progress
+	onStart func()
+}
+
+func (p startHook) TrialStarted(n, size int, gpus []int) {
+	p.onStart()
+	p.Progress.TrialStarted(n, size, gpus)
+}
+
+// A search holds its GPUs from before it is recorded to its end, named by
+// its run, and lets go of them when it ends.
+func TestRunClaimsItsGPUs(t *testing.T) {
+	f, deps := localFixture(t)
+	locks := claim.Locks{Dir: t.TempDir()}
+	deps.Claims = locks
+	devices := f.cfg.Group.Devices
+	var during []error
+	progress := deps.Progress
+	deps.Progress = func(info ProgressInfo) Progress {
+		return startHook{Progress: progress(info), onStart: func() {
+			c, err := locks.Take(devices, claim.Holder{PID: 1})
+			if err == nil {
+				c.Release()
+			}
+			during = append(during, err)
+		}}
+	}
+	run, err := Run(context.Background(), f.cfg, deps)
+	if err != nil || run.Answer != 30 {
+		t.Fatalf("run %v, %v; want answer 30", run, err)
+	}
+	if len(during) == 0 {
+		t.Fatal("no trial ran")
+	}
+	for _, err := range during {
+		var held *claim.HeldError
+		if !errors.As(err, &held) || held.Holder.PID != os.Getpid() || held.Holder.Run != "run-1" {
+			t.Fatalf("a claim during a trial: %v (%+v); want it refused, held by run-1 of this process", err, held)
+		}
+	}
+	c, err := locks.Take(devices, claim.Holder{PID: 1})
+	if err != nil {
+		t.Fatalf("a claim after the run: %v", err)
+	}
+	c.Release()
 }

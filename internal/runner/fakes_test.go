@@ -176,11 +176,6 @@ type fakeStore struct {
 	begun    []*record.Run
 	trials   []record.Trial
 	finished []record.Status
-	live     []store.LiveRun
-}
-
-func (s *fakeStore) LiveOn(context.Context, []gpu.Device) ([]store.LiveRun, error) {
-	return s.live, nil
 }
 
 var _ Store = (*fakeStore)(nil)
@@ -228,6 +223,11 @@ func (s *fakeStore) TrialStarted(context.Context, string, store.TrialProcess) (i
 	return 0, nil
 }
 func (s *fakeStore) ClearTrial(context.Context, int64) error { return nil }
+func (s *fakeStore) JobSubmitting(context.Context, string, string) (int64, error) {
+	return 0, nil
+}
+func (s *fakeStore) JobSubmitted(context.Context, int64, string) error { return nil }
+func (s *fakeStore) ClearJob(context.Context, int64) error             { return nil }
 
 func (s *fakeStore) Cached(_ context.Context, fp string) (*record.Run, error) {
 	if s.cached != nil {
@@ -353,6 +353,7 @@ type fixture struct {
 	clock    *fakeClock
 	gpu      *fakeGPU
 	git      fakeGit
+	claims   Claimer // nil claims nothing
 	notices  []string
 }
 
@@ -391,6 +392,7 @@ func (f *fixture) deps() Deps {
 	return Deps{
 		GPU:      f.gpu,
 		Store:    f.store,
+		Claims:   f.claims,
 		Executor: func(Group) (probe.Executor, error) { return f.exec, nil },
 		Progress: func(info ProgressInfo) Progress { f.progress.info = info; return f.progress },
 		Notice:   func(msg string) { f.notices = append(f.notices, msg) },

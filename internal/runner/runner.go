@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/probe"
@@ -92,6 +93,10 @@ type Deps struct {
 	GPU gpu.Backend
 	// Store is the history; store.Null{} for --no-db.
 	Store Store
+	// Claims gives a search the GPUs it runs on to itself, on this
+	// machine, for as long as it runs (claim.Locks); nil means
+	// claim.None{}, which claims nothing.
+	Claims Claimer
 	// Executor returns what runs the trials of a group; a nil Executor
 	// (or a nil result) runs them here as local process groups, watched
 	// through GPU. A non-nil one runs them elsewhere (Slurm), where NVML
@@ -124,9 +129,25 @@ type Store interface {
 	// a later batchfit can stop them if this one dies.
 	TrialStarted(ctx context.Context, runID string, p store.TrialProcess) (int64, error)
 	ClearTrial(ctx context.Context, id int64) error
-	// LiveOn lists the other searches under way here on these GPUs.
-	LiveOn(ctx context.Context, devices []gpu.Device) ([]store.LiveRun, error)
+	// JobSubmitting records a trial job's name before sbatch runs, and
+	// JobSubmitted its id once known, until ClearJob, so that a later
+	// batchfit can cancel the job if this one dies.
+	JobSubmitting(ctx context.Context, runID, name string) (int64, error)
+	JobSubmitted(ctx context.Context, id int64, jobID string) error
+	ClearJob(ctx context.Context, id int64) error
 }
+
+// Claimer claims GPUs for a search: claim.Locks and claim.None are two.
+type Claimer interface {
+	// Take claims devices for h until the claim's Release, or returns a
+	// *claim.HeldError naming the search that holds one of them.
+	Take(devices []gpu.Device, h claim.Holder) (*claim.Claim, error)
+}
+
+var (
+	_ Claimer = claim.Locks{}
+	_ Claimer = claim.None{}
+)
 
 var (
 	_ Store = (*store.Store)(nil)
@@ -149,6 +170,9 @@ func withDefaults(cfg Config, deps Deps) (Config, Deps) {
 	}
 	if deps.Store == nil {
 		deps.Store = store.Null{}
+	}
+	if deps.Claims == nil {
+		deps.Claims = claim.None{}
 	}
 	if deps.Executor == nil {
 		deps.Executor = func(Group) (probe.Executor, error) { return nil, nil }

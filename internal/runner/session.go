@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/forkserver"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/inputs"
@@ -39,6 +40,7 @@ type session struct {
 	prober   trialProber
 	fresh    *probe.Prober        // the fresh-process prober, whose trials report what the program loaded
 	preload  *forkserver.Executor // with --preload, the fork server's executor; nil without
+	claim    *claim.Claim         // the GPUs this run holds; the zero Claim holds none
 	soaks    []record.Soak
 	// throughput is what --throughput measured.
 	throughput *record.Throughput
@@ -55,7 +57,7 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (s *session, cached *re
 	if err := checkLogDir(cfg.LogDir); err != nil {
 		return nil, nil, err
 	}
-	s = &session{cfg: cfg, deps: deps, scfg: cfg.Search}
+	s = &session{cfg: cfg, deps: deps, scfg: cfg.Search, claim: &claim.Claim{}}
 	if s.limit, err = cfg.MemoryLimit.Resolve(cfg.Group.Devices); err != nil {
 		return nil, nil, err
 	}
@@ -140,7 +142,7 @@ func (s *session) begin(ctx context.Context) error {
 	// Trials that run here, watched through NVML: who else uses the GPU
 	// is known before the first one, and checked during each.
 	if pcfg.Sampler != nil {
-		if err := s.checkGPUs(ctx, pcfg.Sampler); err != nil {
+		if err := s.checkGPUs(pcfg.Sampler); err != nil {
 			return err
 		}
 		perGPU := s.placeSideBySide(&pcfg)
@@ -148,6 +150,9 @@ func (s *session) begin(ctx context.Context) error {
 	}
 	if err := s.deps.Store.BeginRun(ctx, s.run); err != nil {
 		return withHint(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")
+	}
+	if err := s.claim.Recorded(s.run.ID); err != nil {
+		s.deps.Notice("warning: " + err.Error())
 	}
 	if s.cfg.Simulated {
 		s.deps.Notice("the GPU is simulated: " + s.cfg.Group.Name)
@@ -173,6 +178,7 @@ func (s *session) begin(ctx context.Context) error {
 		}
 	}
 	pcfg.OnSpawn = s.recordSpawn(ctx)
+	pcfg.OnSubmit = s.recordSubmit(ctx)
 	s.prober = &sizeCheck{trialProber: s.newProber(pcfg), capacity: s.capacity(), placeholder: placeholder, worker: s.cfg.Worker != nil}
 	return nil
 }
@@ -193,6 +199,30 @@ func (s *session) recordSpawn(ctx context.Context) func(trial.Process) func() {
 				s.prog.Warn(fmt.Sprintf("clear the record of a trial: %v", err))
 			}
 		}
+	}
+}
+
+// recordSubmit records each trial job in the history while it may be
+// queued: its name before sbatch runs, its id once sbatch returns it.
+// Should batchfit die, the next batchfit cancels it.
+func (s *session) recordSubmit(ctx context.Context) func(string) (func(string), func()) {
+	return func(name string) (func(string), func()) {
+		id, err := s.deps.Store.JobSubmitting(ctx, s.run.ID, name)
+		if err != nil {
+			s.prog.Warn(fmt.Sprintf("record a trial job: %v", err))
+			return nil, nil
+		}
+		submitted := func(jobID string) {
+			if err := s.deps.Store.JobSubmitted(ctx, id, jobID); err != nil {
+				s.prog.Warn(fmt.Sprintf("record trial job %s: %v", jobID, err))
+			}
+		}
+		done := func() {
+			if err := s.deps.Store.ClearJob(ctx, id); err != nil {
+				s.prog.Warn(fmt.Sprintf("clear the record of a trial job: %v", err))
+			}
+		}
+		return submitted, done
 	}
 }
 
@@ -477,6 +507,8 @@ func (s *session) cleanUp() {
 	if !s.keepLogs && s.run.LogDir != "" {
 		os.RemoveAll(s.run.LogDir)
 	}
+	// Last: the trials' processes, which hold GPU memory, are gone.
+	s.claim.Release()
 }
 
 // largestRan returns the largest size a trial ran at, or 0.

@@ -191,8 +191,8 @@ func TestSbatchArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := e.sbatchArgs(trial.Spec{Timeout: 90 * time.Second}, "/work", "/logs/100%/t.out", "/logs/100%/t.err")
-	want := []string{"--parsable", "--job-name=batchfit", "--export=ALL", "--chdir=/work",
+	got := e.sbatchArgs(trial.Spec{Timeout: 90 * time.Second}, "batchfit-0123456789ab", "/work", "/logs/100%/t.out", "/logs/100%/t.err")
+	want := []string{"--parsable", "--job-name=batchfit-0123456789ab", "--export=ALL", "--chdir=/work",
 		"--output=/logs/100%%/t.out", "--open-mode=truncate", "--error=/logs/100%%/t.err",
 		"--time=3", "--gres=gpu:2", "--partition=gpu", "--account=proj", "--constraint=a100", "--qos=short",
 		"--mem=64G", "--exclude=n1"}

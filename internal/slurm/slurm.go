@@ -9,6 +9,8 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -52,7 +54,8 @@ type Options struct {
 	// Poll is how often batchfit asks Slurm about a job; 0 means
 	// DefaultPoll.
 	Poll time.Duration
-	// JobName names the jobs; "" means DefaultJobName.
+	// JobName starts the name of every job, which a random part makes
+	// unique to its trial; "" means DefaultJobName.
 	JobName string
 	// Commands runs Slurm's programs; nil runs the real ones (Exec).
 	Commands Commands
@@ -139,6 +142,7 @@ func (e *Error) Hint() string { return e.hint }
 // job is one trial's submission.
 type job struct {
 	spec       trial.Spec
+	name       string // the job's name, unique to the trial
 	stdout     string // absolute log paths
 	stderr     string
 	scriptPath string
@@ -236,7 +240,8 @@ func (e *Executor) prepare(spec trial.Spec) (*job, error) {
 
 	base := strings.TrimSuffix(j.stdout, filepath.Ext(j.stdout))
 	j.scriptPath = base + ".sbatch"
-	j.args = e.sbatchArgs(spec, dir, j.stdout, j.stderr)
+	j.name = e.opts.JobName + "-" + nameToken()
+	j.args = e.sbatchArgs(spec, j.name, dir, j.stdout, j.stderr)
 	s := script{argv: spec.Argv, env: env, dir: dir, gpus: e.opts.GPUsPerTrial > 0, sbatch: slices.Concat([]string{"sbatch"}, j.args, []string{j.scriptPath})}
 	text, err := s.text()
 	if err != nil {
@@ -248,14 +253,22 @@ func (e *Executor) prepare(spec trial.Spec) (*job, error) {
 	return j, nil
 }
 
+// nameToken is the random part of a job's name: 48 bits, so that no two
+// trials' jobs share a name.
+func nameToken() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
+	return hex.EncodeToString(b[:])
+}
+
 // sbatchArgs are the job's options, all on the command line: there they
 // win over SBATCH_* variables in batchfit's environment, which would win
 // over #SBATCH lines in the script.
-func (e *Executor) sbatchArgs(spec trial.Spec, dir, stdout, stderr string) []string {
+func (e *Executor) sbatchArgs(spec trial.Spec, name, dir, stdout, stderr string) []string {
 	o := e.opts
 	args := []string{
 		"--parsable",
-		"--job-name=" + o.JobName,
+		"--job-name=" + name,
 		// ALL: the script sets the trial's environment itself, and any other
 		// mode makes Slurm load the user's login environment on the node
 		// (su -), which costs seconds a trial.
@@ -303,16 +316,35 @@ func timeLimitMinutes(timeout, grace time.Duration) int {
 func filePattern(p string) string { return strings.ReplaceAll(p, "%", "%%") }
 
 // runJob submits j once and follows the job to its end. It returns the
-// job's end state too, for the caller to decide on a rerun.
+// job's end state too, for the caller to decide on a rerun. The spec's
+// OnSubmit hears of the job before sbatch runs, and is told it is done
+// only when the job is sure to have left the queue.
 func (e *Executor) runJob(ctx context.Context, j *job) (trial.Result, jobEnd, string, error) {
+	recorded, done := func(string) {}, func() {}
+	if j.spec.OnSubmit != nil {
+		r, d := j.spec.OnSubmit(j.name)
+		if r != nil {
+			recorded = r
+		}
+		if d != nil {
+			done = d
+		}
+	}
 	submitted := time.Now()
-	id, err := e.submit(ctx, j)
+	id, unsure, err := e.submit(ctx, j)
 	if err != nil {
+		if !unsure {
+			done()
+		}
 		return trial.Result{}, jobEnd{}, "", err
 	}
+	recorded(id)
 	// From here on the job exists: every way out of this function leaves it
-	// ended.
+	// ended, or says it may not be (errStillQueued).
 	f, err := e.follow(ctx, j, id)
+	if !errors.Is(err, errStillQueued) {
+		done()
+	}
 	res := f.res
 	if err != nil {
 		return res, jobEnd{}, id, err
@@ -470,21 +502,23 @@ func readLogs(j *job, res *trial.Result) {
 
 // submit runs sbatch. It is not canceled with ctx: a killed sbatch may
 // have queued a job whose ID batchfit would never learn. The caller cancels
-// the job once it has the ID.
-func (e *Executor) submit(ctx context.Context, j *job) (string, error) {
+// the job once it has the ID. unsure, with an error, says a job may have
+// been queued all the same: sbatch ran past its time, or exited 0 without
+// an ID.
+func (e *Executor) submit(ctx context.Context, j *job) (id string, unsure bool, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cmdTimeout)
 	defer cancel()
 	stdout, stderr, err := e.cmds.Run(cctx, "sbatch", append(slices.Clip(j.args), j.scriptPath)...)
 	if err != nil {
 		msg := oneLine(stderr)
-		return "", &Error{Op: "submit the trial (sbatch)", Err: err, Stderr: msg, hint: submitHint(msg)}
+		return "", cctx.Err() != nil, &Error{Op: "submit the trial (sbatch)", Err: err, Stderr: msg, hint: submitHint(msg)}
 	}
 	// --parsable prints "ID" or "ID;cluster".
-	id, _, _ := strings.Cut(strings.TrimSpace(string(stdout)), ";")
+	id, _, _ = strings.Cut(strings.TrimSpace(string(stdout)), ";")
 	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
-		return "", &Error{Op: "submit the trial (sbatch)", Err: fmt.Errorf("no job ID in sbatch's output %q", shorten(string(stdout))), Stderr: oneLine(stderr)}
+		return "", true, &Error{Op: "submit the trial (sbatch)", Err: fmt.Errorf("no job ID in sbatch's output %q", shorten(string(stdout))), Stderr: oneLine(stderr)}
 	}
-	return id, nil
+	return id, false, nil
 }
 
 func submitHint(stderr string) string {
@@ -601,11 +635,62 @@ func (e *Executor) stop(ctx context.Context, id string, running bool, grace time
 		}
 	}
 	e.scancel(bg, id)
-	if !e.waitGone(bg, id, e.stopWait, nil) {
-		return &Error{Op: "cancel job " + id, JobID: id, Err: fmt.Errorf("still in the queue %s after scancel", e.stopWait),
+	return e.awaitCancel(bg, id)
+}
+
+// errStillQueued means a job batchfit cancelled had not left the queue when
+// batchfit gave up waiting.
+var errStillQueued = errors.New("still in the queue")
+
+// awaitCancel waits, up to stopWait, for the job just cancelled to leave
+// the queue.
+func (e *Executor) awaitCancel(ctx context.Context, id string) error {
+	if !e.waitGone(ctx, id, e.stopWait, nil) {
+		return &Error{Op: "cancel job " + id, JobID: id, Err: fmt.Errorf("%w %s after scancel", errStillQueued, e.stopWait),
 			hint: fmt.Sprintf("check it with `squeue -j %s` and cancel it with `scancel %s`", id, id)}
 	}
 	return nil
+}
+
+// CancelLeft cancels the job a dead batchfit left: by its id when that
+// batchfit had it, else by its name, which sbatch was given before it ran.
+// It returns the ids of the jobs it cancelled, once they have left the
+// queue; none when the job had ended, or was never queued. The caller must
+// know the job's owner to be dead: a live batchfit follows its own jobs.
+func (e *Executor) CancelLeft(ctx context.Context, name, id string) ([]string, error) {
+	ctx = context.WithoutCancel(ctx)
+	var ids []string
+	if id != "" {
+		st, err := e.queueState(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if phaseOf(st) != finished {
+			ids = []string{id}
+		}
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, e.cmdTimeout)
+		stdout, stderr, err := e.cmds.Run(cctx, "squeue", "-h", "--name="+name, "-o", "%i")
+		cancel()
+		if err != nil {
+			return nil, &Error{Op: "ask squeue about jobs named " + name, Err: err, Stderr: oneLine(stderr)}
+		}
+		ids = strings.Fields(string(stdout))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	e.scancel(ctx, ids...)
+	var gone []string
+	var errs []error
+	for _, id := range ids {
+		if err := e.awaitCancel(ctx, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		gone = append(gone, id)
+	}
+	return gone, errors.Join(errs...)
 }
 
 // scancel runs scancel; its errors (the job already ended, most often) are

@@ -2,12 +2,8 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/batchfit/batchfit/internal/gpu"
-	"github.com/batchfit/batchfit/internal/record"
 )
 
 // TrialProcess names the processes of a running trial, as internal/trial
@@ -103,71 +99,4 @@ FROM live_trials ORDER BY id`)
 		}
 	}
 	return left, nil
-}
-
-// LiveRun is a search under way on this machine: its record says running
-// and the batchfit writing it is alive.
-type LiveRun struct {
-	Run      record.Run // without its trials
-	OwnerPID int
-}
-
-// LiveOn lists the searches under way on this machine, other than this
-// process's, that use one of devices: the same UUID, or the same index and
-// name where a UUID is missing. Runs of other hosts are left out (a shared
-// history on NFS): their GPUs are not these.
-func (s *Store) LiveOn(ctx context.Context, devices []gpu.Device) ([]LiveRun, error) {
-	const op = "look up searches under way"
-	rows, err := s.db.QueryContext(ctx, `
-SELECT id, updated, owner_pid, owner_start, owner_boot, owner_host, json FROM runs
-WHERE status = 'running' ORDER BY started`)
-	if err != nil {
-		return nil, s.fail(ctx, op, err)
-	}
-	defer rows.Close()
-	var live []LiveRun
-	for rows.Next() {
-		var (
-			id      string
-			updated int64
-			o       owner
-			body    []byte
-		)
-		if err := rows.Scan(&id, &updated, &o.pid, &o.start, &o.boot, &o.host, &body); err != nil {
-			return nil, s.fail(ctx, op, err)
-		}
-		if o.host != s.me.host || (o.pid == s.me.pid && o.start == s.me.start) || s.me.gone(o) {
-			continue
-		}
-		var run record.Run
-		if err := json.Unmarshal(body, &run); err != nil {
-			continue // a corrupt record is reported by the commands that show it
-		}
-		if run.GPU == nil || !sharesDevice(run.GPU.Devices, devices) {
-			continue
-		}
-		run.ID, run.Trials = id, nil
-		live = append(live, LiveRun{Run: run, OwnerPID: o.pid})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.fail(ctx, op, err)
-	}
-	return live, nil
-}
-
-func sharesDevice(a, b []gpu.Device) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x.UUID != "" && y.UUID != "" {
-				if x.UUID == y.UUID {
-					return true
-				}
-				continue
-			}
-			if x.Index == y.Index && x.Name == y.Name {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -2,14 +2,7 @@ package store
 
 import (
 	"context"
-	"os/exec"
-	"slices"
 	"testing"
-	"time"
-
-	"github.com/batchfit/batchfit/internal/gpu"
-	"github.com/batchfit/batchfit/internal/procfs"
-	"github.com/batchfit/batchfit/internal/record"
 )
 
 func TestLeftTrials(t *testing.T) {
@@ -83,67 +76,5 @@ func TestNullRecordsNoTrial(t *testing.T) {
 	id, err := Null{}.TrialStarted(context.Background(), "", TrialProcess{PID: 1})
 	if id != 0 || err != nil {
 		t.Errorf("Null.TrialStarted = %d, %v", id, err)
-	}
-}
-
-func TestLiveOn(t *testing.T) {
-	ctx := context.Background()
-	s, _ := openTemp(t)
-	defer s.Close()
-	// Another batchfit, alive: a sleep stands in for it.
-	other := exec.Command("sleep", "60")
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { other.Process.Kill(); other.Wait() }()
-	st, err := procfs.ReadStat(other.Process.Pid)
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	h100 := gpu.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H100"}
-	a100 := gpu.Device{Index: 1, UUID: "GPU-bbbb", Name: "NVIDIA A100"}
-	noUUID := gpu.Device{Index: 2, Name: "Old GPU"}
-	ids := map[string]string{}
-	for _, c := range []struct {
-		name string
-		dev  gpu.Device
-		sql  string
-	}{
-		{"live", h100, `UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?`},
-		{"other gpu", a100, `UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?`},
-		{"by index and name", noUUID, `UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?`},
-		{"dead owner", h100, `UPDATE runs SET owner_pid = ?, owner_start = ? + 1 WHERE id = ?`},
-		{"other host", h100, `UPDATE runs SET owner_pid = ?, owner_start = ?, owner_host = 'elsewhere' WHERE id = ?`},
-		{"finished", h100, `UPDATE runs SET owner_pid = ?, owner_start = ?, status = 'found' WHERE id = ?`},
-		{"mine", h100, ``},
-	} {
-		run := &record.Run{Status: record.Running, Started: time.Now(), Command: []string{"train", c.name},
-			GPU: &record.GPUInfo{Devices: []gpu.Device{c.dev}}}
-		if err := s.BeginRun(ctx, run); err != nil {
-			t.Fatal(err)
-		}
-		ids[c.name] = run.ID
-		if c.sql != "" {
-			if _, err := s.db.ExecContext(ctx, c.sql, other.Process.Pid, int64(st.Start), run.ID); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	live, err := s.LiveOn(ctx, []gpu.Device{h100, {Index: 2, Name: "Old GPU"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range live {
-		got = append(got, l.Run.ID)
-		if l.OwnerPID != other.Process.Pid {
-			t.Errorf("run %s owner %d, want %d", l.Run.ID, l.OwnerPID, other.Process.Pid)
-		}
-	}
-	if want := []string{ids["live"], ids["by index and name"]}; !slices.Equal(got, want) {
-		t.Errorf("live runs %v, want %v (live, by index and name)", got, want)
-	}
-	if live, err := (Null{}).LiveOn(ctx, []gpu.Device{h100}); live != nil || err != nil {
-		t.Errorf("Null.LiveOn = %v, %v", live, err)
 	}
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 
-	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/record"
 )
 
@@ -36,5 +35,12 @@ func (Null) TrialStarted(context.Context, string, TrialProcess) (int64, error) {
 // ClearTrial does nothing.
 func (Null) ClearTrial(context.Context, int64) error { return nil }
 
-// LiveOn knows no search under way.
-func (Null) LiveOn(context.Context, []gpu.Device) ([]LiveRun, error) { return nil, nil }
+// JobSubmitting records nothing: with --no-db a batchfit that dies leaves
+// its trial's job to Slurm's time limit.
+func (Null) JobSubmitting(context.Context, string, string) (int64, error) { return 0, nil }
+
+// JobSubmitted records nothing.
+func (Null) JobSubmitted(context.Context, int64, string) error { return nil }
+
+// ClearJob does nothing.
+func (Null) ClearJob(context.Context, int64) error { return nil }

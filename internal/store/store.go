@@ -182,6 +182,22 @@ CREATE TABLE live_trials (
 	`
 ALTER TABLE runs ADD COLUMN reusable INTEGER NOT NULL DEFAULT 1;
 `,
+	// A trial run as a Slurm job is recorded by its name before sbatch
+	// runs, and by its id once sbatch returns it: batchfit may die between
+	// the two.
+	`
+CREATE TABLE live_jobs (
+	id          INTEGER PRIMARY KEY,
+	run_id      TEXT NOT NULL,    -- no foreign key: the job outlives any run record
+	name        TEXT NOT NULL,    -- the job's name, unique to its trial
+	job_id      TEXT NOT NULL,    -- Slurm's job id; '' until sbatch returned it
+	owner_pid   INTEGER NOT NULL, -- the batchfit that submits the job
+	owner_start INTEGER NOT NULL,
+	owner_boot  TEXT NOT NULL,
+	owner_host  TEXT NOT NULL,
+	started     INTEGER NOT NULL  -- unix nanoseconds
+) STRICT;
+`,
 }
 
 // migrate checks that the file is a batchfit database (or empty) and applies

@@ -59,6 +59,13 @@ type Spec struct {
 	// die first; done, if not nil, is called once no process of the trial
 	// is left.
 	OnSpawn func(p Process) (done func())
+	// OnSubmit, when set, is called by an executor that hands the trial to
+	// a batch scheduler (internal/slurm) before it submits the job, with
+	// the job's name, unique to the trial: should batchfit die before the
+	// scheduler returns the job's id, a later batchfit finds the job by
+	// it. submitted, if not nil, is told that id; done, if not nil, is
+	// called once the job has left the queue, and not when that is unsure.
+	OnSubmit func(name string) (submitted func(jobID string), done func())
 	// Launcher, when set, starts the leader instead of an exec by batchfit.
 	Launcher Launcher
 }
