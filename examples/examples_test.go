@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/testutil"
 )
 
 // python returns an interpreter that has the given modules, or skips the
@@ -19,6 +20,7 @@ import (
 // next because a pyenv python3 earlier on PATH usually lacks torch.
 func python(t *testing.T, modules ...string) string {
 	t.Helper()
+	testutil.NeedsFull(t, "Python with "+strings.Join(modules, " and "))
 	candidates := []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3"}
 	if p, err := exec.LookPath("python3"); err == nil {
 		candidates = append(candidates, p)

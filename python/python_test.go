@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/browser"
+	"github.com/batchfit/batchfit/internal/testutil"
 )
 
 // dist holds what scripts/wheel --host built, once for the package's tests.
@@ -234,6 +235,7 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 // python3 on PATH.
 func python(t *testing.T) string {
 	t.Helper()
+	testutil.NeedsFull(t, "Python, the wheel and a venv")
 	for _, p := range []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3"} {
 		if p != "" {
 			if _, err := os.Stat(p); err == nil {

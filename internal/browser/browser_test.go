@@ -9,12 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batchfit/batchfit/internal/testutil"
 )
 
 // needChromium skips the test where no browser is installed; CI installs
 // the chromium package so these run there.
 func needChromium(t *testing.T) {
 	t.Helper()
+	testutil.NeedsFull(t, "Chromium")
 	if _, err := Find(); err != nil {
 		t.Skipf("skipping: %v", err)
 	}

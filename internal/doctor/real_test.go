@@ -16,12 +16,14 @@ import (
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/testutil"
 	"github.com/batchfit/batchfit/internal/worker"
 )
 
 // torchPython returns an interpreter with torch, or skips.
 func torchPython(t *testing.T) string {
 	t.Helper()
+	testutil.NeedsFull(t, "torch")
 	var tried []string
 	for _, c := range []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3", "python3"} {
 		if c == "" {

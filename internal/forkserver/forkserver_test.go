@@ -17,6 +17,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/procfs"
+	"github.com/batchfit/batchfit/internal/testutil"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
@@ -27,6 +28,7 @@ import (
 // torch check for it.
 func python(t *testing.T) string {
 	t.Helper()
+	testutil.NeedsFull(t, "a Python fork server")
 	for _, p := range []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3"} {
 		if p != "" {
 			if _, err := os.Stat(p); err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/testutil"
 )
 
 func htmlRender(t *testing.T, run *record.Run) string {
@@ -255,6 +256,7 @@ func TestHTMLShellQuote(t *testing.T) {
 // something, logs no error and asks the network for nothing. Set
 // BATCHFIT_REPORT_SHOTS to a directory to keep the screenshots and look.
 func TestWriteHTMLInBrowser(t *testing.T) {
+	testutil.NeedsFull(t, "Chromium")
 	if _, err := browser.Find(); err != nil {
 		t.Skipf("skipping: %v", err)
 	}

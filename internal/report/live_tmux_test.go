@@ -17,6 +17,7 @@ import (
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/testutil"
 )
 
 // scriptEnv makes the test binary play a scripted search on its stderr
@@ -163,6 +164,7 @@ func scriptSteps() []func(Progress) {
 // 80 columns without colour) and reads the screen: the rows are there and aligned, the final frame
 // stays after Close, the cursor is shown again and the process exits 0.
 func TestLiveInTmux(t *testing.T) {
+	testutil.NeedsFull(t, "tmux")
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
 	}
@@ -329,6 +331,7 @@ func trimLines(s string) string {
 // the key nor catches the signal), the final frame stays, the terminal is
 // restored and the exit status is the program's.
 func TestLiveInTmuxCtrlC(t *testing.T) {
+	testutil.NeedsFull(t, "tmux")
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/procgroup"
+	"github.com/batchfit/batchfit/internal/testutil"
 )
 
 // findPython returns an interpreter (with torch when asked), or skips.
@@ -19,6 +20,7 @@ import (
 // because a pyenv python3 earlier on PATH usually lacks torch.
 func findPython(t *testing.T, torch bool) string {
 	t.Helper()
+	testutil.NeedsFull(t, "a Python worker")
 	candidates := []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3"}
 	if p, err := exec.LookPath("python3"); err == nil {
 		candidates = append(candidates, p)

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/procgroup"
+	"github.com/batchfit/batchfit/internal/testutil"
 )
 
 // GPUs is how many fake GPUs the node offers (gres gpu).
@@ -72,6 +73,7 @@ func (e *skipError) Error() string { return e.reason }
 // Slurm or munge is not installed or the test does not run as root.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	testutil.NeedsFull(t, "a Slurm cluster")
 	c, err := start()
 	var skip *skipError
 	if errors.As(err, &skip) {
@@ -122,6 +124,7 @@ func Main(m *testing.M) int {
 // Main, which stops it. t is skipped as in Start.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
+	testutil.NeedsFull(t, "a Slurm cluster")
 	shared.Lock()
 	defer shared.Unlock()
 	if !shared.inMain {
