@@ -46,9 +46,9 @@ type output struct {
 // stream is one of a trial's output streams.
 type stream struct {
 	r *os.File // batchfit's read end
-	// w is a write end batchfit holds until the trial ends: the child's own
-	// for a pipe, so that the stream cannot end before a launched child
-	// opened its FIFO, or end early and lose what a leftover still writes.
+	// w is a write end that batchfit holds until no process of the trial
+	// is left, so that the stream cannot end before a launched child has
+	// opened its FIFO. For a pipe it is the child's own, held alike.
 	w    *os.File
 	fifo string // the path a launched child opens; "" for a pipe
 
