@@ -21,6 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/batchfit/batchfit/internal/browser"
+	"github.com/batchfit/batchfit/internal/fulldisk"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/sim"
@@ -66,6 +67,10 @@ func TestScripts(t *testing.T) {
 			if cond == "torch" {
 				// Debian's CPU torch, which scripts/test installs.
 				return exec.Command("/usr/bin/python3", "-c", "import torch").Run() == nil, nil
+			}
+			if cond == "mount" {
+				// A full disk made of a tmpfs (fulldisk).
+				return canMount(), nil
 			}
 			if cond == "cgroup2" {
 				// Trials run in cgroups of their own.
@@ -115,6 +120,18 @@ func TestScripts(t *testing.T) {
 			"envelope": func(ts *testscript.TestScript, neg bool, args []string) {
 				checkEnvelope(ts, args)
 			},
+			// fulldisk DIR: DIR is a full tmpfs until the script ends
+			// (condition mount: whether this may mount one).
+			"fulldisk": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: fulldisk DIR")
+				}
+				dir := ts.MkAbs(args[0])
+				ts.Check(os.MkdirAll(dir, 0o755))
+				unmount, err := fulldisk.Mount(dir)
+				ts.Check(err)
+				ts.Defer(func() { ts.Check(unmount()) })
+			},
 			// status N: the last batchfit exited with code N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
@@ -128,6 +145,20 @@ func TestScripts(t *testing.T) {
 		},
 	})
 }
+
+// canMount says whether this process may mount a tmpfs, as fulldisk does.
+var canMount = sync.OnceValue(func() bool {
+	dir, err := os.MkdirTemp("", "batchfit-mount-")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(dir)
+	unmount, err := fulldisk.Mount(dir)
+	if err != nil {
+		return false
+	}
+	return unmount() == nil
+})
 
 func checkImage(ts *testscript.TestScript, args []string) {
 	if len(args) != 4 {

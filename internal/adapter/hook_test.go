@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -499,5 +500,33 @@ hook.install()
 print(torch.get_num_threads())`)
 	if got := strings.TrimSpace(forked.stdout); forked.code != 0 || got != "1" {
 		t.Errorf("torch loaded before the hook: %q threads (exit %d), want 1; stderr:\n%s", got, forked.code, forked.stderr)
+	}
+}
+
+// A report the hook cannot write is said on stderr in the words batchfit
+// reads back (ReportFailedPrefix, ParseReportFailure), not lost in
+// silence: /dev/full refuses every write with ENOSPC, as a full disk does.
+func TestHookSaysReportNotWritten(t *testing.T) {
+	python := findPython(t, false)
+	pythonPath, err := Install(filepath.Join(t.TempDir(), "adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runPython(t, python, Env(baseEnv(), pythonPath, "/dev/full"), "", "-c", "print('trained')")
+	if r.code != 0 || r.stdout != "trained\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	var said []string
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(line, ReportFailedPrefix) {
+			said = append(said, line)
+		}
+	}
+	if len(said) != 1 {
+		t.Fatalf("stderr %q, want one line saying the report was not written", r.stderr)
+	}
+	e, ok := ParseReportFailure(said[0])
+	if !ok || e.Path != "/dev/full" || !errors.Is(e, syscall.ENOSPC) {
+		t.Errorf("ParseReportFailure(%q) = %+v, %v; want /dev/full, ENOSPC", said[0], e, ok)
 	}
 }

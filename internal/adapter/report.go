@@ -6,9 +6,15 @@ package adapter
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
 )
 
 // ReportEnv names the file, in the trial's environment, that the adapter
@@ -180,7 +186,11 @@ func Append(path string, ev Event) error {
 
 // Read parses every event in the report file. A missing file is no events.
 // Lines that are not valid events are skipped and counted in bad, so a
-// caller can warn and fall back to the trial's exit status and output.
+// caller can warn and fall back to the trial's exit status and output. An
+// event of the adapter's that is cut short (a write that failed part way,
+// on a full disk) is a bad line too, and err is then a *ReportError
+// wrapping ErrCutShort, with the events that were read: a lost event may
+// have been the one that said the program ran out of memory.
 func Read(path string) (events []Event, bad int, err error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -200,12 +210,68 @@ func Read(path string) (events []Event, bad int, err error) {
 		var ev Event
 		if json.Unmarshal(line, &ev) != nil || ev.Version < 1 || ev.Event == "" {
 			bad++
+			if cutShort(line) {
+				err = &ReportError{Path: path, Err: ErrCutShort}
+			}
 			continue
 		}
 		events = append(events, ev)
 	}
-	if err := sc.Err(); err != nil {
-		return events, bad + 1, nil
+	if sc.Err() != nil {
+		bad++
 	}
-	return events, bad, nil
+	return events, bad, err
+}
+
+// eventStart is how every event the adapter writes begins: the version is
+// the first key of hook.py's exit_event and of Event as Append encodes it.
+var eventStart = []byte(`{"version":`)
+
+// cutShort says a bad line is the start of an event that was never
+// written whole: it begins as an event does and is not JSON. A partial
+// event that another process's event follows on the same line is such a
+// line too.
+func cutShort(line []byte) bool {
+	return bytes.HasPrefix(line, eventStart) && !json.Valid(line)
+}
+
+// ErrCutShort is a report whose last event the adapter did not write whole.
+var ErrCutShort = errors.New("an event is cut short")
+
+// ReportError is an adapter report that a trial could not write whole: the
+// adapter said so on the trial's stderr (ParseReportFailure), or an event
+// is cut short (Read). Without the report a trial is judged by its exit
+// status and output alone, which do not show an OOM the program caught.
+type ReportError struct {
+	Path string // the report file
+	Err  error  // what the adapter's write met (syscall.ENOSPC, say), or ErrCutShort
+}
+
+func (e *ReportError) Error() string { return fmt.Sprintf("write trial report %s: %v", e.Path, e.Err) }
+func (e *ReportError) Unwrap() error { return e.Err }
+
+// ReportFailedPrefix begins the line the adapter writes on the trial's
+// stderr when it cannot write its report:
+//
+//	batchfit adapter: report not written: No space left on device (errno 28): /logs/trial-003-b128.report.jsonl
+//
+// stderr reaches batchfit whatever the disk the report is on (it is a
+// pipe: internal/trial). hook.py writes the same words.
+const ReportFailedPrefix = "batchfit adapter: report not written: "
+
+var reportFailedLine = regexp.MustCompile(`^` + regexp.QuoteMeta(ReportFailedPrefix) + `.*\(errno (\d+)\): (.+)$`)
+
+// ParseReportFailure reads a line that begins with ReportFailedPrefix: the
+// report it names and the error (a syscall.Errno) the adapter met. ok is
+// false when the line is not one.
+func ParseReportFailure(line string) (e *ReportError, ok bool) {
+	m := reportFailedLine.FindStringSubmatch(strings.TrimRight(line, "\r\n"))
+	if m == nil {
+		return nil, false
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return nil, false
+	}
+	return &ReportError{Path: m[2], Err: syscall.Errno(n)}, true
 }

@@ -1,9 +1,11 @@
 package adapter
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 )
 
@@ -84,11 +86,68 @@ not json
 		t.Fatal(err)
 	}
 	got, bad, err := Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(got) != 1 || got[0].PID != 1 || bad != 5 {
 		t.Errorf("Read = %+v with %d bad, want pid 1 and 5 bad (blank lines are not bad)", got, bad)
+	}
+	// The last line is an event cut short.
+	if !errors.Is(err, ErrCutShort) {
+		t.Errorf("Read: %v, want %v", err, ErrCutShort)
+	}
+}
+
+// An event the adapter did not write whole (its disk filled up part way)
+// is told from other bad lines: the report lost what it may have said.
+func TestReadCutShort(t *testing.T) {
+	good := `{"version":1,"event":"exit","pid":1}` + "\n"
+	tests := []struct {
+		name, content string
+		cut           bool
+	}{
+		{"at the end", good + `{"version":1,"event":"exit","pid":2,"ooms_caught":`, true},
+		{"another event after it", `{"version":1,"event":"ex` + good, true},
+		{"garbage", good + "{not json\n", false},
+		{"an event of another version", good + `{"version":0,"event":"exit"}` + "\n", false},
+		{"whole", good, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "report.jsonl")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			events, _, err := Read(path)
+			var re *ReportError
+			if got := errors.As(err, &re); got != tt.cut || (got && (re.Path != path || re.Err != ErrCutShort)) {
+				t.Errorf("Read: %v, want cut short %v", err, tt.cut)
+			}
+			if len(events) != 1 && tt.name != "another event after it" {
+				t.Errorf("events %+v", events)
+			}
+			if tt.cut {
+				if want := "write trial report " + path + ": an event is cut short"; err.Error() != want {
+					t.Errorf("error %q, want %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestParseReportFailure(t *testing.T) {
+	tests := []struct {
+		line string
+		path string
+		err  error
+	}{
+		{ReportFailedPrefix + "No space left on device (errno 28): /logs/trial-003-b128.report.jsonl\n", "/logs/trial-003-b128.report.jsonl", syscall.ENOSPC},
+		{ReportFailedPrefix + "Permission denied (errno 13): /a dir: with colons/r.jsonl", "/a dir: with colons/r.jsonl", syscall.EACCES},
+		{ReportFailedPrefix + "No space left on device: /logs/r.jsonl", "", nil},
+		{"batchfit adapter: something else (errno 28): /x", "", nil},
+	}
+	for _, tt := range tests {
+		e, ok := ParseReportFailure(tt.line)
+		if ok != (tt.err != nil) || (ok && (e.Path != tt.path || e.Err != tt.err)) {
+			t.Errorf("ParseReportFailure(%q) = %+v, %v; want %s, %v", tt.line, e, ok, tt.path, tt.err)
+		}
 	}
 }
 

@@ -6,7 +6,13 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/batchfit/batchfit/internal/adapter"
 )
+
+// reportFailed begins the adapter's line saying it could not write its
+// report (see Matches.ReportLost).
+var reportFailed = []byte(adapter.ReportFailedPrefix)
 
 // Bounds of a Scanner's memory. A line longer than maxLine is matched in
 // windows of maxLine bytes, each starting with the last overlap bytes of the
@@ -32,6 +38,9 @@ type Scanner struct {
 	line  []byte // the current line's part not yet matched, at most maxLine bytes
 	cont  bool   // line continues a long line whose start was matched already
 	found []found
+	// reportLost is the last line in which the adapter said it could not
+	// write its report, from adapter.ReportFailedPrefix on.
+	reportLost string
 }
 
 // found is one signature's last matching line, and its last matching line
@@ -47,7 +56,8 @@ type found struct {
 // Matches is what a Scanner found: for each signature, whether it matched
 // and the last line that did. A nil *Matches has found nothing.
 type Matches struct {
-	found []found
+	found      []found
+	reportLost string
 }
 
 // NewScanner returns a Scanner that has seen no output.
@@ -95,7 +105,17 @@ func (s *Scanner) Matches() *Matches {
 		s.endLine()
 	}
 	s.cont = false
-	return &Matches{found: append([]found(nil), s.found...)}
+	return &Matches{found: append([]found(nil), s.found...), reportLost: s.reportLost}
+}
+
+// ReportLost is the adapter's word, in the output, that it could not write
+// its report, as the last line that said so; nil when none did.
+func (m *Matches) ReportLost() *adapter.ReportError {
+	if m == nil || m.reportLost == "" {
+		return nil
+	}
+	e, _ := adapter.ParseReportFailure(m.reportLost)
+	return e
 }
 
 // add appends p to the current line. A line that would outgrow maxLine is
@@ -125,6 +145,15 @@ func (s *Scanner) endLine() {
 // a break. midLine says seg is such a piece, past the line's start, where
 // line-anchored patterns cannot match.
 func (s *Scanner) match(seg []byte, midLine bool) {
+	if j := bytes.LastIndex(seg, reportFailed); j >= 0 {
+		le := len(seg)
+		if k := indexBreak(seg[j:]); k >= 0 {
+			le = j + k
+		}
+		if _, ok := adapter.ParseReportFailure(string(seg[j:le])); ok {
+			s.reportLost = string(seg[j:le])
+		}
+	}
 	for i := range signatures {
 		sig := &signatures[i]
 		lit := sig.litBytes
@@ -274,9 +303,9 @@ func lastBreak(b []byte) int {
 }
 
 // Merge combines what was found in several streams of one trial, in the
-// order they are given: for each signature, the last stream's line wins, as
-// if the streams had been written one after the other (stderr, then stdout).
-// It is nil when every one of ms is.
+// order they are given: for each signature (and for ReportLost), the last
+// stream's line wins, as if the streams had been written one after the
+// other (stderr, then stdout). It is nil when every one of ms is.
 func Merge(ms ...*Matches) *Matches {
 	var out *Matches
 	for _, m := range ms {
@@ -293,6 +322,9 @@ func Merge(ms ...*Matches) *Matches {
 			if f.errOK {
 				out.found[i].errLine, out.found[i].errOK = f.errLine, true
 			}
+		}
+		if m.reportLost != "" {
+			out.reportLost = m.reportLost
 		}
 	}
 	return out

@@ -2,13 +2,17 @@ package classify
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/batchfit/batchfit/internal/adapter"
 )
 
 const oomLine = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 1.05 GiB is free."
@@ -201,5 +205,30 @@ func TestSignatureLiterals(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The adapter's word that it could not write its report is found wherever
+// it falls in the output and however the output is cut into writes, behind
+// a torchrun rank's prefix too, and it survives Merge.
+func TestScannerReportLost(t *testing.T) {
+	said := "[rank0]: " + adapter.ReportFailedPrefix + "No space left on device (errno 28): /logs/trial-003-b128.report.jsonl"
+	out := []byte(strings.Repeat("epoch 0 step 0 loss 6.9082\n", 3000) + "partial progress" + "\n" + said + "\n" + "done\n")
+	for _, piece := range []int{1, 7, 4096, len(out)} {
+		m := feed(out, func() int { return piece })
+		e := m.ReportLost()
+		if e == nil || e.Path != "/logs/trial-003-b128.report.jsonl" || !errors.Is(e, syscall.ENOSPC) {
+			t.Errorf("pieces of %d: ReportLost() = %v", piece, e)
+		}
+		if e := Merge(m, Scan([]byte("ok\n"))).ReportLost(); e == nil {
+			t.Errorf("pieces of %d: lost by Merge", piece)
+		}
+	}
+	if e := Scan([]byte(oomLine + "\n")).ReportLost(); e != nil {
+		t.Errorf("ReportLost() = %v in output that does not say so", e)
+	}
+	var none *Matches
+	if none.ReportLost() != nil {
+		t.Error("a nil *Matches lost a report")
 	}
 }

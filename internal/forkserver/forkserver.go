@@ -147,18 +147,20 @@ func (e *Executor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher) (t
 		forked := spec
 		forked.Launcher = srv
 		res, err := trial.Run(ctx, forked, w)
+		// A trial whose log could not be written ran all the same.
+		ran := err == nil || errors.As(err, new(*trial.LogError))
 		switch {
-		case err == nil && srv.killedChildren(res):
+		case ran && srv.killedChildren(res):
 			// The server died under the trial (the kernel's OOM killer
 			// chose it, say), and its children with it: nothing is known
 			// of this size yet.
 			e.drop(srv, "preload: the fork server died during a trial; that trial and later ones run as fresh processes")
-		case err == nil:
+		case ran:
 			res.Forked = res.PID != 0 // 0: canceled before it started
 			if guessed && res.Forked {
 				e.learn(k, spec)
 			}
-			return res, nil
+			return res, err
 		case !errors.Is(err, errServer):
 			return res, err
 		default:

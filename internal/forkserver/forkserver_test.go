@@ -3,6 +3,7 @@ package forkserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1639,5 +1640,36 @@ func TestHandedOverServerCloses(t *testing.T) {
 	// trial has run), the server that took over is reaped by Close.
 	if st, err := procfs.ReadStat(pid); err == nil && st.PPID == os.Getpid() {
 		t.Errorf("the server %d is left as a child of ours: %+v", pid, st)
+	}
+}
+
+// A forked trial writes to FIFOs that batchfit reads (trial.Launch), so a
+// log that cannot be written loses none of its output: its stderr is all in
+// the result, the write error is the trial's, and the adapter's word that
+// it could not write its report either (both on /dev/full, which refuses
+// every write with ENOSPC, as a full disk does) is in the stream.
+func TestForkedOutputOnAFullDisk(t *testing.T) {
+	h := newHarness(t)
+	e := h.executor()
+	h.run(e, h.spec(1, "show.py")) // teaches the server show.py's imports
+	spec := h.spec(2, "show.py")
+	spec.StderrPath = "/dev/full"
+	spec.Env = append(adapter.Without(spec.Env, adapter.ReportEnv), adapter.ReportEnv+"=/dev/full")
+	res, err := e.Run(context.Background(), spec, nil)
+	var le *trial.LogError
+	if !errors.As(err, &le) || le.Path != "/dev/full" || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Run: %v, want a *trial.LogError for /dev/full: ENOSPC", err)
+	}
+	if !res.Forked || res.ExitCode != 0 {
+		t.Fatalf("forked %v, exit %d: %s", res.Forked, res.ExitCode, h.notices())
+	}
+	if !strings.Contains(string(res.StderrTail), "to stderr\n") {
+		t.Errorf("stderr tail %q", res.StderrTail)
+	}
+	if lost := res.Matches.ReportLost(); lost == nil || lost.Path != "/dev/full" || !errors.Is(lost, syscall.ENOSPC) {
+		t.Errorf("ReportLost() = %v, want /dev/full: ENOSPC; stderr tail %q", lost, res.StderrTail)
+	}
+	if out, _ := os.ReadFile(spec.StdoutPath); !strings.HasPrefix(string(out), "{") {
+		t.Errorf("stdout log %q", out)
 	}
 }

@@ -7,6 +7,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
@@ -409,13 +411,20 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	shared, ended := sp.shared.start(gpus)
 	res, peak, err := p.watched(ctx, spec, gpus)
 	ended()
+	var logErr *trial.LogError
+	if errors.As(err, &logErr) {
+		err = nil // the trial ran: classified below, then the search stops
+	}
 	if err != nil {
 		return search.Observation{}, record.Trial{}, false, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
 	}
 	device := perGPUPeak(peak, gpus)
 
 	events, bad, rerr := adapter.Read(base + ".report.jsonl")
-	if rerr != nil || bad > 0 {
+	var cut *adapter.ReportError
+	errors.As(rerr, &cut)
+	lost, lostReport := lostOutput(res, logErr, cut)
+	if lost == nil && (rerr != nil || bad > 0) {
 		p.warn(fmt.Sprintf("trial %d: the adapter's report was unreadable (%d bad lines); classified from exit status and output", n, bad))
 	}
 	sum := adapter.Summarize(events)
@@ -427,6 +436,11 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		// Measured against a limit it did not keep: no outcome to believe.
 		// (Without --memory-limit a fraction is the user's own business.)
 		c = classify.Result{Outcome: classify.Crash, Reason: why}
+	}
+	if lostReport {
+		// Without its report the trial may have hidden an OOM it caught:
+		// no outcome to believe, as above.
+		c = classify.Result{Outcome: classify.Crash, Reason: lost.Error()}
 	}
 
 	t := record.Trial{
@@ -460,12 +474,72 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	failure := FailureOf(c.Outcome, sum, res.Output())
 	t.OOM = oomFigures(failure)
 	p.keep(t, sum)
-	return search.Observation{
+	o := search.Observation{
 		Size:    size,
 		Outcome: c.Outcome,
 		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: p.poolLimit(peaks, allocCap, sum)},
 		Failure: failure,
-	}, t, recap, nil
+	}
+	if lost != nil {
+		return o, t, false, &OutputError{N: n, Size: size, Err: lost}
+	}
+	return o, t, recap, nil
+}
+
+// OutputError is a trial whose log or adapter report could not be written
+// whole: a full disk, a quota, a folder gone. The trial's outcome came from
+// its output as batchfit received it, but the search stops all the same: a
+// lost report may have been the only sign of an OOM the program caught, and
+// the next trials' logs would be lost too.
+type OutputError struct {
+	N, Size int
+	Err     error // a *trial.LogError or an *adapter.ReportError
+}
+
+func (e *OutputError) Error() string {
+	return fmt.Sprintf("trial %d at batch size %d: %v", e.N, e.Size, e.Err)
+}
+
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// Hint says where to make room, or to write elsewhere.
+func (e *OutputError) Hint() string {
+	var path string
+	var le *trial.LogError
+	var re *adapter.ReportError
+	switch {
+	case errors.As(e.Err, &le):
+		path = le.Path
+	case errors.As(e.Err, &re):
+		path = re.Path
+	}
+	dir := filepath.Dir(path)
+	if errors.Is(e.Err, syscall.ENOSPC) || errors.Is(e.Err, syscall.EDQUOT) || errors.Is(e.Err, adapter.ErrCutShort) {
+		return fmt.Sprintf("free space on %s or give --log-dir elsewhere", dir)
+	}
+	return fmt.Sprintf("make %s writable or give --log-dir elsewhere", dir)
+}
+
+// lostOutput is what a trial could not write of its output, when that
+// stops the search: its log (logErr), its report as the adapter said on
+// stderr, or its report cut short (cut), unless batchfit or a signal
+// stopped the trial, which explains a report cut off and decides the
+// outcome without it. report says the report was lost, which leaves the
+// trial without an outcome; a lost log does not, as the outcome comes from
+// the output as batchfit received it. A canceled trial loses nothing that
+// counts: the search ends there anyway.
+func lostOutput(res trial.Result, logErr *trial.LogError, cut *adapter.ReportError) (lost error, report bool) {
+	switch said := res.Matches.ReportLost(); {
+	case res.Canceled:
+		return nil, false
+	case said != nil:
+		return said, true
+	case cut != nil && res.Signal == 0 && !res.TimedOut:
+		return cut, true
+	case logErr != nil:
+		return logErr, false
+	}
+	return nil, false
 }
 
 // watched runs spec through the executor while the sampler, if any,

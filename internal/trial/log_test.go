@@ -1,9 +1,16 @@
 package trial
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+
+	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/fulldisk"
 )
 
 func TestReadTail(t *testing.T) {
@@ -68,4 +75,69 @@ func TestOpenLog(t *testing.T) {
 	if m, _ := filepath.Match("batchfit-test-*", filepath.Base(f.Name())); !m {
 		t.Errorf("temporary log %q not named after its pattern", f.Name())
 	}
+}
+
+// A log that cannot be written decides nothing: the OOM a trainer printed
+// is found in the stream as it came, the tail holds it, and the write
+// error is the trial's, with the log's path. Both a device that refuses
+// every write (/dev/full) and a real full disk (a tmpfs filled to its last
+// block; skipped where mounting is not permitted) are tried.
+func TestLogWriteFails(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		dir  func(t *testing.T) string
+	}{
+		{"dev full", nil},
+		{"full tmpfs", fullDisk},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, stderr := t.TempDir(), "/dev/full"
+			if tt.dir != nil {
+				dir = tt.dir(t)
+				stderr = filepath.Join(dir, "trial-3.stderr")
+			}
+			spec := Spec{
+				Argv:       []string{"testdata/oomafter60k.sh"},
+				StdoutPath: filepath.Join(dir, "trial-3.stdout"),
+				StderrPath: stderr,
+			}
+			res, err := Run(context.Background(), spec, nil)
+			var le *LogError
+			if !errors.As(err, &le) || le.Path != stderr || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Run: %v, want a *LogError for %s: no space left on device", err, stderr)
+			}
+			if want := "write trial log " + stderr + ": no space left on device"; err.Error() != want {
+				t.Errorf("error %q, want %q", err, want)
+			}
+			if res.ExitCode != 0 || res.PID == 0 {
+				t.Fatalf("result %+v", res)
+			}
+			if got := classifyRes(res); got.Outcome != classify.OOM {
+				t.Errorf("classified as %s (%s), want oom", got.Outcome, got.Reason)
+			}
+			if !bytes.Contains(res.StderrTail, []byte("torch.OutOfMemoryError: CUDA out of memory.")) {
+				t.Errorf("stderr tail ends %q", res.StderrTail[max(0, len(res.StderrTail)-200):])
+			}
+		})
+	}
+}
+
+// fullDisk returns a folder on a full tmpfs, unmounted when the test ends;
+// it skips the test where mounting is not permitted.
+func fullDisk(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	unmount, err := fulldisk.Mount(dir)
+	if errors.Is(err, fulldisk.ErrNotPermitted) {
+		t.Skipf("%v; the /dev/full case covers the same path", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	return dir
 }

@@ -14,11 +14,13 @@ import (
 	"github.com/batchfit/batchfit/internal/procgroup"
 )
 
-// Run runs spec to completion. The returned error is always a *StartError
-// and only means the trial never started; everything that happens once it
-// has started is in Result. Canceling ctx kills the trial's whole process
-// group (SIGTERM, then SIGKILL after the grace period) and sets Canceled.
-// The trial reads /dev/null: the terminal belongs to batchfit.
+// Run runs spec to completion. A *StartError means the trial never started;
+// everything that happens once it has started is in Result, and the only
+// error then is a *LogError: its output could not be written whole to a
+// log file, and Result, decided from the output as it came, is complete.
+// Canceling ctx kills the trial's whole process group (SIGTERM, then
+// SIGKILL after the grace period) and sets Canceled. The trial reads
+// /dev/null: the terminal belongs to batchfit.
 //
 // When Run returns, no process of the trial is left: whatever survived its
 // leader was killed (SIGKILL) and counted in Orphans. Run is safe to call
@@ -40,11 +42,10 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	logs, err := openLogs(spec.StdoutPath, spec.StderrPath)
+	out, op, err := openOutput(spec.StdoutPath, spec.StderrPath, tailBytes, spec.Launcher != nil)
 	if err != nil {
-		return Result{}, &StartError{Op: "create log", Argv0: argv0, Err: err}
+		return Result{}, &StartError{Op: op, Argv0: argv0, Err: err}
 	}
-	defer logs.close()
 
 	procgroup.BecomeSubreaper()
 
@@ -56,8 +57,9 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	oomBefore, oomOK := counter.OOMKills()
 
 	start := time.Now()
-	lead, cg, err := launch(spec, path, withCookie(env, cookie), logs, newCgroup(cookie))
+	lead, cg, err := launch(spec, path, withCookie(env, cookie), out, newCgroup(cookie))
 	if err != nil {
+		_ = out.finish()
 		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
 	}
 	pid := lead.PID()
@@ -68,7 +70,6 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 			defer done()
 		}
 	}
-	scan := startLogScan(logs.stderr.Name(), logs.stdout.Name())
 	stopWatch := func() {}
 	if w != nil {
 		stopWatch = w.Watch(pid)
@@ -95,9 +96,14 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 		after, ok := counter.OOMKills()
 		res.HostOOMEvidence = ok && after > oomBefore
 	}
-	res.StdoutTail = ReadTail(logs.stdout.Name(), 0, tailBytes)
-	res.StderrTail = ReadTail(logs.stderr.Name(), 0, tailBytes)
-	res.Matches = scan.finish()
+	// No process of the trial is left to write to its streams.
+	logErr := out.finish()
+	res.StdoutTail = out.stdout.tail.bytes()
+	res.StderrTail = out.stderr.tail.bytes()
+	res.Matches = out.matches()
+	if logErr != nil {
+		return res, logErr
+	}
 	return res, nil
 }
 
@@ -105,7 +111,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 // there is one: one process group for the trial and its children, killable
 // as a whole, whose leader dies with batchfit; and where there can be one,
 // a cgroup that nothing of the trial can leave.
-func commandMaker(path string, spec Spec, env []string, l *logs) func(cg *cgroup) *exec.Cmd {
+func commandMaker(path string, spec Spec, env []string, out *output) func(cg *cgroup) *exec.Cmd {
 	return func(cg *cgroup) *exec.Cmd {
 		attr := procgroup.Attr()
 		if cg != nil {
@@ -116,8 +122,8 @@ func commandMaker(path string, spec Spec, env []string, l *logs) func(cg *cgroup
 			Args:        spec.Argv,
 			Env:         env,
 			Dir:         spec.Dir,
-			Stdout:      l.stdout,
-			Stderr:      l.stderr,
+			Stdout:      out.stdout.w,
+			Stderr:      out.stderr.w,
 			SysProcAttr: attr,
 		}
 	}
@@ -125,15 +131,15 @@ func commandMaker(path string, spec Spec, env []string, l *logs) func(cg *cgroup
 
 // launch starts the trial's leader: through spec.Launcher when set, else as
 // batchfit's own child. It returns the cgroup the leader runs in, if any.
-func launch(spec Spec, path string, env []string, l *logs, cg *cgroup) (Leader, *cgroup, error) {
+func launch(spec Spec, path string, env []string, out *output, cg *cgroup) (Leader, *cgroup, error) {
 	if spec.Launcher == nil {
-		cmd, cg, err := startIn(commandMaker(path, spec, env, l), cg)
+		cmd, cg, err := startIn(commandMaker(path, spec, env, out), cg)
 		if err != nil {
 			return nil, nil, err
 		}
 		return &execLeader{cmd: cmd, exited: procgroup.WaitExit(cmd.Process.Pid)}, cg, nil
 	}
-	req := Launch{Argv: spec.Argv, Env: env, Dir: spec.Dir, Stdout: l.stdout.Name(), Stderr: l.stderr.Name()}
+	req := Launch{Argv: spec.Argv, Env: env, Dir: spec.Dir, Stdout: out.stdout.fifo, Stderr: out.stderr.fifo}
 	if cg != nil {
 		req.Cgroup = cg.path
 	}

@@ -47,7 +47,8 @@ type Spec struct {
 	Grace   time.Duration // between SIGTERM and SIGKILL; 0 means DefaultGrace
 	// StdoutPath and StderrPath are the log files, created (truncated) with
 	// mode 0644; their directory must exist. The same path for both gives one
-	// combined log. "" keeps the stream only long enough to read its tail.
+	// combined log. "" writes no log: the stream is only scanned and its
+	// tail kept.
 	StdoutPath, StderrPath string
 	TailBytes              int // how much of each stream's end Result keeps; 0 means DefaultTailBytes
 	// OOMKills counts kernel OOM kills, read before and after the trial for
@@ -91,9 +92,10 @@ type Result struct {
 	Duration        time.Duration // from start until the leader exited
 	StdoutTail      []byte
 	StderrTail      []byte
-	// Matches are the error signatures found in the whole of both logs,
-	// read as the trial wrote them; nil if the logs could not be read, and
-	// then internal/classify reads the tails.
+	// Matches are the error signatures found in the whole of both
+	// streams, as the trial wrote them (whatever reached the log files);
+	// nil from an executor that has none, and then internal/classify reads
+	// the tails.
 	Matches *classify.Matches
 	// Orphans counts processes of the trial (dataloader workers, torchrun
 	// ranks, daemons) that were still alive after the leader exited and had
@@ -118,7 +120,7 @@ func (r Result) Output() []byte {
 
 // StartError means the trial could not be started at all: the command was
 // not found or is not executable, the working directory is missing, a log
-// file could not be created.
+// file or the pipes to it could not be created.
 type StartError struct {
 	Op    string // what failed: "find command", "check working directory", "create log", "start"
 	Argv0 string
@@ -183,9 +185,11 @@ type Launcher interface {
 }
 
 // Launch is the trial a Launcher is to start. The leader must lead its own
-// process group, read /dev/null, write to the log files (created already;
-// the same path twice is one combined log), run in Dir with exactly Env,
-// and start in the cgroup directory Cgroup when it is not "".
+// process group, read /dev/null, open Stdout and Stderr for writing and
+// write its output there (FIFOs that batchfit reads, which copies them to
+// the log files; the same path twice is one combined stream), run in Dir
+// with exactly Env, and start in the cgroup directory Cgroup when it is not
+// "".
 type Launch struct {
 	Argv           []string
 	Env            []string
@@ -320,40 +324,6 @@ func checkExecutable(p string) error {
 	return nil
 }
 
-// logs are the files the trial writes to. The child gets the files
-// themselves, not pipes: nothing in batchfit has to copy output, and a
-// descendant that outlives the leader cannot hold up the end of the trial
-// by keeping a pipe open.
-type logs struct {
-	stdout, stderr *os.File
-	temp           []string // files to remove when done
-}
-
-func openLogs(stdoutPath, stderrPath string) (*logs, error) {
-	l := &logs{}
-	var err error
-	if l.stdout, err = l.open(stdoutPath, "stdout"); err != nil {
-		return nil, err
-	}
-	if stderrPath != "" && stderrPath == stdoutPath {
-		l.stderr = l.stdout
-		return l, nil
-	}
-	if l.stderr, err = l.open(stderrPath, "stderr"); err != nil {
-		l.close()
-		return nil, err
-	}
-	return l, nil
-}
-
-func (l *logs) open(path, stream string) (*os.File, error) {
-	f, temp, err := OpenLog(path, "batchfit-"+stream+"-*")
-	if temp {
-		l.temp = append(l.temp, f.Name())
-	}
-	return f, err
-}
-
 // OpenLog opens a log file as Spec says of its log paths: the file at path,
 // created (truncated) with mode 0644. With path "" it creates a temporary
 // file instead, named after pattern as os.CreateTemp does, and temp says
@@ -368,18 +338,6 @@ func OpenLog(path, pattern string) (f *os.File, temp bool, err error) {
 	}
 	f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	return f, false, err
-}
-
-func (l *logs) close() {
-	if l.stdout != nil {
-		l.stdout.Close()
-	}
-	if l.stderr != nil && l.stderr != l.stdout {
-		l.stderr.Close()
-	}
-	for _, p := range l.temp {
-		os.Remove(p)
-	}
 }
 
 // ReadTail returns the last n bytes of the file at path, but none from

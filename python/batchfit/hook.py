@@ -45,6 +45,10 @@ SOAK_ENV = "BATCHFIT_SOAK"
 # CPUs (internal/adapter CPUThreadsEnv).
 CPU_THREADS_ENV = "BATCHFIT_CPU_THREADS"
 EVENT_VERSION = 1
+# Begins the line said on stderr when the report cannot be written
+# (internal/adapter ReportFailedPrefix): batchfit reads stderr as it comes,
+# whatever the disk, and stops rather than judge the trial without it.
+REPORT_FAILED = "batchfit adapter: report not written: "
 
 # Bounds that keep one event a reasonable single write even for a long run.
 _MAX_STEP_TIMES = 10000
@@ -476,7 +480,7 @@ def _stop():
     try:
         event = exit_event()
         event["stopped"] = True
-        append(_state.path, event)
+        _report(event)
         _state.reported = True
     except Exception:
         pass
@@ -492,9 +496,29 @@ def _at_exit():
     try:
         if os.getpid() != _state.pid or _state.reported:
             return
-        append(_state.path, exit_event())
+        _report(exit_event())
     except Exception:
         pass
+
+
+def _report(event):
+    """Append event to the report; when that fails, say so on stderr as
+    REPORT_FAILED describes: a report that is silently missing would let
+    batchfit take an OOM the program caught for a trial that fits."""
+    try:
+        append(_state.path, event)
+    except OSError as e:
+        for stream in (sys.stderr, sys.__stderr__):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        why = e.strerror or str(e)
+        line = "\n" + REPORT_FAILED + why + " (errno " + str(e.errno or 0) + "): " + str(_state.path) + "\n"
+        try:
+            os.write(2, line.encode("utf-8", "replace"))
+        except OSError:
+            pass
 
 
 # --- JAX: what counts as a step ----------------------------------------------
@@ -1046,12 +1070,20 @@ def is_oom(exc):
 
 def append(path, event):
     """Append event to the report file as one JSON line, in one write on an
-    O_APPEND file so that lines from several processes never interleave."""
+    O_APPEND file so that lines from several processes never interleave.
+    A write that fails, or takes only part of the line (a disk that fills
+    up), raises OSError: what a short write left is retried, so that the
+    error the disk gives is the one raised."""
+    import errno
     import json
 
     data = (json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, data)
+        while data:
+            n = os.write(fd, data)
+            if n <= 0:
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            data = data[n:]
     finally:
         os.close(fd)

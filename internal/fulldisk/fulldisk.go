@@ -1,0 +1,68 @@
+// Package fulldisk makes a real full disk for tests of what batchfit does
+// when its writes fail: a small tmpfs, filled to its last block, where
+// files can still be created but no byte can be written to them.
+package fulldisk
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Size is the tmpfs's size, as the issue that asked for these tests gave it.
+const Size = 256 << 10
+
+// ErrNotPermitted is a mount this process may not make (it is not root, or
+// a container denies mount(2)); tests then skip with the reason.
+var ErrNotPermitted = errors.New("mounting a tmpfs is not permitted here")
+
+// Mount mounts a tmpfs of Size at dir, which must exist, and fills it. The
+// returned unmount undoes it, and must be called before dir is removed.
+func Mount(dir string) (unmount func() error, err error) {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", Size)); err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%w: mount %s: %v", ErrNotPermitted, dir, err)
+		}
+		return nil, fmt.Errorf("mount a tmpfs on %s: %w", dir, err)
+	}
+	unmount = func() error { return unix.Unmount(dir, unix.MNT_DETACH) }
+	if err := fill(filepath.Join(dir, ".filler")); err != nil {
+		_ = unmount()
+		return nil, err
+	}
+	return unmount, nil
+}
+
+// fill writes to path until the file system refuses, and checks that it
+// refuses a new file's first byte too.
+func fill(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	block := make([]byte, 4096)
+	for {
+		if _, err = f.Write(block); err != nil {
+			break
+		}
+	}
+	f.Close()
+	if !errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("fill %s: %w", path, err)
+	}
+	probe := path + ".probe"
+	g, err := os.Create(probe)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(probe)
+	defer g.Close()
+	if _, err := io.WriteString(g, "x"); !errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("fill %s: a new file still takes a byte (%v)", path, err)
+	}
+	return nil
+}
