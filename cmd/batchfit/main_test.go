@@ -64,9 +64,15 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
+			if cond == "full" {
+				// The full run, not go test -short: scenarios that run
+				// Python trainers (see testutil.NeedsFull).
+				return !testing.Short(), nil
+			}
 			if cond == "torch" {
-				// Debian's CPU torch, which scripts/test installs.
-				return exec.Command("/usr/bin/python3", "-c", "import torch").Run() == nil, nil
+				// Debian's CPU torch, which scripts/test installs; never in
+				// the fast tier.
+				return !testing.Short() && exec.Command("/usr/bin/python3", "-c", "import torch").Run() == nil, nil
 			}
 			if cond == "mount" {
 				// A full disk made of a tmpfs (fulldisk).
@@ -123,14 +129,12 @@ func TestScripts(t *testing.T) {
 			// fulldisk DIR: DIR is a full tmpfs until the script ends
 			// (condition mount: whether this may mount one).
 			"fulldisk": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) != 1 {
-					ts.Fatalf("usage: fulldisk DIR")
-				}
-				dir := ts.MkAbs(args[0])
-				ts.Check(os.MkdirAll(dir, 0o755))
-				unmount, err := fulldisk.Mount(dir)
-				ts.Check(err)
-				ts.Defer(func() { ts.Check(unmount()) })
+				mountTmpfs(ts, neg, args, fulldisk.Mount)
+			},
+			// tmpfs DIR: DIR is an empty tmpfs of fulldisk.RoomySize
+			// until the script ends, for a trial to fill.
+			"tmpfs": func(ts *testscript.TestScript, neg bool, args []string) {
+				mountTmpfs(ts, neg, args, func(dir string) (func() error, error) { return fulldisk.MountEmpty(dir, fulldisk.RoomySize) })
 			},
 			// status N: the last batchfit exited with code N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {
@@ -144,6 +148,19 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// mountTmpfs runs the fulldisk and tmpfs commands: mount on DIR, made if
+// need be, undone when the script ends.
+func mountTmpfs(ts *testscript.TestScript, neg bool, args []string, mount func(dir string) (func() error, error)) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: fulldisk|tmpfs DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	unmount, err := mount(dir)
+	ts.Check(err)
+	ts.Defer(func() { ts.Check(unmount()) })
 }
 
 // canMount says whether this process may mount a tmpfs, as fulldisk does.

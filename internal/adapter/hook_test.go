@@ -3,6 +3,7 @@ package adapter
 import (
 	"bytes"
 	"errors"
+	"github.com/batchfit/batchfit/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ var (
 // earlier on PATH usually lacks torch.
 func findPython(t *testing.T, needTorch bool) string {
 	t.Helper()
+	testutil.NeedsFull(t, "a Python interpreter")
 	pythonOnce.Do(func() {
 		candidates := []string{os.Getenv("BATCHFIT_TEST_PYTHON"), "/usr/bin/python3"}
 		if p, err := exec.LookPath("python3"); err == nil {

@@ -20,21 +20,34 @@ const Size = 256 << 10
 // a container denies mount(2)); tests then skip with the reason.
 var ErrNotPermitted = errors.New("mounting a tmpfs is not permitted here")
 
+// RoomySize is a tmpfs with room for the logs of a few trials, for a test
+// whose trial fills it.
+const RoomySize = 4 << 20
+
 // Mount mounts a tmpfs of Size at dir, which must exist, and fills it. The
 // returned unmount undoes it, and must be called before dir is removed.
 func Mount(dir string) (unmount func() error, err error) {
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", Size)); err != nil {
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("%w: mount %s: %v", ErrNotPermitted, dir, err)
-		}
-		return nil, fmt.Errorf("mount a tmpfs on %s: %w", dir, err)
+	unmount, err = MountEmpty(dir, Size)
+	if err != nil {
+		return nil, err
 	}
-	unmount = func() error { return unix.Unmount(dir, unix.MNT_DETACH) }
 	if err := fill(filepath.Join(dir, ".filler")); err != nil {
 		_ = unmount()
 		return nil, err
 	}
 	return unmount, nil
+}
+
+// MountEmpty mounts an empty tmpfs of size bytes at dir, which must exist.
+// The returned unmount undoes it, and must be called before dir is removed.
+func MountEmpty(dir string, size int) (unmount func() error, err error) {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", size)); err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%w: mount %s: %v", ErrNotPermitted, dir, err)
+		}
+		return nil, fmt.Errorf("mount a tmpfs on %s: %w", dir, err)
+	}
+	return func() error { return unix.Unmount(dir, unix.MNT_DETACH) }, nil
 }
 
 // fill writes to path until the file system refuses, and checks that it
