@@ -251,7 +251,11 @@ func (s *session) probeConfig() (probe.Config, error) {
 	if cfg.Framework.Hooked() {
 		pp, err := adapter.Install(filepath.Join(s.run.LogDir, "adapter"))
 		if err != nil {
-			return probe.Config{}, fmt.Errorf("install the Python adapter: %w", err)
+			hint := "the adapter goes into the log folder: make room there, or give --log-dir elsewhere"
+			if !s.keepLogs {
+				hint = "the adapter goes into a temporary folder: make room in it, or give --log-dir elsewhere"
+			}
+			return probe.Config{}, withHint(err, hint)
 		}
 		pcfg.PythonPath = pp
 	}

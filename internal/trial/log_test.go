@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/classify"
-	"github.com/batchfit/batchfit/internal/fulldisk"
+	"github.com/batchfit/batchfit/internal/testutil/fulldisk"
 )
 
 func TestReadTail(t *testing.T) {

@@ -1,6 +1,3 @@
-// Package fulldisk makes a real full disk for tests of what batchfit does
-// when its writes fail: a small tmpfs, filled to its last block, where
-// files can still be created but no byte can be written to them.
 package fulldisk
 
 import (
@@ -12,17 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Size is the tmpfs's size, as the issue that asked for these tests gave it.
-const Size = 256 << 10
-
-// ErrNotPermitted is a mount this process may not make (it is not root, or
-// a container denies mount(2)); tests then skip with the reason.
-var ErrNotPermitted = errors.New("mounting a tmpfs is not permitted here")
-
-// RoomySize is a tmpfs with room for the logs of a few trials, for a test
-// whose trial fills it.
-const RoomySize = 4 << 20
 
 // Mount mounts a tmpfs of Size at dir, which must exist, and fills it. The
 // returned unmount undoes it, and must be called before dir is removed.
