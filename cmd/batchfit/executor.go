@@ -11,6 +11,7 @@ import (
 	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/slurm"
+	"github.com/batchfit/batchfit/internal/store"
 )
 
 // executorKind is one place trials can run: its flags' checks, the groups
@@ -117,10 +118,15 @@ func (slurmExecutor) Groups(o *searchOptions, _ []gpu.Device) ([]runner.Group, e
 	return runner.SlurmGroups(o.exec.constraint, o.exec.parallel, o.perGPUModel)
 }
 
-// LogBase is in the working directory: the compute nodes must see the logs
-// (and the adapter beside them), and clusters share it, not the login
-// node's /tmp.
+// LogBase is beside the history, in the user's cache folder: the compute
+// nodes must see the logs (and the adapter beside them), and clusters share
+// home folders, not the login node's /tmp; the working directory would get
+// a folder of batchfit's in the user's checkout. Without a cache folder it
+// is ./.batchfit.
 func (slurmExecutor) LogBase() string {
+	if db, err := store.DefaultPath(); err == nil {
+		return filepath.Join(filepath.Dir(db), "slurm-logs")
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return ""
