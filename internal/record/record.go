@@ -300,7 +300,7 @@ func shortDuration(secs float64) string {
 // second or third step on; what jitters is the allocator's rounding and
 // the cuBLAS/cuDNN workspaces chosen per step, tens of MiB at most, hence
 // the floor. The share keeps that jitter from flagging a large card's
-// run while one sample's memory still counts: the question's workload
+// run while one sample's memory still counts: the SimCLR example
 // needs 0.36 % of its 24 GiB a sample.
 const (
 	RisingFloor = 16 << 20
