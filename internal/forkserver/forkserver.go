@@ -230,9 +230,8 @@ func (e *Executor) server(ctx context.Context, k key, forkable bool, limit time.
 // A trial before any report waits for it: the guess imports what the
 // trial's own start would (the script's third-party imports), so the wait
 // costs no more than a fresh start, and the fork saves the interpreter's
-// start and the imports the trial would do on top (SimCLR on the H200: a
-// fresh first trial took 11.3-13.1 s, the imports 6.8 s, a forked trial
-// 1.7-2.7 s).
+// start and the imports the trial would do on top, most of a fresh trial's
+// time (docs/design/preloading.md).
 func (e *Executor) guessed(k key, ready chan struct{}) (srv *server, still bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

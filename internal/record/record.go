@@ -314,7 +314,7 @@ const (
 //
 // The first step does not count: an optimizer creates its state in it
 // (Adam's two moments), so the second step's peak is higher in every
-// ordinary run (by 359 MiB for the SimCLR example on an H200). It takes
+// ordinary run (by hundreds of MiB for the SimCLR example). It takes
 // three steps or more to see memory still rising.
 func Rising(peaks []uint64) uint64 {
 	n := len(peaks)
