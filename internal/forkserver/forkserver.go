@@ -93,8 +93,7 @@ type Executor struct {
 	// incremental says the server being readied is the guessed one,
 	// importing only what the first report added: trials wait for it, as
 	// it is ready sooner than a fresh trial would have imported everything
-	// (the LM's and HF's second trials ran fresh, 13.7 s against 5-7 s
-	// forked, while it imported a few packages).
+	// (docs/design/preloading.md).
 	incremental bool
 	dropped     []string // modules a server dropped: never asked for again
 }
