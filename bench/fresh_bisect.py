@@ -21,7 +21,8 @@ import sys
 import time
 
 # cuBLAS and cuDNN say so in their own words when the memory for a handle or
-# a workspace is not there (Lightning on the whole H200, 11672: cublasCreate).
+# a workspace is not there (Lightning on the whole card at 11672, cublasCreate:
+# bench/results/not-monotone-h200.txt).
 OOM_TEXTS = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "OutOfMemoryError",
              "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
 

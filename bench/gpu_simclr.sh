@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The question's SimCLR ResNet-50 workload (examples/simclr_resnet50) searched on one GPU under
+# The SimCLR ResNet-50 workload (examples/simclr_resnet50) searched on one GPU under
 # --memory-limit LIMIT (24GiB) in each mode, README.md's table:
 #   default     the defaults: the whole process held to the limit, trials forked from the preloading server
 #   allocator   --memory-limit-scope allocator: only torch's allocator capped (as PYTORCH_CUDA_ALLOC_CONF's

@@ -221,7 +221,7 @@ func svgPixels(ts *testscript.TestScript, length string) string {
 }
 
 // checkFlakyRuns checks the searches of a trainer that runs out of memory at
-// random near its limit (issue 11). Every run exits 0 and is not cached. A
+// random near its limit. Every run exits 0 and is not cached. A
 // run that reports no flaky size is exact, and must answer the limit; a
 // flaky one warns, and answers the safe side: below every flaky size, seen
 // to run twice or more and never to fail.

@@ -116,7 +116,7 @@ def main(argv=None):
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = make_scaler(enabled=cuda)
     shape = (args.batch_size, 3, args.image_size, args.image_size)
-    # fp16 autocast on the GPU as in the question; CPU autocast knows only
+    # fp16 autocast on the GPU, as the original training script does; CPU autocast knows only
     # bf16, so a CPU smoke test runs in float32.
     autocast = torch.autocast("cuda", dtype=torch.float16) if cuda else contextlib.nullcontext()
     for step in range(1, args.steps + 1):

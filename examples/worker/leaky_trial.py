@@ -8,10 +8,10 @@ Two mistakes, both common:
    instead of a number (loss.item()). Every step leaves a tensor behind, and
    before backward each one would hold its whole autograd graph.
 2. When a step runs out of memory, it keeps the batch that failed on self
-   ("to look at later") and re-raises. This is the question's mistake in
-   another form: the failed trial's input stays allocated, so every later
-   trial has that much less memory; in the question the live exception's
-   traceback held it, here an attribute does.
+   ("to look at later") and re-raises. This is the in-process search's mistake
+   in another form: the failed trial's input stays allocated, so every later
+   trial has that much less memory; in a search that retries inside
+   `except RuntimeError` the live exception's traceback holds it, here an attribute does.
 
 Each time it keeps something it says how many bytes on stderr, computed from
 the tensors' sizes, so that doctor's figures (torch's allocator counters)

@@ -1,4 +1,4 @@
-"""The question's workload as a Trial for batchfit's warm worker: the SimCLR
+"""The SimCLR workload as a Trial for batchfit's warm worker: the SimCLR
 ResNet-50 of examples/simclr_resnet50/train.py (its model, loss and scaler
 are imported from there), one training step per step() call.
 

@@ -25,10 +25,9 @@ const ReportEnv = "BATCHFIT_REPORT"
 // time as others, is how many CPU threads each may use: the adapter sets
 // OMP_NUM_THREADS from it before torch loads, or torch.set_num_threads once
 // it has (a forked trial). Two trials that each start a thread per CPU
-// oversubscribe the machine: on the H200's 16 CPUs two Lightning trials
-// side by side each took twice as long as one alone (forked ones ten
-// times as long), and with the threads split as long as one alone
-// (bench/probes/shared_threads.py).
+// oversubscribe the machine and each run about twice as long as one alone;
+// with the threads split, each runs as fast as one alone
+// (bench/probes/shared_threads.py and its result).
 const CPUThreadsEnv = "BATCHFIT_CPU_THREADS"
 
 // SoakEnv, set to 1 in a --soak trial's environment, makes the adapter

@@ -356,7 +356,8 @@ func (c *cancelingWorker) Trial(ctx context.Context, size, steps int, timeout ti
 	return worker.Result{ID: 1, Size: size, Outcome: classify.Canceled, WorkerGone: true}, nil
 }
 
-// The text and JSON of the question's case, against golden files.
+// The text and JSON of a failed trial's batch kept alive (an in-process
+// search's mistake), against golden files.
 func TestGolden(t *testing.T) {
 	f := card()
 	f.onOOM = 3 * gib

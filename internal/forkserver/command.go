@@ -59,9 +59,9 @@ var perTrialEnv = []string{
 // environment, and the key a trial must match to be forked from it. The
 // cap in torch's allocator configuration (per_process_memory_fraction,
 // --memory-limit's, fixed only after the first trial under a whole-process
-// limit) is a trial's own too: torch 2.11 reads it when CUDA starts, also
-// in a child forked after `import torch` (bench/probes/alloc_conf_lazy.py
-// on the H200), and a trial whose allocator kept another cap than its own is
+// limit) is a trial's own too: torch reads it when CUDA starts, also in a
+// child forked after `import torch` (docs/design/preloading.md,
+// bench/probes/alloc_conf_lazy.py), and a trial whose allocator kept another cap than its own is
 // refused (adapter.CapNotHeld), whatever a torch version does. The rest of
 // that variable stays the server's: torch picks its allocator backend
 // (backend:cudaMallocAsync) when it is imported.

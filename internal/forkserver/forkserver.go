@@ -93,8 +93,7 @@ type Executor struct {
 	// incremental says the server being readied is the guessed one,
 	// importing only what the first report added: trials wait for it, as
 	// it is ready sooner than a fresh trial would have imported everything
-	// (the LM's and HF's second trials ran fresh, 13.7 s against 5-7 s
-	// forked, while it imported a few packages).
+	// (docs/design/preloading.md).
 	incremental bool
 	dropped     []string // modules a server dropped: never asked for again
 }
@@ -230,9 +229,8 @@ func (e *Executor) server(ctx context.Context, k key, forkable bool, limit time.
 // A trial before any report waits for it: the guess imports what the
 // trial's own start would (the script's third-party imports), so the wait
 // costs no more than a fresh start, and the fork saves the interpreter's
-// start and the imports the trial would do on top (SimCLR on the H200: a
-// fresh first trial took 11.3-13.1 s, the imports 6.8 s, a forked trial
-// 1.7-2.7 s).
+// start and the imports the trial would do on top, most of a fresh trial's
+// time (docs/design/preloading.md).
 func (e *Executor) guessed(k key, ready chan struct{}) (srv *server, still bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -56,11 +56,13 @@ func (p *Prober) noteDevice(peaks adapter.Peaks, device, cudaTotal uint64, frame
 
 // fractionTotal is the total a framework's memory fraction is a share of.
 // PyTorch and XLA take CUDA's total, which is less than NVML's
-// (DeviceTotal) by the driver's reservation (139.80 against 140.40 GiB on
-// an H200), so a fraction of NVML's total caps the allocator 0.4 % below
-// the limit. With WholeProcess the cap must be exact: CUDA's total once a
-// trial reported it. Without, the fraction stays limit / NVML's total, the
-// one PYTORCH_CUDA_ALLOC_CONF users compute and earlier answers used.
+// (DeviceTotal) by the driver's reservation, so a fraction of NVML's total
+// caps the allocator a little below the limit (0.4 % on an H200:
+// docs/design/whole-process-memory-limit.md). With WholeProcess the cap
+// must be exact: CUDA's total once a trial reported it. Without, the
+// fraction stays limit / NVML's total, the one PYTORCH_CUDA_ALLOC_CONF
+// users compute, so an allocator-scope answer is theirs and stays
+// comparable with recorded runs of that scope.
 func (p *Prober) fractionTotal() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -128,7 +128,7 @@ func TestMemoryLimitReachesTrial(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Max != want || want != 282 {
-		t.Errorf("answer %d, truth %d (the question's workload at 24 GiB is 282)", res.Max, want)
+		t.Errorf("answer %d, truth %d (the SimCLR workload at 24 GiB is 282)", res.Max, want)
 	}
 	// 6 to find the answer, 2 to re-check its proof pair in fresh trials.
 	if len(res.Trials) > 8 {

@@ -300,7 +300,7 @@ func shortDuration(secs float64) string {
 // second or third step on; what jitters is the allocator's rounding and
 // the cuBLAS/cuDNN workspaces chosen per step, tens of MiB at most, hence
 // the floor. The share keeps that jitter from flagging a large card's
-// run while one sample's memory still counts: the question's workload
+// run while one sample's memory still counts: the SimCLR example
 // needs 0.36 % of its 24 GiB a sample.
 const (
 	RisingFloor = 16 << 20
@@ -314,7 +314,7 @@ const (
 //
 // The first step does not count: an optimizer creates its state in it
 // (Adam's two moments), so the second step's peak is higher in every
-// ordinary run (by 359 MiB for the SimCLR example on an H200). It takes
+// ordinary run (by hundreds of MiB for the SimCLR example). It takes
 // three steps or more to see memory still rising.
 func Rising(peaks []uint64) uint64 {
 	n := len(peaks)

@@ -102,8 +102,9 @@ func H100() Card {
 	return Card{Name: "NVIDIA H100 80GB HBM3 (simulated)", Total: 80 * GiB, Count: 1}
 }
 
-// ResNet50 is the demo default: the question's SimCLR workload (ResNet-50,
-// two 224x224 views per sample, fp16 autocast, AdamW). Its numbers put the
+// ResNet50 is the demo default: the SimCLR workload of
+// examples/simclr_resnet50 (ResNet-50, two 224x224 views per sample, fp16
+// autocast, AdamW). Its numbers put the
 // largest batch at 282 under a 24 GiB memory limit and at 952 on a whole
 // 80 GiB card, as measured on real hardware for the 24 GiB case. The fastest
 // size (samples per simulated second) is about 234.

@@ -39,9 +39,9 @@ func gpuPython(t *testing.T, modules ...string) (python string, total uint64) {
 	return py, total
 }
 
-// The anchor of DESIGN.md: the question's SimCLR ResNet-50 with torch's
-// allocator capped at 24 GiB has an exact answer of 282 (fresh processes:
-// 18 trials, 203 s on an H200). The warm search, settled in fresh
+// The SimCLR ResNet-50 with torch's allocator capped at 24 GiB has an exact
+// answer of 282 (a bisection in fresh processes on an H200:
+// bench/results/simclr-24gib-h200.txt). The warm search, settled in fresh
 // processes, must answer 282 with 283 failing; the log says whether the
 // warm answer needed moving. Logs the time and how the
 // workers were used, once with the default recycling after every OOM and

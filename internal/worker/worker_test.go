@@ -88,8 +88,8 @@ func TestRealWorker(t *testing.T) {
 // The failed step's batch, output and loss are freed even when the Trial
 // holds on to the exception, whose traceback would keep the failed step's
 // frames (testdata/trials.py Careless, loaded by its file's path, at 300).
-// When the step retries inside the except block instead, as the question's
-// search did (at 200), the exception never reaches the worker: the failed
+// When the step retries inside the except block instead, as an in-process
+// search does (at 200), the exception never reaches the worker: the failed
 // attempt's tensors stay alive, and verification says so.
 func TestOOMReleasesTheFailedStep(t *testing.T) {
 	t.Parallel()

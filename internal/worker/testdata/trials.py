@@ -82,7 +82,7 @@ class Careless(Clean):
     """On an out-of-memory error it keeps the exception, as code that logs it
     later would (its traceback holds the failed step's frames), and re-raises
     it; at TRIAL_RETRY_AT it retries at half the size inside the except
-    block instead, as the question's search did. The worker clears the
+    block instead, as an in-process search does. The worker clears the
     frames of an exception that reaches it; one the step swallowed it never
     sees, so then the failed step's tensors stay alive."""
 
