@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/classify"
-	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // figuresProber gives every out-of-memory failure the figures fig makes.
@@ -75,7 +74,7 @@ func TestRepeatedFailureProves(t *testing.T) {
 // the window.
 func TestNearMissProbesJustBelow(t *testing.T) {
 	const mib = 1 << 20
-	fit, err := memmodel.Estimate([]memmodel.Point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
+	fit, err := Estimate([]Point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // Result is what a search found, and the evidence for it.
@@ -40,7 +38,7 @@ type Result struct {
 	Margin int
 	// Model is the last fit of peak memory against batch size, in units of
 	// Figure; nil when none could be made.
-	Model  *memmodel.Fit
+	Model  *Fit
 	Figure Figure
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-
-	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // Run searches for the largest batch size in cfg's range that fits, trying
@@ -154,7 +152,7 @@ func (d *driver) finish() {
 	_, hi := d.bracket()
 	fig, points := d.points(hi)
 	d.res.Figure = fig
-	if f, err := memmodel.Estimate(points); err == nil {
+	if f, err := Estimate(points); err == nil {
 		d.res.Model = &f
 	}
 	if mlo, mhi, ok := d.marginBracket(); ok && d.res.Found && mhi == mlo+d.g.step && mlo >= d.g.min {

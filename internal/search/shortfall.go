@@ -2,8 +2,6 @@ package search
 
 import (
 	"math"
-
-	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // shortfallStep is a Newton step from the failure at hi: an OOM that says
@@ -86,7 +84,7 @@ func shortfallAnswer(v view) (int, bool) {
 		return 0, false
 	}
 	peak := v.fit.Predict(v.hi)
-	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+memmodel.Granularity) {
+	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+Granularity) {
 		return 0, false
 	}
 	x := float64(v.hi) - short/v.growth

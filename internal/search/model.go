@@ -1,14 +1,4 @@
-// Package memmodel fits a trial's peak memory against its batch size and
-// predicts, with an honest error bound, the largest batch size that fits in a
-// given amount of memory.
-//
-// The model is affine: peak = Intercept + Slope·size. The intercept is what
-// does not scale with the batch (weights, gradients, optimizer state,
-// workspaces); the slope is what one more sample costs (activations, inputs).
-// This is what training peaks look like for fixed-shape inputs, and on the
-// question's ResNet-50 workload a fit of peak allocated memory predicted the
-// boundary to within one sample (283 against a true 282).
-package memmodel
+package search
 
 import (
 	"errors"
@@ -34,7 +24,14 @@ var (
 	ErrNoSlope      = errors.New("peak memory does not grow with batch size")
 )
 
-// Fit is an affine model of peak memory against batch size.
+// Fit is an affine model of peak memory against batch size, from which the
+// largest batch size that fits in a given amount of memory is predicted with
+// an honest error bound: peak = Intercept + Slope·size. The intercept is what
+// does not scale with the batch (weights, gradients, optimizer state,
+// workspaces); the slope is what one more sample costs (activations,
+// inputs). This is what training peaks look like for fixed-shape inputs, and
+// on the question's ResNet-50 workload a fit of peak allocated memory
+// predicted the boundary to within one sample (283 against a true 282).
 type Fit struct {
 	Intercept float64 // bytes at batch size 0
 	Slope     float64 // bytes per sample

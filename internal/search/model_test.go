@@ -1,4 +1,4 @@
-package memmodel
+package search
 
 import (
 	"errors"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 )
-
-const mib = 1 << 20
 
 // affine returns points of peak = fixed + per·size, each rounded up to the
 // allocator's 2 MiB blocks, the way a real allocator reports them.
@@ -123,7 +121,7 @@ func TestBoundShrinksWithLeverage(t *testing.T) {
 	}
 }
 
-func TestString(t *testing.T) {
+func TestFitString(t *testing.T) {
 	f, err := Estimate(affine(3000*mib, 85*mib, 8, 16))
 	if err != nil {
 		t.Fatal(err)
