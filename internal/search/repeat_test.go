@@ -74,7 +74,7 @@ func TestRepeatedFailureProves(t *testing.T) {
 // the window.
 func TestNearMissProbesJustBelow(t *testing.T) {
 	const mib = 1 << 20
-	fit, err := Estimate([]Point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
+	fit, err := estimate([]point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
 	if err != nil {
 		t.Fatal(err)
 	}

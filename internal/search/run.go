@@ -152,7 +152,7 @@ func (d *driver) finish() {
 	_, hi := d.bracket()
 	fig, points := d.points(hi)
 	d.res.Figure = fig
-	if f, err := Estimate(points); err == nil {
+	if f, err := estimate(points); err == nil {
 		d.res.Model = &f
 	}
 	if mlo, mhi, ok := d.marginBracket(); ok && d.res.Found && mhi == mlo+d.g.step && mlo >= d.g.min {

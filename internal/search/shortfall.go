@@ -84,7 +84,7 @@ func shortfallAnswer(v view) (int, bool) {
 		return 0, false
 	}
 	peak := v.fit.Predict(v.hi)
-	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+Granularity) {
+	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+granularity) {
 		return 0, false
 	}
 	x := float64(v.hi) - short/v.growth

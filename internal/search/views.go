@@ -16,7 +16,7 @@ type view struct {
 	// in units of fig, and fit the model made from them (nil when none
 	// could be made).
 	fig    Figure
-	points []Point
+	points []point
 	fit    *Fit
 	// [cLo, cHi] is where the peak at the boundary is expected to be, in
 	// units of the memory figure.
@@ -48,7 +48,7 @@ func (v view) seenOK() bool  { return v.lo >= v.g.min }
 func (d *driver) view(lo, hi int) view {
 	v := view{g: d.g, k: d.k, lo: lo, hi: hi}
 	v.fig, v.points = d.points(hi)
-	if f, err := Estimate(v.points); err == nil {
+	if f, err := estimate(v.points); err == nil {
 		v.fit = &f
 		v.growth = d.reservedSlope(hi, f.Slope)
 	}
@@ -95,9 +95,9 @@ func (d *driver) planView(lo, hi int) view {
 		// the two make a first slope, where bisection would know none.
 		f := failed.Failure
 		if need := f.Allocated + f.Request; f.Allocated > 0 && f.Request > 0 && float64(need) > float64(v.points[0].Bytes) {
-			pts := append([]Point{}, v.points...)
-			pts = append(pts, Point{Size: hi, Bytes: need})
-			if fit, err := Estimate(pts); err == nil {
+			pts := append([]point{}, v.points...)
+			pts = append(pts, point{Size: hi, Bytes: need})
+			if fit, err := estimate(pts); err == nil {
 				v.fit = &fit
 			}
 		}
@@ -105,7 +105,7 @@ func (d *driver) planView(lo, hi int) view {
 	if v.fit == nil {
 		return v
 	}
-	slack := v.fit.Residual + Granularity
+	slack := v.fit.Residual + granularity
 	top := v.fit.Predict(hi) + slack
 	bottom := 0.0
 	for _, p := range v.points {
@@ -153,7 +153,7 @@ func (d *driver) planView(lo, hi int) view {
 
 // points returns the memory figure and the measured peaks of the sizes
 // believed to fit below hi.
-func (d *driver) points(hi int) (Figure, []Point) {
+func (d *driver) points(hi int) (Figure, []point) {
 	var oks []Observation
 	for s, o := range d.belief {
 		if fits(o) && s < hi {
@@ -165,9 +165,9 @@ func (d *driver) points(hi int) (Figure, []Point) {
 	if fig == FigureNone {
 		return fig, nil
 	}
-	points := make([]Point, len(oks))
+	points := make([]point, len(oks))
 	for i, o := range oks {
-		points[i] = Point{Size: o.Size, Bytes: fig.of(o.Memory)}
+		points[i] = point{Size: o.Size, Bytes: fig.of(o.Memory)}
 	}
 	return fig, points
 }
@@ -191,7 +191,7 @@ func (d *driver) capacity() (capacity uint64, pooled bool) {
 // to fit below hi, or def when some size reports none or they do not grow
 // (a framework's preallocated pool).
 func (d *driver) reservedSlope(hi int, def float64) float64 {
-	var pts []Point
+	var pts []point
 	for s, o := range d.belief {
 		if !fits(o) || s >= hi {
 			continue
@@ -199,9 +199,9 @@ func (d *driver) reservedSlope(hi int, def float64) float64 {
 		if o.Memory.Reserved == 0 {
 			return def
 		}
-		pts = append(pts, Point{Size: s, Bytes: o.Memory.Reserved})
+		pts = append(pts, point{Size: s, Bytes: o.Memory.Reserved})
 	}
-	if f, err := Estimate(pts); err == nil {
+	if f, err := estimate(pts); err == nil {
 		return f.Slope
 	}
 	return def
