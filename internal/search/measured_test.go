@@ -42,7 +42,8 @@ func (c curve) memory(size int) Memory {
 }
 
 func (c curve) prober() Prober {
-	return ProberFunc(func(_ context.Context, sizes []int) ([]Observation, error) {
+	return ProberFunc(func(_ context.Context, req Request) ([]Observation, error) {
+		sizes := req.Sizes
 		obs := make([]Observation, len(sizes))
 		for i, s := range sizes {
 			obs[i] = Observation{Size: s, Outcome: classify.OOM}
@@ -479,9 +480,9 @@ type roundsProber struct {
 	calls [][]int
 }
 
-func (r *roundsProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
-	r.calls = append(r.calls, slices.Clone(sizes))
-	return r.p.Probe(ctx, sizes)
+func (r *roundsProber) Probe(ctx context.Context, req Request) ([]Observation, error) {
+	r.calls = append(r.calls, slices.Clone(req.Sizes))
+	return r.p.Probe(ctx, req)
 }
 
 // TestHFNotMonotone replays the HF Trainer under a 24 GiB cap as the H200
@@ -500,8 +501,8 @@ func TestHFNotMonotone(t *testing.T) {
 		cfgs = append(cfgs, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true, Parallel: k})
 	}
 	searchHoles(t, cfgs, 9, 70, 1, 71, func(hole func(int) bool) Prober {
-		return ProberFunc(func(ctx context.Context, s []int) ([]Observation, error) {
-			obs, _ := c.prober().Probe(ctx, s)
+		return ProberFunc(func(ctx context.Context, req Request) ([]Observation, error) {
+			obs, _ := c.prober().Probe(ctx, req)
 			for i, o := range obs {
 				if hole(o.Size) {
 					obs[i] = Observation{Size: o.Size, Outcome: classify.OOM, Failure: at61}
@@ -534,8 +535,8 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 	for _, k := range []int{1, 2} {
 		for seed := range uint64(runs) {
 			r := rand.New(rand.NewPCG(seed, 15))
-			p := ProberFunc(func(ctx context.Context, sizes []int) ([]Observation, error) {
-				obs, _ := base.prober().Probe(ctx, sizes)
+			p := ProberFunc(func(ctx context.Context, req Request) ([]Observation, error) {
+				obs, _ := base.prober().Probe(ctx, req)
 				for i, o := range obs {
 					if o.Size > 671 && r.Float64() < 0.5 { // the plan that needs more
 						obs[i] = Observation{Size: o.Size, Outcome: classify.OOM, Failure: big(o.Size)}
@@ -758,7 +759,8 @@ func TestJAXWholeCardSearch(t *testing.T) {
 // says what a size the search never ran would have done.
 func scripted(script map[int][]Observation, unrun func(s int) Observation) ProberFunc {
 	script = maps.Clone(script)
-	return func(_ context.Context, batch []int) ([]Observation, error) {
+	return func(_ context.Context, req Request) ([]Observation, error) {
+		batch := req.Sizes
 		obs := make([]Observation, 0, len(batch))
 		for _, s := range batch {
 			seen := script[s]

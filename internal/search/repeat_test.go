@@ -15,8 +15,8 @@ type figuresProber struct {
 	n   map[int]int
 }
 
-func (f *figuresProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
-	obs, err := f.fakeProber.Probe(ctx, sizes)
+func (f *figuresProber) Probe(ctx context.Context, req Request) ([]Observation, error) {
+	obs, err := f.fakeProber.Probe(ctx, req)
 	for i := range obs {
 		if obs[i].Outcome == classify.OOM {
 			f.n[obs[i].Size]++
@@ -174,8 +174,8 @@ func TestProofAlongsideTwoSizes(t *testing.T) {
 	}
 
 	runs := 0
-	flaky := ProberFunc(func(ctx context.Context, sizes []int) ([]Observation, error) {
-		obs, err := simclr.prober().Probe(ctx, sizes)
+	flaky := ProberFunc(func(ctx context.Context, req Request) ([]Observation, error) {
+		obs, err := simclr.prober().Probe(ctx, req)
 		for i := range obs {
 			if obs[i].Size == 281 {
 				if runs++; runs == 2 {

@@ -1,7 +1,6 @@
 package search
 
 import (
-	"context"
 	"errors"
 	"fmt"
 )
@@ -127,26 +126,4 @@ func chooseFigure(oks []Observation) Figure {
 		}
 	}
 	return FigureNone
-}
-
-type freshKey struct{}
-
-// Fresh reports whether a Probe call re-runs sizes to check them: a
-// re-check (of a contradiction, a surprise or the proof pair) or a
-// confirmation. A Prober that reuses warm
-// processes must run these in fresh ones, or the check proves nothing.
-func Fresh(ctx context.Context) bool {
-	v, _ := ctx.Value(freshKey{}).(bool)
-	return v
-}
-
-type rechecksKey struct{}
-
-// Rechecks reports how many of a Probe call's sizes, the last ones, re-run
-// sizes beside the round's new ones (the proof's re-checks that ride along
-// it, Config.ProofAlongside): a Prober that keeps records marks them as
-// re-runs, as it does a Fresh call's.
-func Rechecks(ctx context.Context) int {
-	n, _ := ctx.Value(rechecksKey{}).(int)
-	return n
 }

@@ -36,20 +36,35 @@ type Memory struct {
 	Limit uint64 `json:"limit_bytes,omitempty"`
 }
 
-// Prober runs trials. Probe runs the given sizes (concurrently where it can)
-// and returns one observation per size in the same order. An error means the
-// search cannot go on (canceled, or the trial could not be started); a trial
-// that ran and failed is an observation, not an error.
+// Request is one Probe call: the sizes to run, and what their runs are for.
+type Request struct {
+	Sizes []int
+	// Fresh says the call re-runs sizes to check them: a re-check (of a
+	// contradiction, a surprise or the proof pair) or a confirmation. A
+	// Prober that reuses warm processes must run these in fresh ones, or
+	// the check proves nothing.
+	Fresh bool
+	// Rechecks is how many of Sizes, the last ones, re-run sizes beside
+	// the round's new ones (the proof's re-checks that ride along it,
+	// Config.ProofAlongside): a Prober that keeps records marks them as
+	// re-runs, as it does a Fresh call's.
+	Rechecks int
+}
+
+// Prober runs trials. Probe runs the request's sizes (concurrently where it
+// can) and returns one observation per size in the same order. An error
+// means the search cannot go on (canceled, or the trial could not be
+// started); a trial that ran and failed is an observation, not an error.
 type Prober interface {
-	Probe(ctx context.Context, sizes []int) ([]Observation, error)
+	Probe(ctx context.Context, req Request) ([]Observation, error)
 }
 
 // ProberFunc adapts a function to Prober.
-type ProberFunc func(ctx context.Context, sizes []int) ([]Observation, error)
+type ProberFunc func(ctx context.Context, req Request) ([]Observation, error)
 
 // Probe calls f.
-func (f ProberFunc) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
-	return f(ctx, sizes)
+func (f ProberFunc) Probe(ctx context.Context, req Request) ([]Observation, error) {
+	return f(ctx, req)
 }
 
 func fits(o Observation) bool     { return o.Outcome.Fits() }
