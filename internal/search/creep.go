@@ -54,14 +54,13 @@ func peakAt(v view, s int) float64 {
 // round, and the bracket barely narrows. A round creeps when it neither
 // narrowed the bracket as bisection would (to 1/(k+1)) nor moved its ends
 // by half as much as the round before at most: a model closing in on one
-// point from one side (lo moving 13, 4, 1 sizes in one of the simulator's
-// shapes, two sizes a round) does not creep. After refineSlack creeping
-// rounds in a row (one, once the guard has had to act), the next round
-// reaches further from the side the last one moved: twice as far as that
-// one moved it, or as the guard's last step, whichever is more, but no
-// further than the middle. The steps double until they bisect, so however
-// the model errs the bracket closes in a small multiple of bisection's
-// rounds, and a model that is right is never moved.
+// point from one side, each move a fraction of the last, does not creep.
+// After refineSlack creeping rounds in a row (one, once the guard has had
+// to act), the next round reaches further from the side the last one moved:
+// twice as far as that one moved it, or as the guard's last step, whichever
+// is more, but no further than the middle. The steps double until they
+// bisect, so however the model errs the bracket closes in a small multiple
+// of bisection's rounds, and a model that is right is never moved.
 type refineGuard struct {
 	lo, hi  int  // the bracket the last round was planned in
 	planned bool // whether lo, hi hold one
@@ -72,9 +71,8 @@ type refineGuard struct {
 
 // refineSlack is how many rounds in a row the model may creep before the
 // guard first acts: three, as a model that reads failures' figures may
-// step twice on one side before they place the boundary (HF's 77 and 73
-// failed before 71 ran), and moving the third round cost that replay a
-// trial.
+// step twice on one side before they place the boundary, and moving the
+// third round then costs a trial.
 const refineSlack = 3
 
 func (r *refineGuard) hold(v view, sizes []int) []int {

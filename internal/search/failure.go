@@ -22,11 +22,10 @@ type Failure struct {
 // refused, to the byte: what it asked for, held and had reserved, from its
 // own counters, and what it could still take: the cap's room, or, with no
 // cap, the device's free memory. Such a state decides the failure alone, so
-// the same state twice is no accident (driver.failuresRepeat): a failure
-// at random near the limit (fragmentation, a varying allocation, another
-// process's memory) leaves other figures. On the whole card the H200's
-// re-checks of SimCLR, the LM and HF failed alike to the byte, free memory
-// included, every time (session 12).
+// the same state twice is no accident (driver.failuresRepeat): a failure at
+// random near the limit (fragmentation, a varying allocation, another
+// process's memory) leaves other figures.
+// docs/design/proof-and-flaky-boundaries.md has the measurements.
 func (f Failure) capturedState() bool {
 	return f.Exact && f.Request > 0 && f.Allocated > 0 && f.Reserved > 0 && (f.Capped || f.Free > 0)
 }
@@ -44,12 +43,12 @@ func (f Failure) Reached() (uint64, bool) {
 // planLimit returns the size at which the buffer that failed at size would
 // fit what was free, size × free / request, when it was a step's planned
 // buffer: a request that is most of what the trial needed (XLA asks its
-// pool for one buffer a step: near its boundary the JAX example's asked
-// 37.8 MB a sample through the origin, at 24 GiB and on the whole H200
-// alike; far above, more). An allocator's single tensor (torch's,
-// TensorFlow's without XLA) asks for less than it held, and says nothing of
-// a plan. A part that does not grow with the batch (buffers the size of the
-// parameters) puts the limit a little high, never low.
+// pool for one buffer a step, about in proportion to the batch near its
+// boundary; docs/design/xla-pool-plan-limits.md). An allocator's single
+// tensor (torch's, TensorFlow's without XLA) asks for less than it held,
+// and says nothing of a plan. A part that does not grow with the batch
+// (buffers the size of the parameters) puts the limit a little high, never
+// low.
 func (f Failure) planLimit(size int) (float64, bool) {
 	if f.Request <= f.Free || f.Free == 0 || f.Request <= f.Allocated {
 		return 0, false

@@ -29,9 +29,8 @@ var (
 // an honest error bound: peak = Intercept + Slope·size. The intercept is what
 // does not scale with the batch (weights, gradients, optimizer state,
 // workspaces); the slope is what one more sample costs (activations,
-// inputs). This is what training peaks look like for fixed-shape inputs, and
-// on the question's ResNet-50 workload a fit of peak allocated memory
-// predicted the boundary to within one sample (283 against a true 282).
+// inputs). This is what training peaks look like for fixed-shape inputs
+// (DESIGN.md, "Memory", has how well it predicts).
 type Fit struct {
 	Intercept float64 // bytes at batch size 0
 	Slope     float64 // bytes per sample

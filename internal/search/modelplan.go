@@ -55,9 +55,8 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 func (m *modelPlanner) predict(v view) ([]int, float64) {
 	// A step whose every size failed says the failures overstate how
 	// close they came (they failed mid-step): the next failure's step
-	// would land one short of it again, round after round (Lightning's
-	// H200 trials, two GPUs: 2025, 2023, 2021, ... with 1989 run), so the
-	// window plans the round after it.
+	// would land one short of it again, round after round, a size at a
+	// time, so the window plans the round after it.
 	// A plan's limit is not such a bound: a failure of another plan below
 	// the step says where that plan stops fitting.
 	_, planned := v.planLimit()
@@ -132,11 +131,10 @@ func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64, t
 			// Sizes the window allowed as the answer ran. Nothing has
 			// failed: the model's figure is bending. Or the window is
 			// what a failure could have reached, and lo's peak is in it:
-			// the boundary is seldom in its middle (HF on the whole H200:
-			// 385, 403, 412, 417, 419, 420, 421 ran up to its top, 420,
-			// and the boundary was 424). Its top, if it fails, bounds the
-			// search; a probe in the middle only creeps. More sizes a
-			// round spread below it.
+			// the boundary is seldom in its middle, and probes there
+			// creep up to the top a few sizes at a time. Its top, if it
+			// fails, bounds the search. More sizes a round spread below
+			// it.
 			top := max(iHi, v.lo+g.step)
 			return append(spread(g, v.lo, top, v.k-1), top), true, predicted, true
 		}

@@ -88,12 +88,11 @@ func (e *CrashError) Error() string {
 // Figure names the memory figure the model and margin use.
 type Figure string
 
-// The memory figures. Allocated is preferred: an affine fit of peak
-// allocated memory predicted the question's workload to within one sample
-// (283 against a true 282), while a fit on reserved or NVML memory
-// under-predicts near the limit (about 260): close to the limit the caching
-// allocator frees its cached blocks and retries before it gives up, so
-// memory that was reserved at small sizes is not needed at large ones.
+// The memory figures. Allocated is preferred: a fit on reserved or NVML
+// memory under-predicts near the limit, because close to the limit the
+// caching allocator frees its cached blocks and retries before it gives
+// up, so memory that was reserved at small sizes is not needed at large
+// ones (DESIGN.md, "Memory", has the figures).
 const (
 	FigureNone      Figure = ""
 	FigureAllocated Figure = "allocated" // Memory.Allocated (PyTorch adapter)

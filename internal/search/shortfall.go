@@ -12,8 +12,8 @@ import (
 // a round holds): the answer and its first failure when the step is right.
 // Once the step ran and fitted, it is lo, and the neighbour comes next.
 // When the neighbour above is hi itself, a round of two takes the one
-// below instead: the answer when the step is a size too high (SimCLR's 283
-// from 284's failure), so that the round closes the bracket either way.
+// below instead: the answer when the step is a size too high, so that the
+// round closes the bracket either way.
 //
 // The shortfall is what the trial lacked only when the allocation that
 // failed was its step's last. A trial that held less than the model's peak
@@ -26,21 +26,18 @@ import (
 //
 // It is taken only when the failure agrees with the model: what the trial
 // held and asked for is no more than the fitted peak at hi (else the
-// allocator needed memory the model does not see, HF's fragmented logits
-// buffer, and a step from it lands far below), or, when it did not say
-// what it held, the step is a single grid step. A step below lo means the
-// failure overstated the shortfall, and the window plans.
+// allocator needed memory the model does not see, such as a large buffer in
+// fragmented memory, and a step from it lands far below), or, when it did
+// not say what it held, the step is a single grid step. A step below lo
+// means the failure overstated the shortfall, and the window plans.
 //
 // In a framework's pool the step is the failing plan's limit instead
 // (planLimit): XLA asks for a step's buffers at once, about in proportion
 // to the batch, so where that buffer fits is known without a slope, which
-// its bending peaks would get wrong (XLA fits its plans to the pool). Most
-// of the JAX example's failures at 24 GiB (677 to 707) named 671.3 to
-// 671.7 this way, the answer, and 2971's on the whole card 2970.6, which
-// it proved. Far above, the buffer grows faster than the batch (918 asked
-// 40.9 MB a sample there, 4070 44.3 on the whole card, against 37.8 near
-// the boundary), and the limit lies below the boundary: once sizes at it
-// ran, the window plans again.
+// its bending peaks would get wrong (XLA fits its plans to the pool). Far
+// above the boundary the buffer grows faster than the batch, and the limit
+// lies below the boundary: once sizes at it ran, the window plans again.
+// The measurements are in docs/design/xla-pool-plan-limits.md.
 func shortfallStep(v view) ([]int, bool) {
 	s, ok := shortfallAnswer(v)
 	if !ok {
@@ -101,8 +98,7 @@ func shortfallAnswer(v view) (int, bool) {
 // the estimate a failure's reach gives (its size and the neighbour, or the
 // size below it and itself) mean the estimate is too low, however the
 // refitted model moves it: the fit follows the sizes that ran, so its
-// estimate follows lo up one size a round (Lightning on the H200: 1995,
-// 1996, 1997 ran below a boundary at 2003), and the bound from above plans
+// estimate follows lo up one size a round, and the bound from above plans
 // instead.
 func ranFrom(v view, s int) int {
 	n := 0
@@ -116,7 +112,6 @@ func ranFrom(v view, s int) int {
 
 // midStepSamples is how many samples' memory a failed trial may hold below
 // the fitted peak, less the allocation that failed, and still be taken to
-// have failed at its step's last allocation: the fit is seldom closer at
-// the boundary (SimCLR's 282 ran 0.35 samples below it, and its 283 failed
-// 1.1 samples short of it).
+// have failed at its step's last allocation: the fit is seldom closer
+// than a sample or so at the boundary, on either side of it.
 const midStepSamples = 2

@@ -128,7 +128,7 @@ func (d *driver) planView(lo, hi int) view {
 		if bottom > float64(r)+half {
 			// A size that ran held more than the failure could have
 			// reached: what the failures say of themselves does not
-			// decide this workload's OOM (HF's logits buffer meets
+			// decide this workload's OOM (a large buffer meets
 			// fragmented memory), and the capacity was wrong already.
 			v.refuted = true
 			return v
