@@ -1,6 +1,7 @@
 // Package search finds the exact largest batch size that runs. It is pure
-// logic over a Prober: it decides which sizes to try and when the boundary is
-// known, and never touches processes, clocks or GPUs itself.
+// logic over a Prober: it decides which sizes to try, from a model of peak
+// memory against batch size (Fit), and when the boundary is known, and never
+// touches processes, clocks or GPUs itself.
 package search
 
 import (
