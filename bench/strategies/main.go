@@ -69,7 +69,8 @@ func run(strategy search.Strategy, k, shapes int, seed int64, card sim.Card, lim
 		if limit > 0 {
 			capacity = uint64(limit * float64(card.Total))
 		}
-		prober := search.ProberFunc(func(ctx context.Context, sizes []int) ([]search.Observation, error) {
+		prober := search.ProberFunc(func(ctx context.Context, req search.Request) ([]search.Observation, error) {
+			sizes := req.Sizes
 			obs := make([]search.Observation, len(sizes))
 			for j, b := range sizes {
 				obs[j] = search.Observation{Size: b, Outcome: classify.OOM}

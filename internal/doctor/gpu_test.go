@@ -62,7 +62,7 @@ func TestLeakyTrialOnGPU(t *testing.T) {
 	start := time.Now()
 	r, err := Run(context.Background(), Config{Size: 16, Steps: 3, Timeout: 10 * time.Minute,
 		Fresh: func(ctx context.Context, size int) (search.Observation, error) {
-			obs, err := fresh.Probe(ctx, []int{size})
+			obs, err := fresh.Probe(ctx, search.Request{Sizes: []int{size}})
 			if err != nil {
 				return search.Observation{}, err
 			}

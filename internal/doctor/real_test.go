@@ -67,7 +67,7 @@ func TestLeakyTrialOnCPU(t *testing.T) {
 	fresh := probe.New(probe.Config{Command: argv, Env: base, PythonPath: pp, Steps: 2, Timeout: time.Minute, LogDir: dir, Framework: adapter.Torch{}})
 	cfg := Config{Size: 8, Steps: 2, MaxSize: 1024, Timeout: time.Minute,
 		Fresh: func(ctx context.Context, size int) (search.Observation, error) {
-			obs, err := fresh.Probe(ctx, []int{size})
+			obs, err := fresh.Probe(ctx, search.Request{Sizes: []int{size}})
 			if err != nil {
 				return search.Observation{}, err
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/sim"
 )
 
@@ -56,7 +57,7 @@ func hold(t *testing.T, card sim.Card, args ...string) <-chan int {
 func TestForeignProcessMidTrialReruns(t *testing.T) {
 	p, card := busyProber(t)
 	done := hold(t, card, "--during-trial")
-	obs, err := p.Probe(context.Background(), []int{8})
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestForeignProcessThatStaysStopsTheSearch(t *testing.T) {
 			t.Fatal("holder never ready")
 		}
 	}
-	_, err := p.Probe(context.Background(), []int{8})
+	_, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}})
 	var busy *GPUBusyError
 	if !errors.As(err, &busy) || busy.Trials != MaxBusyReruns+1 || busy.Foreign != 2*sim.GiB {
 		t.Fatalf("error %v; want a GPUBusyError after %d trials", err, MaxBusyReruns+1)
@@ -97,7 +98,7 @@ func TestForeignProcessThatStaysStopsTheSearch(t *testing.T) {
 		t.Errorf("%d trials recorded, want %d", n, MaxBusyReruns+1)
 	}
 	p.cfg.Sampler.SetBaseline(map[int]map[int]uint64{0: {os.Getpid(): 2 * sim.GiB}})
-	obs, err := p.Probe(context.Background(), []int{8})
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}})
 	if err != nil || obs[0].Outcome != classify.OK {
 		t.Errorf("with the stranger in the baseline: %+v, %v; want ok", obs, err)
 	}

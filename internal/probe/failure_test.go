@@ -95,7 +95,7 @@ func TestProbeReportsFailure(t *testing.T) {
 			return trial.Result{ExitCode: 1, StderrTail: msg}, nil
 		}),
 	})
-	obs, err := p.Probe(context.Background(), []int{64})
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{64}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestNumberFrom(t *testing.T) {
 		}),
 	})
 	p.NumberFrom(6)
-	if _, err := p.Probe(context.Background(), []int{8, 9}); err != nil {
+	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{8, 9}}); err != nil {
 		t.Fatal(err)
 	}
 	if ts := p.Trials(); len(ts) != 2 || ts[0].N != 6 || ts[1].N != 7 {

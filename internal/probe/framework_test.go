@@ -52,7 +52,7 @@ func TestProbeReadsFrameworkReport(t *testing.T) {
 					return trial.Result{ExitCode: tc.code}, adapter.Append(report, tc.ev)
 				}),
 			})
-			obs, err := p.Probe(context.Background(), []int{64})
+			obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{64}})
 			if err != nil {
 				t.Fatal(err)
 			}

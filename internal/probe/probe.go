@@ -222,9 +222,10 @@ func (p *Prober) Opened() []adapter.Source {
 	return slices.Clone(p.opened)
 }
 
-// Probe runs the sizes, in parallel over the slots when there are several,
-// and returns their observations in the order given.
-func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, error) {
+// Probe runs the request's sizes, in parallel over the slots when there are
+// several, and returns their observations in the order given.
+func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observation, error) {
+	sizes := req.Sizes
 	obs := make([]search.Observation, len(sizes))
 	errs := make([]error, len(sizes))
 	slots := p.cfg.Slots
@@ -237,7 +238,7 @@ func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, 
 	}
 	shared := &sharing{}
 	// The last sizes may be the proof's re-checks, riding along the round.
-	rechecks := search.Rechecks(ctx)
+	rechecks := req.Rechecks
 	threads := 0
 	if at := min(len(sizes), len(slots)); at > 1 {
 		threads = max(1, runtime.NumCPU()/at)
@@ -300,7 +301,7 @@ type special struct {
 	// shared tells the search's trials that ran beside another on the
 	// same GPUs; nil for a trial that runs alone.
 	shared *sharing
-	// retry marks a re-run of a size in a round of new ones (search.Rechecks).
+	// retry marks a re-run of a size in a round of new ones (search.Request.Rechecks).
 	retry bool
 	// threads is the trial's share of the CPUs when others run at the
 	// same time (adapter.CPUThreadsEnv); 0 when it runs alone.

@@ -207,10 +207,10 @@ func TestConcurrentTrialsShareCPUs(t *testing.T) {
 		LogDir:  t.TempDir(),
 		Slots:   [][]int{nil, nil},
 	})
-	if _, err := p.Probe(context.Background(), []int{1, 2}); err != nil {
+	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{1, 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Probe(context.Background(), []int{3}); err != nil {
+	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{3}}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[int]string{1: strconv.Itoa(max(1, runtime.NumCPU()/2)), 2: strconv.Itoa(max(1, runtime.NumCPU()/2)), 3: "none"}

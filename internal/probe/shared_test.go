@@ -54,7 +54,7 @@ func TestSharedGPU(t *testing.T) {
 				return trial.Result{Duration: time.Second}, nil
 			})
 			p := New(Config{Command: []string{"train"}, LogDir: t.TempDir(), Executor: exec, Slots: tc.slots})
-			if _, err := p.Probe(context.Background(), tc.sizes); err != nil {
+			if _, err := p.Probe(context.Background(), search.Request{Sizes: tc.sizes}); err != nil {
 				t.Fatal(err)
 			}
 			var shared []int

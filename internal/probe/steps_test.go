@@ -8,6 +8,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
@@ -23,7 +24,7 @@ func TestStoppedTrial(t *testing.T) {
 		return trial.Result{Duration: time.Second}, err
 	})
 	p := New(Config{Command: []string{"python", "train.py"}, Steps: 3, LogDir: t.TempDir(), Executor: exec})
-	obs, err := p.Probe(context.Background(), []int{64})
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{64}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig, deps Deps) (*doctor.Report, e
 		})
 		protocol.Fresh = func(ctx context.Context, size int) (search.Observation, error) {
 			deps.Notice(fmt.Sprintf("doctor: batch %d in a fresh process", size))
-			obs, err := fresh.Probe(ctx, []int{size})
+			obs, err := fresh.Probe(ctx, search.Request{Sizes: []int{size}})
 			if err != nil {
 				return search.Observation{}, err
 			}

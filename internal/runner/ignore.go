@@ -227,8 +227,8 @@ type sizeCheck struct {
 
 var _ trialProber = (*sizeCheck)(nil)
 
-func (c *sizeCheck) Probe(ctx context.Context, sizes []int) ([]search.Observation, error) {
-	obs, err := c.trialProber.Probe(ctx, sizes)
+func (c *sizeCheck) Probe(ctx context.Context, req search.Request) ([]search.Observation, error) {
+	obs, err := c.trialProber.Probe(ctx, req)
 	if err != nil {
 		return obs, err
 	}

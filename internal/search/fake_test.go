@@ -119,14 +119,15 @@ type fakeProber struct {
 
 var _ Prober = (*fakeProber)(nil)
 
-func (f *fakeProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
+func (f *fakeProber) Probe(ctx context.Context, req Request) ([]Observation, error) {
+	sizes := req.Sizes
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.runs == nil {
 		f.runs = map[int]int{}
 	}
 	f.calls = append(f.calls, append([]int(nil), sizes...))
-	f.fresh = append(f.fresh, Fresh(ctx))
+	f.fresh = append(f.fresh, req.Fresh)
 	if f.err != nil {
 		if err := f.err(len(f.calls) - 1); err != nil {
 			return nil, err

@@ -108,10 +108,10 @@ func TestFlakyBoundarySideBySide(t *testing.T) {
 	}
 }
 
-// TestFlakyTarget is issue 11's target: over 20 searches of the flaky
-// trainer, no answer is reported as exact unless it is the true limit, and
-// the rest are flaky with the safe side. One size a round, as the CLI
-// searches on one GPU.
+// TestFlakyTarget holds the flaky boundary's promise: over 20 searches of
+// the flaky trainer, no answer is reported as exact unless it is the true
+// limit, and the rest are flaky with the safe side. One size a round, as
+// the CLI searches on one GPU.
 func TestFlakyTarget(t *testing.T) {
 	for _, strategy := range []Strategy{Model, Bisect} {
 		for _, band := range []int{3, 20} {

@@ -42,7 +42,8 @@ func (c curve) memory(size int) Memory {
 }
 
 func (c curve) prober() Prober {
-	return ProberFunc(func(_ context.Context, sizes []int) ([]Observation, error) {
+	return ProberFunc(func(_ context.Context, req Request) ([]Observation, error) {
+		sizes := req.Sizes
 		obs := make([]Observation, len(sizes))
 		for i, s := range sizes {
 			obs[i] = Observation{Size: s, Outcome: classify.OOM}
@@ -60,11 +61,11 @@ func (c curve) prober() Prober {
 // TestMeasuredCurves replays workloads measured on an H200
 // (bench/results/examples-h200.txt) whose memory the affine model gets
 // wrong, and checks that the answer is still exact. The trial counts, in
-// all and before the bracket closed, are today's, as a guard against
-// getting slower. The proof pair's re-checks
-// come last: the answer once more, and its first failure until it failed
-// four times, because the model, wrong here, cannot vouch for it, or twice
-// when both failures were the same capped allocator state (HF's).
+// all and before the bracket closed, are the search's current ones, as a
+// guard against getting slower. The proof pair's re-checks come last: the
+// answer once more, and its first failure until it failed four times,
+// because the model, wrong here, cannot vouch for it, or twice when both
+// failures were the same capped allocator state (HF's).
 //
 //   - jax_optax under --memory-limit 24GiB (an XLA pool of 23.90 GiB): near
 //     its pool XLA rematerialises to fit, so its peak flattens (23.58 GiB at
@@ -79,17 +80,19 @@ func (c curve) prober() Prober {
 //     where the model does not look first. Its failures say what they held
 //     and asked for (hfFailure).
 //   - a GPT-style LM whose logits buffer dominates (lmCurve), under a
-//     24 GiB cap and on the whole card: issue 12's trials, 8, 21 ✗, 14, 20 ✗,
-//     18, 19 and 8, 125 ✗, 124 ✗, 122 ✗, 119 ✗, 114, 116, 117, 118 ✗,
-//     are what the search did before it read the failures' figures.
+//     24 GiB cap and on the whole card: a search that does not read the
+//     failures' figures runs 8, 21 ✗, 14, 20 ✗, 18, 19 and 8, 125 ✗, 124 ✗,
+//     122 ✗, 119 ✗, 114, 116, 117, 118 ✗.
 //   - a Lightning ResNet-18 and the question's SimCLR, both under a 24 GiB
 //     allocator cap (lightningCurve, simclrCurve): affine peaks, and
 //     failures that miss the cap by a little, the allocator's figures.
 //   - the HF and Lightning examples again, as the H200 measured every trial
-//     of session 12's searches (hfH200Curve, lightningH200Curve): what the
-//     failures said mid-step misled the shortfall step and the window.
-//   - SimCLR, the HF Trainer and the LM on the whole H200, as session 12
-//     measured every trial (simclrCardCurve, hfCardCurve, lmCardCurve):
+//     of their searches (bench/results/zoo-h200.txt; hfH200Curve,
+//     lightningH200Curve): what the failures said mid-step misled the
+//     shortfall step and the window.
+//   - SimCLR, the HF Trainer and the LM on the whole H200, every trial as
+//     measured (bench/results/zoo-h200.txt, Part 3; simclrCardCurve,
+//     hfCardCurve, lmCardCurve):
 //     near the card, fragmentation decides, and what the failures could
 //     have reached places the boundary only roughly.
 func TestMeasuredCurves(t *testing.T) {
@@ -109,14 +112,14 @@ func TestMeasuredCurves(t *testing.T) {
 	}
 }
 
-// lmCurve is a GPT-style language model as issue 12 measured it on an
-// H200 (synthesised to agree with its trials): an affine allocated peak of
-// 0.5 GiB + 1.06 GiB a sample, most of it one logits buffer of 0.96 GiB a
-// sample allocated last ("Tried to allocate 23.99 GiB" at 25), and 0.13 GiB
-// a sample the allocator holds but cannot use for it, so the boundary lies
-// where peak plus that fragmentation reaches the room: 19 under a 24 GiB
-// cap, 117 on the whole card (141 GiB, 0.54 GiB of CUDA context). The
-// model's first jump from 8 lands at 21 and 125, as measured.
+// lmCurve is a GPT-style language model as measured on an H200 (synthesised
+// to agree with its trials): an affine allocated peak of 0.5 GiB + 1.06 GiB
+// a sample, most of it one logits buffer of 0.96 GiB a sample allocated
+// last ("Tried to allocate 23.99 GiB" at 25), and 0.13 GiB a sample the
+// allocator holds but cannot use for it, so the boundary lies where peak
+// plus that fragmentation reaches the room: 19 under a 24 GiB cap, 117 on
+// the whole card (141 GiB, 0.54 GiB of CUDA context). The model's first
+// jump from 8 lands at 21 and 125, as measured.
 func lmCurve(room float64, answer int, context float64) curve {
 	peak := func(s int) float64 { return 0.5 + 1.06*float64(s) }
 	frag := func(s int) float64 { return 0.13 * float64(s) }
@@ -137,10 +140,9 @@ func lmCurve(room float64, answer int, context float64) curve {
 // away from where the H200 found it, the trials' figures unchanged: the
 // failures' reach (planView) then places the boundary wrong by up to 64
 // sizes, above or below, and the answer must still be exact. The counts
-// (search trials) are today's, as a guard against getting slower: a window
-// top that failed turns the reach window's top rule off (modelPlanner.
-// reachTopFailed), which took HF's shifted boundaries from 12, 13, 12, 12,
-// 11 to 15, 9, 11, 10 at 410, 400, 385, 360.
+// (search trials) are the search's current ones, as a guard against getting
+// slower: a window top that failed turns the reach window's top rule off
+// (modelPlanner.reachTopFailed).
 func TestShiftedCardBoundaries(t *testing.T) {
 	cfg := Config{Min: 1, Max: 1 << 16, Capacity: h200Total}
 	for _, tc := range []struct {
@@ -420,13 +422,14 @@ func hfFailure(s int) Failure {
 // gibs converts GiB to bytes.
 func gibs(x float64) uint64 { return uint64(x * gib) }
 
-// jaxFailure is what XLA's failures said on the H200 (session 11): the
-// buffer it asked its BFC pool for grew by 0.0355 GiB a sample near the
+// jaxFailure is what XLA's failures said on the H200
+// (bench/results/jax-optax-searches-h200.txt): the buffer it asked its BFC
+// pool for grew by 0.0355 GiB a sample near the
 // boundary (23.80 GiB at 676 up to 24.29 at 700 in one run), with 0.27 GiB
 // in use in a 23.90 GiB pool, read from the allocator's state logged before
 // the error (rounded figures: not Exact). The buffer is in proportion to
-// the batch, as session 16 measured it from 677 up to 2971 on the whole
-// card (37.8 MB a sample, through the origin), scaled so that the replay's
+// the batch, as the failures from 677 up to 2971 on the whole card show
+// (37.8 MB a sample, through the origin), scaled so that the replay's
 // answer, 693, is the last size whose request fits.
 func jaxFailure(s int) Failure {
 	limit, inUse := 23.90, 0.27
@@ -437,10 +440,9 @@ func jaxFailure(s int) Failure {
 
 // TestTwoGPURounds runs every replay as one GPU that runs three capped
 // trials side by side and as two such GPUs (two sizes a round, six trials
-// side by side), and holds the two GPUs to no more rounds than the one:
-// issue 12's "two GPUs never slower", with rounds as the replays' wall
-// time. It logs both for the tables in
-// bench/results/search-replays-two-gpus.txt.
+// side by side), and holds the two GPUs to no more rounds than the one: two
+// GPUs are never slower, with rounds as the replays' wall time. It logs
+// both for the tables in bench/results/search-replays-two-gpus.txt.
 func TestTwoGPURounds(t *testing.T) {
 	var ratios []float64
 	for _, tt := range replays() {
@@ -479,9 +481,9 @@ type roundsProber struct {
 	calls [][]int
 }
 
-func (r *roundsProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
-	r.calls = append(r.calls, slices.Clone(sizes))
-	return r.p.Probe(ctx, sizes)
+func (r *roundsProber) Probe(ctx context.Context, req Request) ([]Observation, error) {
+	r.calls = append(r.calls, slices.Clone(req.Sizes))
+	return r.p.Probe(ctx, req)
 }
 
 // TestHFNotMonotone replays the HF Trainer under a 24 GiB cap as the H200
@@ -500,8 +502,8 @@ func TestHFNotMonotone(t *testing.T) {
 		cfgs = append(cfgs, Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true, Parallel: k})
 	}
 	searchHoles(t, cfgs, 9, 70, 1, 71, func(hole func(int) bool) Prober {
-		return ProberFunc(func(ctx context.Context, s []int) ([]Observation, error) {
-			obs, _ := c.prober().Probe(ctx, s)
+		return ProberFunc(func(ctx context.Context, req Request) ([]Observation, error) {
+			obs, _ := c.prober().Probe(ctx, req)
 			for i, o := range obs {
 				if hole(o.Size) {
 					obs[i] = Observation{Size: o.Size, Outcome: classify.OOM, Failure: at61}
@@ -534,8 +536,8 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 	for _, k := range []int{1, 2} {
 		for seed := range uint64(runs) {
 			r := rand.New(rand.NewPCG(seed, 15))
-			p := ProberFunc(func(ctx context.Context, sizes []int) ([]Observation, error) {
-				obs, _ := base.prober().Probe(ctx, sizes)
+			p := ProberFunc(func(ctx context.Context, req Request) ([]Observation, error) {
+				obs, _ := base.prober().Probe(ctx, req)
 				for i, o := range obs {
 					if o.Size > 671 && r.Float64() < 0.5 { // the plan that needs more
 						obs[i] = Observation{Size: o.Size, Outcome: classify.OOM, Failure: big(o.Size)}
@@ -608,7 +610,7 @@ func TestJAXH200Searches(t *testing.T) {
 		maxTrials int
 		script    map[int][]Observation
 	}{
-		{"call 1", 13, map[int][]Observation{
+		{"jax_optax 24GiB: 677 flaky, 676 ran twice (search 1)", 13, map[int][]Observation{
 			8: {ok(8, 833046528)}, 243: {ok(243, 13712201472)}, 459: {ok(459, 22501702656)}, 510: {ok(510, 22013835776)},
 			610: {ok(610, 24443853312)}, 659: {ok(659, 25167156480)}, 706: {oom(706, 26693221745)},
 			670: {ok(670, 24900510464), ok(670, 24901199872)}, 688: {oom(688, 26006026977)},
@@ -616,7 +618,7 @@ func TestJAXH200Searches(t *testing.T) {
 			677: {oom(677, 25587267666), ok(677, 24787689472), oom(677, 25587267666)},
 			676: {ok(676, 24751490304), ok(676, 24574974464)},
 		}},
-		{"call 3", 13, map[int][]Observation{
+		{"jax_optax 24GiB: the other plan runs to 693, 677 flaky (search 3)", 13, map[int][]Observation{
 			8: {ok(8, 833046528)}, 243: {ok(243, 13712201472)}, 459: {ok(459, 22501702656)}, 510: {ok(510, 22013835776)},
 			610: {ok(610, 24603761152)}, 655: {ok(655, 24860047616)}, 707: {oom(707, 26714696581)},
 			671: {ok(671, 25659612928), ok(671, 25659612928)}, 689: {ok(689, 25069687040)}, 698: {oom(698, 26006026977)},
@@ -624,14 +626,14 @@ func TestJAXH200Searches(t *testing.T) {
 			676: {ok(676, 24601969920), ok(676, 24574279424)}, 679: {oom(679, 25673167012)},
 			677: {oom(677, 25587267666), ok(677, 24965162752), oom(677, 25587267666)},
 		}},
-		{"call 2", 14, map[int][]Observation{
+		{"jax_optax 24GiB: 681 fails before 671 runs (search 2)", 14, map[int][]Observation{
 			8: {ok(8, 833046528)}, 243: {ok(243, 13712201472)}, 459: {ok(459, 22501702656)}, 510: {ok(510, 22013835776)},
 			610: {ok(610, 24768489472)}, 651: {ok(651, 24887570176)}, 700: {oom(700, 26081188905)},
 			681: {oom(681, 25748328940)}, 666: {ok(666, 25431503616), ok(666, 24753615616)},
 			670: {ok(670, 25659613952), ok(670, 25660302848)}, 671: {ok(671, 25659612928), ok(671, 25659612672)},
 			676: {ok(676, 24751490304)}, 678: {oom(678, 25630217339)}, 677: {oom(677, 25587267666)},
 		}},
-		{"call 4", 11, map[int][]Observation{
+		{"jax_optax 24GiB: 684 fails above 683, lo creeps from 661 (search 4)", 11, map[int][]Observation{
 			8: {ok(8, 833046528)}, 243: {ok(243, 13712198400)}, 459: {ok(459, 22501702656)}, 510: {ok(510, 22013835776)},
 			610: {ok(610, 24768486400)}, 651: {ok(651, 24898237696)}, 700: {oom(700, 26081188905)},
 			681: {ok(681, 25111007488)}, 690: {oom(690, 26081188905)}, 685: {oom(685, 25898652795)},
@@ -639,7 +641,7 @@ func TestJAXH200Searches(t *testing.T) {
 			666: {ok(666, 24753614080)}, 669: {ok(669, 25659614976)}, 670: {ok(670, 25659613952)},
 			671: {ok(671, 24762908416), ok(671, 25659612928)},
 		}},
-		{"session 16", 13, map[int][]Observation{
+		{"jax_optax 24GiB: 681 fails below 688 and 690, which run (search 5)", 13, map[int][]Observation{
 			8: {ok(8, 833044992)}, 243: {ok(243, 13712199936)}, 459: {ok(459, 22501702656)}, 510: {ok(510, 22013837312)},
 			610: {ok(610, 24443850240)}, 659: {ok(659, 25167156480)}, 706: {oom(706, 26693221745)},
 			670: {ok(670, 24900510464), ok(670, 25659613952)}, 688: {ok(688, 25033708800)}, 697: {oom(697, 25973814723)},
@@ -647,7 +649,7 @@ func TestJAXH200Searches(t *testing.T) {
 			681: {oom(681, 25748328940)}, 671: {ok(671, 25659612928), ok(671, 24430729216)},
 			676: {ok(676, 24601969920)}, 678: {ok(678, 25001624320)}, 679: {oom(679, 25673167012)},
 		}},
-		{"session 16, last", 16, map[int][]Observation{
+		{"jax_optax 24GiB: 713 first, 681 flaky, four plans (search 9)", 16, map[int][]Observation{
 			8: {ok(8, 833048320)}, 243: {ok(243, 13712199936)}, 459: {ok(459, 22501704192)}, 510: {ok(510, 22013837312)},
 			610: {ok(610, 24443851776)}, 659: {ok(659, 24838908160)}, 713: {oom(713, 27144193311)},
 			665: {ok(665, 24540991744)}, 689: {ok(689, 25222082816)}, 701: {oom(701, 25555055411)},
@@ -655,7 +657,7 @@ func TestJAXH200Searches(t *testing.T) {
 			670: {ok(670, 25659613952), ok(670, 25659613952)}, 671: {ok(671, 25659612928), ok(671, 25660302848)},
 			676: {ok(676, 24928701184)},
 		}},
-		{"session 17", 14, map[int][]Observation{
+		{"jax_optax 24GiB: 918 first, once the peaks bend (search 10)", 14, map[int][]Observation{
 			8: {ok(8, 833046528)}, 243: {ok(243, 13712199936)}, 459: {ok(459, 22501704192)}, 918: {oom(918, 37559489004)},
 			620: {ok(620, 24693096448), ok(620, 24685753600)}, 621: {ok(621, 24397086720), ok(621, 24397086720)},
 			661: {ok(661, 24913404160)}, 699: {oom(699, 25490630902)}, 695: {ok(695, 25659588352), oom(695, 25898652795)},
@@ -663,13 +665,13 @@ func TestJAXH200Searches(t *testing.T) {
 			671: {ok(671, 24762908416), ok(671, 25659612928)},
 			672: {oom(672, 25404731556), oom(672, 25404731556), oom(672, 25404731556), oom(672, 25404731556)},
 		}},
-		{"session 17, call 3", 14, map[int][]Observation{
+		{"jax_optax 24GiB: 706, 696 and 682 lower the limit (search 12)", 14, map[int][]Observation{
 			8: {ok(8, 833048064)}, 243: {ok(243, 13712199936)}, 459: {ok(459, 22501701120)}, 510: {ok(510, 22013838848)},
 			610: {ok(610, 24443853056)}, 659: {ok(659, 25167154944)}, 706: {oom(706, 25737591521)}, 696: {oom(696, 25930865050)},
 			681: {ok(681, 25111005952), ok(681, 24781861376)}, 682: {ok(682, 24817839360), oom(682, 25780541194)},
 			671: {ok(671, 24430729472), ok(671, 24762908416)},
 		}},
-		{"session 17, call 5", 18, map[int][]Observation{
+		{"jax_optax 24GiB: 713 first, 696 and 681 flaky (search 14)", 18, map[int][]Observation{
 			8: {ok(8, 833046528)}, 243: {ok(243, 13712201728)}, 459: {ok(459, 22501702656)}, 510: {ok(510, 22013838848)},
 			610: {ok(610, 24443851776)}, 659: {ok(659, 24838909696)}, 713: {oom(713, 27305254584)},
 			662: {ok(662, 25280448768), ok(662, 24605146368)}, 663: {ok(663, 24468068608), ok(663, 24641868544)},
@@ -681,7 +683,7 @@ func TestJAXH200Searches(t *testing.T) {
 		rounds := map[bool]int{}
 		for _, alongside := range []bool{false, true} {
 			p := scripted(tc.script, func(s int) Observation {
-				// A size the call did not run: the truth's bisection saw
+				// A size the search did not run: the truth's bisection saw
 				// up to 671 run; above, the plan that needs more.
 				if s <= 671 {
 					return ok(s, 24900510464)
@@ -758,7 +760,8 @@ func TestJAXWholeCardSearch(t *testing.T) {
 // says what a size the search never ran would have done.
 func scripted(script map[int][]Observation, unrun func(s int) Observation) ProberFunc {
 	script = maps.Clone(script)
-	return func(_ context.Context, batch []int) ([]Observation, error) {
+	return func(_ context.Context, req Request) ([]Observation, error) {
+		batch := req.Sizes
 		obs := make([]Observation, 0, len(batch))
 		for _, s := range batch {
 			seen := script[s]

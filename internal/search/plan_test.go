@@ -3,8 +3,6 @@ package search
 import (
 	"slices"
 	"testing"
-
-	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // TestCreepingModelBisects: a model that predicts the boundary just past
@@ -76,7 +74,7 @@ func TestModelGallops(t *testing.T) {
 	for v.growing() {
 		// The figure grows a tenth as fast as the fit says: lo's peak
 		// stays far below the capacity.
-		v.points = []memmodel.Point{{Size: v.lo, Bytes: uint64(v.lo) * mib}}
+		v.points = []point{{Size: v.lo, Bytes: uint64(v.lo) * mib}}
 		sizes := gl.hold(v, []int{v.lo + 1})
 		if len(sizes) != 1 || sizes[0] <= v.lo {
 			t.Fatalf("lo %d: planned %v", v.lo, sizes)
@@ -109,7 +107,7 @@ func TestShortfallStep(t *testing.T) {
 	// 300 MiB + 12 MiB a sample allocated, 150 MiB more reserved, under a
 	// 24 GiB cap: sizes up to 2010 fit (24420 + 150 ≤ 24576).
 	peak := func(s int) uint64 { return (300 + 12*uint64(s)) * mib }
-	fit, err := memmodel.Estimate([]memmodel.Point{{Size: 8, Bytes: peak(8)}, {Size: 521, Bytes: peak(521)}})
+	fit, err := estimate([]point{{Size: 8, Bytes: peak(8)}, {Size: 521, Bytes: peak(521)}})
 	if err != nil {
 		t.Fatal(err)
 	}

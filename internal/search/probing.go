@@ -41,15 +41,8 @@ func (pr *probing) probeWith(ctx context.Context, phase Phase, sizes []int, pred
 	}
 	pr.notePhase(phase)
 	pr.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted})
-	pctx := ctx
-	if fresh {
-		pctx = context.WithValue(ctx, freshKey{}, true)
-	}
-	if rechecks > 0 {
-		pctx = context.WithValue(pctx, rechecksKey{}, rechecks)
-	}
 	pr.rounds++
-	obs, err := pr.p.Probe(pctx, slices.Clone(sizes))
+	obs, err := pr.p.Probe(ctx, Request{Sizes: slices.Clone(sizes), Fresh: fresh, Rechecks: rechecks})
 	if err != nil {
 		return nil, fmt.Errorf("probe batch sizes %v: %w", sizes, err)
 	}

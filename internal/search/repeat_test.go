@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/classify"
-	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // figuresProber gives every out-of-memory failure the figures fig makes.
@@ -16,8 +15,8 @@ type figuresProber struct {
 	n   map[int]int
 }
 
-func (f *figuresProber) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
-	obs, err := f.fakeProber.Probe(ctx, sizes)
+func (f *figuresProber) Probe(ctx context.Context, req Request) ([]Observation, error) {
+	obs, err := f.fakeProber.Probe(ctx, req)
 	for i := range obs {
 		if obs[i].Outcome == classify.OOM {
 			f.n[obs[i].Size]++
@@ -75,7 +74,7 @@ func TestRepeatedFailureProves(t *testing.T) {
 // the window.
 func TestNearMissProbesJustBelow(t *testing.T) {
 	const mib = 1 << 20
-	fit, err := memmodel.Estimate([]memmodel.Point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
+	fit, err := estimate([]point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +174,8 @@ func TestProofAlongsideTwoSizes(t *testing.T) {
 	}
 
 	runs := 0
-	flaky := ProberFunc(func(ctx context.Context, sizes []int) ([]Observation, error) {
-		obs, err := simclr.prober().Probe(ctx, sizes)
+	flaky := ProberFunc(func(ctx context.Context, req Request) ([]Observation, error) {
+		obs, err := simclr.prober().Probe(ctx, req)
 		for i := range obs {
 			if obs[i].Size == 281 {
 				if runs++; runs == 2 {

@@ -1,10 +1,8 @@
 package search
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"github.com/batchfit/batchfit/internal/memmodel"
 )
 
 // Result is what a search found, and the evidence for it.
@@ -39,7 +37,7 @@ type Result struct {
 	Margin int
 	// Model is the last fit of peak memory against batch size, in units of
 	// Figure; nil when none could be made.
-	Model  *memmodel.Fit
+	Model  *Fit
 	Figure Figure
 }
 
@@ -87,63 +85,14 @@ func (e *CrashError) Error() string {
 	return fmt.Sprintf("trial at batch size %d crashed", e.Observation.Size)
 }
 
-// Phase is the part of the search a round belongs to.
-type Phase string
-
-// The phases, in the order a search usually passes through them.
-const (
-	// PhaseBracket grows from the start (×2, or a model-predicted jump)
-	// until a size does not fit or the top of the range runs.
-	PhaseBracket Phase = "bracket"
-	// PhaseRefine narrows the bracket down to adjacent grid sizes.
-	PhaseRefine Phase = "refine"
-	// PhaseRecheck re-runs sizes whose results contradicted others or
-	// surprised the memory model, and the proof pair before the answer.
-	PhaseRecheck Phase = "recheck"
-	// PhaseConfirm re-runs the answer (Config.Confirm).
-	PhaseConfirm Phase = "confirm"
-	// PhaseMargin looks for the size that leaves Config.MarginPercent free.
-	PhaseMargin Phase = "margin"
-)
-
-// EventKind says what an Event reports.
-type EventKind string
-
-// The kinds of events.
-const (
-	EventPhase       EventKind = "phase"       // the phase changed
-	EventBracket     EventKind = "bracket"     // Lo or Hi changed
-	EventPlan        EventKind = "plan"        // Sizes are about to be probed
-	EventObservation EventKind = "observation" // a trial finished
-	EventConflict    EventKind = "conflict"    // a failure below a size that ran held (Conflict)
-	EventRisk        EventKind = "risk"        // the failures put sizes at risk (Risk)
-)
-
-// Event is a step of the search's progress, for live displays and logs.
-type Event struct {
-	Kind  EventKind
-	Phase Phase
-	// Lo is the largest size believed to fit and Hi the smallest believed
-	// not to; 0 when there is none yet.
-	Lo, Hi int
-	Sizes  []int // EventPlan
-	// Predicted is the model's predicted boundary (a real batch size) when
-	// it planned this round; 0 when it did not.
-	Predicted   float64
-	Observation Observation // EventObservation
-	Conflict    Conflict    // EventConflict
-	Risk        *Risk       // EventRisk
-}
-
 // Figure names the memory figure the model and margin use.
 type Figure string
 
-// The memory figures. Allocated is preferred: an affine fit of peak
-// allocated memory predicted the question's workload to within one sample
-// (283 against a true 282), while a fit on reserved or NVML memory
-// under-predicts near the limit (about 260): close to the limit the caching
-// allocator frees its cached blocks and retries before it gives up, so
-// memory that was reserved at small sizes is not needed at large ones.
+// The memory figures. Allocated is preferred: a fit on reserved or NVML
+// memory under-predicts near the limit, because close to the limit the
+// caching allocator frees its cached blocks and retries before it gives
+// up, so memory that was reserved at small sizes is not needed at large
+// ones (DESIGN.md, "Memory", has the figures).
 const (
 	FigureNone      Figure = ""
 	FigureAllocated Figure = "allocated" // Memory.Allocated (PyTorch adapter)
@@ -177,31 +126,3 @@ func chooseFigure(oks []Observation) Figure {
 	}
 	return FigureNone
 }
-
-type freshKey struct{}
-
-// Fresh reports whether a Probe call re-runs sizes to check them: a
-// re-check (of a contradiction, a surprise or the proof pair) or a
-// confirmation. A Prober that reuses warm
-// processes must run these in fresh ones, or the check proves nothing.
-func Fresh(ctx context.Context) bool {
-	v, _ := ctx.Value(freshKey{}).(bool)
-	return v
-}
-
-type rechecksKey struct{}
-
-// Rechecks reports how many of a Probe call's sizes, the last ones, re-run
-// sizes beside the round's new ones (the proof's re-checks that ride along
-// it, Config.ProofAlongside): a Prober that keeps records marks them as
-// re-runs, as it does a Fresh call's.
-func Rechecks(ctx context.Context) int {
-	n, _ := ctx.Value(rechecksKey{}).(int)
-	return n
-}
-
-func fits(o Observation) bool     { return o.Outcome.Fits() }
-func tooLarge(o Observation) bool { return o.Outcome.TooLarge() }
-
-// agree reports whether two observations of one size say the same thing.
-func agree(a, b Observation) bool { return fits(a) == fits(b) }

@@ -22,18 +22,14 @@ type Risk struct {
 // Memory.Limit reported). There an OOM is the step's planned buffer not
 // fitting in what the pool had free (the parameters and optimizer state
 // are held apart), and that buffer is the step's activations, in
-// proportion to the batch: on the H200 JAX's GPT asked its 23.90 GiB pool,
-// 23.64 GiB free, for 23.83 GiB at 677 (35.2 MiB a sample), 23.91 at 679
-// and 24.22 at 688. But XLA plans a size differently from one process to
-// the next (677 ran once and failed twice; 688 and 690 ran where 691 and
-// 706 failed): a plan that needs more stops fitting lower, and sizes above
-// run only when another plan is drawn (the truth's repeats saw sizes fail
-// from 672 up). A failure says where its own plan stops fitting: at
-// size × free / request, where the buffer scaled down to a smaller batch
-// fits what was free (a part that does not grow, as buffers the size of
-// the parameters, puts that limit a little high, never low). Session 16's
-// failures gave 671.3 to 671.7 from 677 up to 707, and 681.2 for the other
-// plan (691 to 700).
+// proportion to the batch. XLA may plan a size differently from one
+// process to the next: a plan that needs more stops fitting lower, and
+// sizes above run only when another plan is drawn. A failure says where
+// its own plan stops fitting: at size × free / request, where the buffer
+// scaled down to a smaller batch fits what was free (a part that does not
+// grow, as buffers the size of the parameters, puts that limit a little
+// high, never low). The measurements are in
+// docs/design/xla-pool-plan-limits.md.
 //
 // Sizes from that limit up are at risk when a size above it ran: another
 // plan was drawn there, which the failing plan's size would not fit. The
@@ -44,9 +40,7 @@ type Risk struct {
 // gives a far failure a limit below the boundary, and sizes between run
 // with one plan. A flaky size's failure places it however close. The
 // smallest limit of all the failures that qualify is taken. Slopes between
-// failures are no guide: failures of several plans lie on several lines
-// (session 15's third search: pairs with 677's failure gave 15.8 to 42.9
-// MB a sample).
+// failures are no guide: failures of several plans lie on several lines.
 func (d *driver) riskFromFailures() (Risk, bool) {
 	if _, pooled := d.capacity(); !pooled {
 		return Risk{}, false
@@ -90,8 +84,7 @@ func (d *driver) riskFromFailures() (Risk, bool) {
 // times its quadratic share; requiring the limits to differ by no more than
 // their failures' distance over the limit's own (from the failure) keeps
 // that error within a sample, which a size that ran cannot exceed. Two
-// plans' failures lie on two lines and do not corroborate each other
-// (session 16: 671.3 from 677 to 707, 681.2 from 691 to 700).
+// plans' failures lie on two lines and do not corroborate each other.
 func corroborated(limits map[int]float64, from int) bool {
 	e := limits[from]
 	for other, o := range limits {
@@ -117,10 +110,9 @@ func (d *driver) ranBetween(x float64, y int) bool {
 }
 
 // noteRisk lowers the bracket's top to where the failures put sizes at
-// risk (riskFromFailures), when that is below hi, the bracket's top now
-// (session 16's last JAX search: 681's failure put 672 at risk while the
-// bracket was (670, 681), and waiting for lo to pass 672 cost it 676's
-// trial); it says whether it did. The risk only ever moves down.
+// risk (riskFromFailures), when that is below hi, the bracket's top now,
+// rather than waiting for lo to pass the risk, which costs a trial above
+// it; it says whether it did. The risk only ever moves down.
 func (d *driver) noteRisk(hi int) bool {
 	r, ok := d.riskFromFailures()
 	if !ok || r.Size >= hi {
@@ -158,8 +150,7 @@ func (d *driver) atRisk(s int) bool { return d.res.Risk != nil && d.res.Risk.Siz
 // to hi's neighbour below, by the failures' own figures. That size is
 // probed first, the rest of the round spread below it, rather than the
 // model's window, which only knows the sizes that ran and creeps up from
-// the largest below hi (session 15's fourth search: 661, 666, 669, 670,
-// 671 after 684 put 672 at risk with 683 run). Where trials side by side
+// the largest below hi, a size a round. Where trials side by side
 // leave room (Config.ProofAlongside), the edge's second run, the proof's,
 // rides along: hi is not run, so the edge's two runs are all the proof.
 func (d *driver) riskEdge(lo, hi int) (sizes []int, predicted float64, rechecks []int, ok bool) {

@@ -35,7 +35,8 @@ func TestPoolOnePlanNoRisk(t *testing.T) {
 		x := float64(answer) + 0.5
 		perSample := (free - fixed - quad*x*x) / x
 		buffer := func(s int) float64 { return fixed + perSample*float64(s) + quad*float64(s*s) }
-		p := ProberFunc(func(_ context.Context, sizes []int) ([]Observation, error) {
+		p := ProberFunc(func(_ context.Context, req Request) ([]Observation, error) {
+			sizes := req.Sizes
 			obs := make([]Observation, len(sizes))
 			for i, s := range sizes {
 				if s <= answer {

@@ -1,6 +1,7 @@
 // Package search finds the exact largest batch size that runs. It is pure
-// logic over a Prober: it decides which sizes to try and when the boundary is
-// known, and never touches processes, clocks or GPUs itself.
+// logic over a Prober: it decides which sizes to try, from a model of peak
+// memory against batch size (Fit), and when the boundary is known, and never
+// touches processes, clocks or GPUs itself.
 package search
 
 import (
@@ -36,75 +37,39 @@ type Memory struct {
 	Limit uint64 `json:"limit_bytes,omitempty"`
 }
 
-// Failure is what an out-of-memory error says, in bytes; zero is unknown.
-// Allocated and Request are in the units of Memory.Allocated: the trial
-// held Allocated when it asked for Request more and could get only Free.
-type Failure struct {
-	Request   uint64 `json:"request_bytes,omitempty"`   // the allocation that failed
-	Allocated uint64 `json:"allocated_bytes,omitempty"` // the framework's allocated memory then
-	Reserved  uint64 `json:"reserved_bytes,omitempty"`  // its allocator's reserved memory then
-	// Free is what the allocator could still have taken: the cap less
-	// Reserved under an allocator cap, else the device's free memory.
-	Free uint64 `json:"free_bytes,omitempty"`
-	// Capped says an allocator cap decided the failure (a memory fraction,
-	// JAX's pool): the allocator's own state, not the device's.
-	Capped bool `json:"capped,omitempty"`
-	// Exact says Request, Allocated and Reserved are the allocator's own
-	// counters, to the byte, not an error message's rounded figures.
-	Exact bool `json:"exact,omitempty"`
+// Request is one Probe call: the sizes to run, and what their runs are for.
+type Request struct {
+	Sizes []int
+	// Fresh says the call re-runs sizes to check them: a re-check (of a
+	// contradiction, a surprise or the proof pair) or a confirmation. A
+	// Prober that reuses warm processes must run these in fresh ones, or
+	// the check proves nothing.
+	Fresh bool
+	// Rechecks is how many of Sizes, the last ones, re-run sizes beside
+	// the round's new ones (the proof's re-checks that ride along it,
+	// Config.ProofAlongside): a Prober that keeps records marks them as
+	// re-runs, as it does a Fresh call's.
+	Rechecks int
 }
 
-// capturedState reports whether f is an allocator's whole state when it
-// refused, to the byte: what it asked for, held and had reserved, from its
-// own counters, and what it could still take: the cap's room, or, with no
-// cap, the device's free memory. Such a state decides the failure alone, so
-// the same state twice is no accident (driver.failuresRepeat): a failure
-// at random near the limit (fragmentation, a varying allocation, another
-// process's memory) leaves other figures. On the whole card the H200's
-// re-checks of SimCLR, the LM and HF failed alike to the byte, free memory
-// included, every time (session 12).
-func (f Failure) capturedState() bool {
-	return f.Exact && f.Request > 0 && f.Allocated > 0 && f.Reserved > 0 && (f.Capped || f.Free > 0)
-}
-
-// Reached returns the allocated memory the trial could have reached when
-// it failed (what it held and what it could still take), and whether the
-// failure says so.
-func (f Failure) Reached() (uint64, bool) {
-	if f.Allocated == 0 || f.Request == 0 || f.Free == 0 || f.Free >= f.Request {
-		return 0, false
-	}
-	return f.Allocated + f.Free, true
-}
-
-// planLimit returns the size at which the buffer that failed at size would
-// fit what was free, size × free / request, when it was a step's planned
-// buffer: a request that is most of what the trial needed (XLA asks its
-// pool for one buffer a step: near its boundary the JAX example's asked
-// 37.8 MB a sample through the origin, at 24 GiB and on the whole H200
-// alike; far above, more). An allocator's single tensor (torch's,
-// TensorFlow's without XLA) asks for less than it held, and says nothing of
-// a plan. A part that does not grow with the batch (buffers the size of the
-// parameters) puts the limit a little high, never low.
-func (f Failure) planLimit(size int) (float64, bool) {
-	if f.Request <= f.Free || f.Free == 0 || f.Request <= f.Allocated {
-		return 0, false
-	}
-	return float64(size) * float64(f.Free) / float64(f.Request), true
-}
-
-// Prober runs trials. Probe runs the given sizes (concurrently where it can)
-// and returns one observation per size in the same order. An error means the
-// search cannot go on (canceled, or the trial could not be started); a trial
-// that ran and failed is an observation, not an error.
+// Prober runs trials. Probe runs the request's sizes (concurrently where it
+// can) and returns one observation per size in the same order. An error
+// means the search cannot go on (canceled, or the trial could not be
+// started); a trial that ran and failed is an observation, not an error.
 type Prober interface {
-	Probe(ctx context.Context, sizes []int) ([]Observation, error)
+	Probe(ctx context.Context, req Request) ([]Observation, error)
 }
 
 // ProberFunc adapts a function to Prober.
-type ProberFunc func(ctx context.Context, sizes []int) ([]Observation, error)
+type ProberFunc func(ctx context.Context, req Request) ([]Observation, error)
 
 // Probe calls f.
-func (f ProberFunc) Probe(ctx context.Context, sizes []int) ([]Observation, error) {
-	return f(ctx, sizes)
+func (f ProberFunc) Probe(ctx context.Context, req Request) ([]Observation, error) {
+	return f(ctx, req)
 }
+
+func fits(o Observation) bool     { return o.Outcome.Fits() }
+func tooLarge(o Observation) bool { return o.Outcome.TooLarge() }
+
+// agree reports whether two observations of one size say the same thing.
+func agree(a, b Observation) bool { return fits(a) == fits(b) }

@@ -334,7 +334,8 @@ func TestCanceled(t *testing.T) {
 	})
 	t.Run("context canceled before a round", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		p := ProberFunc(func(_ context.Context, sizes []int) ([]Observation, error) {
+		p := ProberFunc(func(_ context.Context, req Request) ([]Observation, error) {
+			sizes := req.Sizes
 			cancel()
 			return []Observation{w.observe(sizes[0])}, nil
 		})
@@ -353,12 +354,12 @@ func TestProberMisbehaves(t *testing.T) {
 		p    ProberFunc
 		want string
 	}{
-		{"too few", func(context.Context, []int) ([]Observation, error) { return nil, nil }, "returned 0 observations"},
-		{"wrong size", func(_ context.Context, s []int) ([]Observation, error) {
-			return []Observation{{Size: s[0] + 1, Outcome: classify.OK}}, nil
+		{"too few", func(context.Context, Request) ([]Observation, error) { return nil, nil }, "returned 0 observations"},
+		{"wrong size", func(_ context.Context, req Request) ([]Observation, error) {
+			return []Observation{{Size: req.Sizes[0] + 1, Outcome: classify.OK}}, nil
 		}, "is for batch size"},
-		{"unknown outcome", func(_ context.Context, s []int) ([]Observation, error) {
-			return []Observation{{Size: s[0], Outcome: "weird"}}, nil
+		{"unknown outcome", func(_ context.Context, req Request) ([]Observation, error) {
+			return []Observation{{Size: req.Sizes[0], Outcome: "weird"}}, nil
 		}, `unknown outcome "weird"`},
 	}
 	for _, tt := range tests {

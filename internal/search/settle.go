@@ -30,8 +30,8 @@ type Settled struct {
 // so its answer is reported only through this.
 //
 // It searches as Run does, with Run's rules for results that disagree and
-// for the proof (Confirm included), but in fresh trials only (Fresh(ctx)
-// is true for every Probe call), and starting from the warm answer: it runs
+// for the proof (Confirm included), but in fresh trials only (every Probe
+// call's Request is Fresh), and starting from the warm answer: it runs
 // answer and firstFailure (0 when answer is the top of cfg's grid), as Run
 // returned them, in one round (firstFailure twice when three trials may run
 // side by side: the proof's repeat). Where a fresh trial disagrees, it gallops

@@ -179,7 +179,8 @@ func TestSettleContextCanceled(t *testing.T) {
 	w := smallWorkload(10)
 	ctx, cancel := context.WithCancel(context.Background())
 	var calls [][]int
-	p := ProberFunc(func(_ context.Context, sizes []int) ([]Observation, error) {
+	p := ProberFunc(func(_ context.Context, req Request) ([]Observation, error) {
+		sizes := req.Sizes
 		calls = append(calls, sizes)
 		cancel()
 		obs := make([]Observation, len(sizes))
@@ -197,7 +198,8 @@ func TestSettleContextCanceled(t *testing.T) {
 // A Prober that breaks its contract is an error, as in Run; so are an
 // answer and a first failure that Run cannot have returned.
 func TestSettleRejects(t *testing.T) {
-	ok := ProberFunc(func(_ context.Context, sizes []int) ([]Observation, error) {
+	ok := ProberFunc(func(_ context.Context, req Request) ([]Observation, error) {
+		sizes := req.Sizes
 		obs := make([]Observation, len(sizes))
 		for i, s := range sizes {
 			obs[i] = Observation{Size: s, Outcome: classify.OK}
@@ -212,16 +214,16 @@ func TestSettleRejects(t *testing.T) {
 		answer, first int
 		want          string
 	}{
-		{"too few", Config{Min: 1, Max: 64}, func(context.Context, []int) ([]Observation, error) {
+		{"too few", Config{Min: 1, Max: 64}, func(context.Context, Request) ([]Observation, error) {
 			return []Observation{{Size: 20, Outcome: classify.OK}}, nil
 		}, 20, 21, "returned 1 observations"},
-		{"wrong size", Config{Min: 1, Max: 64}, func(_ context.Context, s []int) ([]Observation, error) {
-			return []Observation{{Size: s[0] + 1, Outcome: classify.OK}}, nil
+		{"wrong size", Config{Min: 1, Max: 64}, func(_ context.Context, req Request) ([]Observation, error) {
+			return []Observation{{Size: req.Sizes[0] + 1, Outcome: classify.OK}}, nil
 		}, 64, 0, "is for batch size 65"},
-		{"unknown outcome", Config{Min: 1, Max: 64}, func(_ context.Context, s []int) ([]Observation, error) {
-			return []Observation{{Size: s[0], Outcome: "weird"}}, nil
+		{"unknown outcome", Config{Min: 1, Max: 64}, func(_ context.Context, req Request) ([]Observation, error) {
+			return []Observation{{Size: req.Sizes[0], Outcome: "weird"}}, nil
 		}, 64, 0, `unknown outcome "weird"`},
-		{"prober error", Config{Min: 1, Max: 64}, func(context.Context, []int) ([]Observation, error) {
+		{"prober error", Config{Min: 1, Max: 64}, func(context.Context, Request) ([]Observation, error) {
 			return nil, boom
 		}, 20, 21, "probe batch sizes [20 21]: cannot start trial"},
 		{"invalid config", Config{Min: 10, Max: 5}, ok, 5, 0, "invalid search"},

@@ -48,7 +48,7 @@ type ProberConfig struct {
 	// standby holds a CUDA context and the model on the same GPU.
 	Standby bool
 	// Fallback runs trials in fresh processes: the search's re-checks and
-	// confirmations and search.Settle's rounds (search.Fresh), and a re-run
+	// confirmations and search.Settle's rounds (search.Request.Fresh), and a re-run
 	// of every warm crash. nil starts a new worker for each such trial
 	// instead.
 	// When it also has Trials() []record.Trial (probe.Prober does), its
@@ -193,14 +193,15 @@ func (p *Prober) SetPhase(phase string) {
 	}
 }
 
-// Probe runs the sizes one after another. Fresh rounds (search.Fresh) go to
-// fresh processes; the others to the warm worker.
-func (p *Prober) Probe(ctx context.Context, sizes []int) ([]search.Observation, error) {
-	if search.Fresh(ctx) {
-		return p.fresh(ctx, sizes)
+// Probe runs the request's sizes one after another. Fresh requests
+// (search.Request.Fresh) go to fresh processes; the others to the warm
+// worker.
+func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observation, error) {
+	if req.Fresh {
+		return p.fresh(ctx, req)
 	}
-	obs := make([]search.Observation, 0, len(sizes))
-	for _, size := range sizes {
+	obs := make([]search.Observation, 0, len(req.Sizes))
+	for _, size := range req.Sizes {
 		o, err := p.warm(ctx, size)
 		if err != nil {
 			return obs, err
@@ -266,7 +267,7 @@ func (p *Prober) warm(ctx context.Context, size int) (search.Observation, error)
 			Failure: failureOf(res, p.deviceTotal()),
 		}, nil
 	}
-	obs, err := p.fresh(ctx, []int{size})
+	obs, err := p.fresh(ctx, search.Request{Sizes: []int{size}})
 	if err != nil {
 		return search.Observation{}, err
 	}
@@ -290,9 +291,10 @@ func (p *Prober) recycleReason(res Result) string {
 	return ""
 }
 
-// fresh runs sizes in fresh processes: through the fallback, or each on a
-// worker of its own.
-func (p *Prober) fresh(ctx context.Context, sizes []int) ([]search.Observation, error) {
+// fresh runs the request's sizes in fresh processes: through the fallback,
+// or each on a worker of its own.
+func (p *Prober) fresh(ctx context.Context, req search.Request) ([]search.Observation, error) {
+	sizes := req.Sizes
 	// An idle worker still holds its CUDA context, model and optimizer
 	// state: on a real card the fresh process would have that much less.
 	p.retire("the GPU was needed for a trial in a fresh process")
@@ -309,7 +311,7 @@ func (p *Prober) fresh(ctx context.Context, sizes []int) ([]search.Observation, 
 		nf.NumberFrom(p.nextN())
 	}
 	start := time.Now()
-	obs, err := p.cfg.Fallback.Probe(ctx, sizes)
+	obs, err := p.cfg.Fallback.Probe(ctx, req)
 	var ts []record.Trial
 	if lister != nil {
 		if all := lister.Trials(); len(all) > before {

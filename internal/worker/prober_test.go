@@ -28,7 +28,8 @@ type fakeFresh struct {
 	recs  []record.Trial
 }
 
-func (f *fakeFresh) Probe(ctx context.Context, sizes []int) ([]search.Observation, error) {
+func (f *fakeFresh) Probe(ctx context.Context, req search.Request) ([]search.Observation, error) {
+	sizes := req.Sizes
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, slices.Clone(sizes))
@@ -124,7 +125,7 @@ func TestRecyclePolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, log := fakeProber(t, nil, func(c *ProberConfig) { c.KeepAfterOOM = tc.keep }, tc.env...)
-			obs, err := p.Probe(context.Background(), []int{8, 32, 16})
+			obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{8, 32, 16}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +158,7 @@ func TestRecyclePolicy(t *testing.T) {
 func TestRecycleWarnsOnce(t *testing.T) {
 	var warnings []string
 	p, _ := fakeProber(t, nil, func(c *ProberConfig) { c.Warn = func(m string) { warnings = append(warnings, m) } }, "FAKE_RETAIN=2048")
-	if _, err := p.Probe(context.Background(), []int{8, 16}); err != nil {
+	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{8, 16}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "kept 2.0 KiB") || !strings.Contains(warnings[0], "batchfit doctor") {
@@ -173,7 +174,7 @@ func TestRecycleWarnsOnce(t *testing.T) {
 func TestCrashIsRerunFresh(t *testing.T) {
 	fresh := &fakeFresh{limit: 100}
 	p, _ := fakeProber(t, fresh, nil, "FAKE_MODE=die")
-	obs, err := p.Probe(context.Background(), []int{8})
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestCrashIsRerunFresh(t *testing.T) {
 	}
 }
 
-// search.Run's confirmation runs (search.Fresh) go to fresh processes; the
+// search.Run's confirmation runs (search.Request.Fresh) go to fresh processes; the
 // rest to the warm worker. The answer is confirmed fresh at the end.
 func TestSearchWithConfirmation(t *testing.T) {
 	fresh := &fakeFresh{limit: 20}
@@ -293,7 +294,7 @@ func TestSettleThroughFallback(t *testing.T) {
 // Without a fallback, a fresh trial runs on a worker of its own.
 func TestFreshWithoutFallback(t *testing.T) {
 	p, log := fakeProber(t, nil, nil)
-	if _, err := p.Probe(context.Background(), []int{8}); err != nil {
+	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := search.Settle(context.Background(), search.Config{Min: 1, Max: 8}, p, 8, 0)
@@ -314,13 +315,13 @@ func TestFreshWithoutFallback(t *testing.T) {
 // context is a canceled observation.
 func TestProberStartFailureAndCancel(t *testing.T) {
 	p, _ := fakeProber(t, nil, nil, "FAKE_MODE=fatal")
-	_, err := p.Probe(context.Background(), []int{8})
+	_, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}})
 	if err == nil || !strings.Contains(err.Error(), "cannot read the dataset config") {
 		t.Errorf("err = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	obs, err := p.Probe(ctx, []int{8, 16})
+	obs, err := p.Probe(ctx, search.Request{Sizes: []int{8, 16}})
 	if err != nil || len(obs) != 2 || obs[0].Outcome != classify.Canceled {
 		t.Errorf("obs = %+v, err = %v", obs, err)
 	}
@@ -340,7 +341,7 @@ func TestRecycleRealWorker(t *testing.T) {
 		KeepAfterOOM: true, // the verification alone must recycle
 	})
 	defer p.Close()
-	obs, err := p.Probe(context.Background(), []int{200, 777})
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{200, 777}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestWarmSoakOnCPU(t *testing.T) {
 	p := NewProber(ProberConfig{Command: argv, Env: Environ(base, pp, adapter.None{}, 0, 0), Steps: 2, Timeout: time.Minute,
 		LogDir: dir, Fallback: spy})
 	defer p.Close()
-	if _, err := p.Probe(context.Background(), []int{50}); err != nil {
+	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{50}}); err != nil {
 		t.Fatal(err)
 	}
 	pid := p.Records()[0].WorkerPID
@@ -489,7 +490,7 @@ func TestStandbyWorker(t *testing.T) {
 		Timeout: time.Minute,
 		Standby: true,
 	})
-	obs, err := p.Probe(context.Background(), []int{50, 200, 60})
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{50, 200, 60}})
 	if err != nil {
 		t.Fatal(err)
 	}

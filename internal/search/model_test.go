@@ -1,4 +1,4 @@
-package memmodel
+package search
 
 import (
 	"errors"
@@ -7,22 +7,20 @@ import (
 	"testing"
 )
 
-const mib = 1 << 20
-
 // affine returns points of peak = fixed + per·size, each rounded up to the
 // allocator's 2 MiB blocks, the way a real allocator reports them.
-func affine(fixed, per uint64, sizes ...int) []Point {
-	var ps []Point
+func affine(fixed, per uint64, sizes ...int) []point {
+	var ps []point
 	for _, s := range sizes {
 		b := fixed + per*uint64(s)
-		b = (b + Granularity - 1) / Granularity * Granularity
-		ps = append(ps, Point{Size: s, Bytes: b})
+		b = (b + granularity - 1) / granularity * granularity
+		ps = append(ps, point{Size: s, Bytes: b})
 	}
 	return ps
 }
 
 func TestEstimateExactLine(t *testing.T) {
-	f, err := Estimate([]Point{{10, 1000 + 10*7}, {20, 1000 + 20*7}, {40, 1000 + 40*7}})
+	f, err := estimate([]point{{10, 1000 + 10*7}, {20, 1000 + 20*7}, {40, 1000 + 40*7}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,19 +41,19 @@ func TestEstimateExactLine(t *testing.T) {
 func TestEstimateErrors(t *testing.T) {
 	tests := []struct {
 		name   string
-		points []Point
+		points []point
 		want   error
 	}{
-		{"none", nil, ErrTooFewPoints},
-		{"one", []Point{{8, 100}}, ErrTooFewPoints},
-		{"one size twice", []Point{{8, 100}, {8, 104}}, ErrTooFewPoints},
-		{"flat", []Point{{8, 100}, {16, 100}}, ErrNoSlope},
-		{"falling", []Point{{8, 200}, {16, 100}}, ErrNoSlope},
-		{"negative size", []Point{{-1, 100}, {16, 100}}, nil},
+		{"none", nil, errTooFewPoints},
+		{"one", []point{{8, 100}}, errTooFewPoints},
+		{"one size twice", []point{{8, 100}, {8, 104}}, errTooFewPoints},
+		{"flat", []point{{8, 100}, {16, 100}}, errNoSlope},
+		{"falling", []point{{8, 200}, {16, 100}}, errNoSlope},
+		{"negative size", []point{{-1, 100}, {16, 100}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Estimate(tt.points)
+			_, err := estimate(tt.points)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -84,7 +82,7 @@ func TestBoundCoversTruth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := Estimate(affine(tt.fixed, tt.per, tt.sizes...))
+			f, err := estimate(affine(tt.fixed, tt.per, tt.sizes...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,11 +105,11 @@ func TestBoundCoversTruth(t *testing.T) {
 // search refits after every near-boundary success.
 func TestBoundShrinksWithLeverage(t *testing.T) {
 	const capacity = 24 << 30
-	near, err := Estimate(affine(3000*mib, 85*mib, 8, 16))
+	near, err := estimate(affine(3000*mib, 85*mib, 8, 16))
 	if err != nil {
 		t.Fatal(err)
 	}
-	far, err := Estimate(affine(3000*mib, 85*mib, 8, 16, 240))
+	far, err := estimate(affine(3000*mib, 85*mib, 8, 16, 240))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +121,8 @@ func TestBoundShrinksWithLeverage(t *testing.T) {
 	}
 }
 
-func TestString(t *testing.T) {
-	f, err := Estimate(affine(3000*mib, 85*mib, 8, 16))
+func TestFitString(t *testing.T) {
+	f, err := estimate(affine(3000*mib, 85*mib, 8, 16))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,4 @@
-// Package memmodel fits a trial's peak memory against its batch size and
-// predicts, with an honest error bound, the largest batch size that fits in a
-// given amount of memory.
-//
-// The model is affine: peak = Intercept + Slope·size. The intercept is what
-// does not scale with the batch (weights, gradients, optimizer state,
-// workspaces); the slope is what one more sample costs (activations, inputs).
-// This is what training peaks look like for fixed-shape inputs, and on the
-// question's ResNet-50 workload a fit of peak allocated memory predicted the
-// boundary to within one sample (283 against a true 282).
-package memmodel
+package search
 
 import (
 	"errors"
@@ -16,25 +6,31 @@ import (
 	"math"
 )
 
-// Granularity is the smallest error a measured peak is assumed to carry:
+// granularity is the smallest error a measured peak is assumed to carry:
 // allocators hand out memory in blocks (PyTorch's caching allocator rounds
 // large segments to 2 MiB, and NVML reports whole pages), so two runs that
 // need the same bytes can read up to one block apart.
-const Granularity = 2 << 20
+const granularity = 2 << 20
 
-// Point is one measured peak: Bytes of memory at batch size Size.
-type Point struct {
+// point is one measured peak: Bytes of memory at batch size Size.
+type point struct {
 	Size  int
 	Bytes uint64
 }
 
-// Errors Estimate returns when the points cannot define a model.
+// The errors estimate returns when the points cannot define a model.
 var (
-	ErrTooFewPoints = errors.New("need measured peaks at two or more distinct batch sizes")
-	ErrNoSlope      = errors.New("peak memory does not grow with batch size")
+	errTooFewPoints = errors.New("need measured peaks at two or more distinct batch sizes")
+	errNoSlope      = errors.New("peak memory does not grow with batch size")
 )
 
-// Fit is an affine model of peak memory against batch size.
+// Fit is an affine model of peak memory against batch size, from which the
+// largest batch size that fits in a given amount of memory is predicted with
+// an honest error bound: peak = Intercept + Slope·size. The intercept is what
+// does not scale with the batch (weights, gradients, optimizer state,
+// workspaces); the slope is what one more sample costs (activations,
+// inputs). This is what training peaks look like for fixed-shape inputs
+// (DESIGN.md, "Memory", has how well it predicts).
 type Fit struct {
 	Intercept float64 // bytes at batch size 0
 	Slope     float64 // bytes per sample
@@ -48,12 +44,12 @@ type Fit struct {
 	sxx   float64   // sum of squared deviations from the mean
 }
 
-// Estimate fits the points by least squares. It needs two or more distinct
+// estimate fits the points by least squares. It needs two or more distinct
 // sizes, and the fitted slope must be positive: a model in which a larger
 // batch costs nothing cannot place a boundary.
-func Estimate(points []Point) (Fit, error) {
+func estimate(points []point) (Fit, error) {
 	if len(points) == 0 {
-		return Fit{}, ErrTooFewPoints
+		return Fit{}, errTooFewPoints
 	}
 	var sx, sy float64
 	for _, p := range points {
@@ -73,11 +69,11 @@ func Estimate(points []Point) (Fit, error) {
 		sxy += dx * (float64(p.Bytes) - my)
 	}
 	if sxx == 0 {
-		return Fit{}, ErrTooFewPoints
+		return Fit{}, errTooFewPoints
 	}
 	slope := sxy / sxx
 	if !(slope > 0) {
-		return Fit{}, fmt.Errorf("slope %.0f bytes per sample: %w", slope, ErrNoSlope)
+		return Fit{}, fmt.Errorf("slope %.0f bytes per sample: %w", slope, errNoSlope)
 	}
 	f := Fit{
 		Intercept: my - slope*mx,
@@ -109,7 +105,7 @@ func (f Fit) MaxSize(capacity uint64) float64 {
 }
 
 // Bound returns how many samples MaxSize(capacity) can be off, if every
-// measured peak is off the true line by at most Residual+Granularity bytes.
+// measured peak is off the true line by at most Residual+granularity bytes.
 //
 // The bound is the worst case over such errors: a least-squares prediction
 // at size x is a weighted sum of the measured peaks, and the weights' absolute
@@ -126,7 +122,7 @@ func (f Fit) Bound(capacity uint64) float64 {
 	for _, xi := range f.sizes {
 		w += math.Abs(1/n + (x-f.mean)*(xi-f.mean)/f.sxx)
 	}
-	return (f.Residual + Granularity) * w / f.Slope
+	return (f.Residual + granularity) * w / f.Slope
 }
 
 // String describes the fit in MiB, for logs and reports.

@@ -1,0 +1,259 @@
+package search
+
+import (
+	"slices"
+)
+
+// view is what a planner sees of the search.
+type view struct {
+	g grid
+	k int // sizes per round
+	// lo is the largest size believed to fit (g.min-step when none) and hi
+	// the smallest believed not to above it (g.max+step when none): the
+	// driver's bracket.
+	lo, hi int
+	// points are the measured peaks of the sizes believed to fit below hi,
+	// in units of fig, and fit the model made from them (nil when none
+	// could be made).
+	fig    Figure
+	points []point
+	fit    *Fit
+	// [cLo, cHi] is where the peak at the boundary is expected to be, in
+	// units of the memory figure.
+	cLo, cHi float64
+	// failed is what the failure at hi said of itself (the zero Failure
+	// when nothing did, or hi has not been tried).
+	failed Failure
+	// growth is how much the memory that decides an OOM grows a sample,
+	// in bytes, from the sizes that fitted: their reserved peaks where all
+	// report one that grows (an allocator cap limits reserved memory, and
+	// a card runs out of it), else the fit's slope; 0 with no fit.
+	growth float64
+	// refuted says the trials contradict every window the failures and
+	// the capacity give (planView): the model has nothing left to place
+	// the boundary with, and bisection does better than its guesses.
+	refuted bool
+	// reached says [cLo, cHi] is where the failure at hi could have
+	// reached (planView), not the capacity.
+	reached bool
+	// pooled says the capacity is a framework's own pool (JAX's), which
+	// plans each step's buffers to fit it (driver.capacity).
+	pooled bool
+}
+
+func (v view) growing() bool { return v.hi > v.g.max }
+func (v view) seenOK() bool  { return v.lo >= v.g.min }
+
+// view shows the planner the bracket (lo, hi) and the model.
+func (d *driver) view(lo, hi int) view {
+	v := view{g: d.g, k: d.k, lo: lo, hi: hi}
+	v.fig, v.points = d.points(hi)
+	if f, err := estimate(v.points); err == nil {
+		v.fit = &f
+		v.growth = d.reservedSlope(hi, f.Slope)
+	}
+	capacity, pooled := d.capacity()
+	v.pooled = pooled
+	context := 0.0
+	if !pooled {
+		context = d.context(hi)
+	}
+	v.cLo, v.cHi = expectedPeak(capacity, v.fig, context)
+	return v
+}
+
+// planView is the view a planner plans the bracket (lo, hi) from: the
+// model's, with the window moved by what the trials said beyond the
+// capacity. A failure at hi says the figure at the boundary is below hi's
+// fitted peak, and the success at lo that it is at least lo's measured
+// peak: when the capacity window lies outside that, the capacity was wrong
+// for this workload (fragmentation, a large last allocation, memory
+// outside the figure). An OOM that says what it held and what it could
+// still take (Failure.Reached) then places the boundary's figure within
+// half its shortfall of that; else the window moves down below hi's fitted
+// peak and widens at every failure that refutes it, so a prediction that
+// failed moves the next one decisively instead of one size at a time.
+//
+// The planner and clearRoom use it; modelRulesOut, which lets the proof
+// believe a failure on fewer re-runs, judges by the capacity alone, never
+// by the failures themselves. Only a failure that reports its allocation
+// narrows the window.
+func (d *driver) planView(lo, hi int) view {
+	v := d.view(lo, hi)
+	if hi > d.g.max {
+		return v
+	}
+	failed := d.belief[hi]
+	v.failed = failed.Failure
+	if failed.Failure.Request == 0 {
+		// A failure that says nothing of itself may be a flake (an OOM at
+		// random near the limit): the capacity stays the better guide.
+		return v
+	}
+	if v.fit == nil && v.fig == FigureAllocated && len(v.points) == 1 {
+		// One success and a failure that says what it needed at least:
+		// the two make a first slope, where bisection would know none.
+		f := failed.Failure
+		if need := f.Allocated + f.Request; f.Allocated > 0 && f.Request > 0 && float64(need) > float64(v.points[0].Bytes) {
+			pts := append([]point{}, v.points...)
+			pts = append(pts, point{Size: hi, Bytes: need})
+			if fit, err := estimate(pts); err == nil {
+				v.fit = &fit
+			}
+		}
+	}
+	if v.fit == nil {
+		return v
+	}
+	slack := v.fit.Residual + granularity
+	top := v.fit.Predict(hi) + slack
+	bottom := 0.0
+	for _, p := range v.points {
+		if p.Size == lo {
+			bottom = float64(p.Bytes) - slack
+		}
+	}
+	if max(v.cLo, bottom) <= min(v.cHi, top) {
+		// The capacity still explains every trial: keep to it.
+		return v
+	}
+	wLo, wHi := bottom, top
+	if r, ok := failed.Failure.Reached(); ok && v.fig == FigureAllocated {
+		half := float64(failed.Failure.Request-failed.Failure.Free) / 2
+		if eLo, eHi := max(wLo, float64(r)-half), min(wHi, float64(r)+half); eLo <= eHi {
+			v.cLo, v.cHi = max(eLo, 0), eHi
+			v.reached = true
+			return v
+		}
+		if bottom > float64(r)+half {
+			// A size that ran held more than the failure could have
+			// reached: what the failures say of themselves does not
+			// decide this workload's OOM (a large buffer meets
+			// fragmented memory), and the capacity was wrong already.
+			v.refuted = true
+			return v
+		}
+	}
+	// Nothing places it better: the capacity window moved down to end at
+	// hi's fitted peak, twice as wide at every failure that refuted it, so
+	// that a model a little off stays close and one far off soon bisects.
+	width := max(v.cHi-v.cLo, 2*slack)
+	for s, o := range d.belief {
+		if s > hi && tooLarge(o) && v.fit.Predict(s)+slack < v.cLo && width < wHi-wLo {
+			width *= 2
+		}
+	}
+	wLo = max(wLo, wHi-width)
+	if wLo > wHi || wHi <= 0 {
+		return v
+	}
+	v.cLo, v.cHi = max(wLo, 0), wHi
+	return v
+}
+
+// points returns the memory figure and the measured peaks of the sizes
+// believed to fit below hi.
+func (d *driver) points(hi int) (Figure, []point) {
+	var oks []Observation
+	for s, o := range d.belief {
+		if fits(o) && s < hi {
+			oks = append(oks, o)
+		}
+	}
+	slices.SortFunc(oks, func(a, b Observation) int { return a.Size - b.Size })
+	fig := chooseFigure(oks)
+	if fig == FigureNone {
+		return fig, nil
+	}
+	points := make([]point, len(oks))
+	for i, o := range oks {
+		points[i] = point{Size: o.Size, Bytes: fig.of(o.Memory)}
+	}
+	return fig, points
+}
+
+// capacity is the memory a trial's peak must fit in: Capacity, or the
+// smallest pool limit a trial's framework reported when that is less (JAX's
+// pool is 75 % of the card by default). pooled says it is such a limit: a
+// framework's own pool lies outside the CUDA context, as an allocator cap
+// does.
+func (d *driver) capacity() (capacity uint64, pooled bool) {
+	capacity = d.cfg.Capacity
+	for _, o := range d.belief {
+		if l := o.Memory.Limit; l > 0 && (capacity == 0 || l < capacity) {
+			capacity, pooled = l, true
+		}
+	}
+	return capacity, pooled
+}
+
+// reservedSlope is the slope of the reserved peaks of the sizes believed
+// to fit below hi, or def when some size reports none or they do not grow
+// (a framework's preallocated pool).
+func (d *driver) reservedSlope(hi int, def float64) float64 {
+	var pts []point
+	for s, o := range d.belief {
+		if !fits(o) || s >= hi {
+			continue
+		}
+		if o.Memory.Reserved == 0 {
+			return def
+		}
+		pts = append(pts, point{Size: s, Bytes: o.Memory.Reserved})
+	}
+	if f, err := estimate(pts); err == nil {
+		return f.Slope
+	}
+	return def
+}
+
+// context is what the capacity loses outside the allocator's figures: 0
+// under an allocator cap, else NVML's peak less the reserved peak of the
+// same trial (the CUDA context), the least seen; -1 when unknown.
+func (d *driver) context(hi int) float64 {
+	if d.cfg.AllocatorCap {
+		return 0
+	}
+	ctx := -1.0
+	for s, o := range d.belief {
+		m := o.Memory
+		if fits(o) && s < hi && m.Device > m.Reserved && m.Reserved > 0 {
+			if c := float64(m.Device - m.Reserved); ctx < 0 || c < ctx {
+				ctx = c
+			}
+		}
+	}
+	return ctx
+}
+
+// A workload whose figure is peak allocated memory runs out before that
+// figure reaches the capacity by whatever the allocator's counters do not
+// see: on a whole card, the CUDA context and other memory outside PyTorch,
+// about 0.3–0.6 GiB per process (DESIGN.md); under an allocator cap
+// (--memory-limit through per_process_memory_fraction), only the
+// allocator's slack (reserved but unallocated, rounding), because the
+// context lies outside the cap. When the context was measured (NVML and the
+// adapter on the same trial) or lies outside the cap, only the slack is
+// unknown. This only decides where to look first; the answer is exact
+// wherever the boundary really is.
+const (
+	allocatedOverheadLo = 0
+	allocatedOverheadHi = 0.6 * (1 << 30)
+	allocatorSlackHi    = 0.25 * (1 << 30)
+)
+
+// expectedPeak returns the window in which the peak at the boundary is
+// expected, for a capacity in units of fig. context is the measured memory
+// outside the allocator's figures, or -1 when it is unknown. NVML figures
+// include the context, so their window is the capacity itself.
+func expectedPeak(capacity uint64, fig Figure, context float64) (lo, hi float64) {
+	c := float64(capacity)
+	if fig != FigureAllocated {
+		return c, c
+	}
+	if context >= 0 {
+		c -= context
+		return max(c-allocatorSlackHi, 0), max(c, 0)
+	}
+	return max(c-allocatedOverheadHi, 0), max(c-allocatedOverheadLo, 0)
+}
