@@ -10,7 +10,7 @@ from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from batchfit import hook  # noqa: E402
+from batchfit._runtime import hook  # noqa: E402
 
 
 class ReportWriteTest(unittest.TestCase):

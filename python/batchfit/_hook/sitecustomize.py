@@ -1,10 +1,10 @@
 """batchfit's start-up hook for a trial process.
 
 batchfit puts this file's directory first on the trial's PYTHONPATH, so Python
-runs it at start-up. It stays tiny: the report logic lives in batchfit.hook,
-imported only when BATCHFIT_REPORT names a report file. Then it runs the
-sitecustomize that would have run without batchfit (the user's or the
-distribution's), so the program behaves as it would on its own.
+runs it at start-up. It stays tiny: the report logic lives in batchfit.hook
+(batchfit._runtime), imported only when BATCHFIT_REPORT names a report file.
+Then it runs the sitecustomize that would have run without batchfit (the
+user's or the distribution's), so the program behaves as it would on its own.
 """
 
 
