@@ -27,7 +27,7 @@ import time
 import traceback
 import types
 
-from batchfit._runtime.hook import caused_by_oom, describe
+from batchfit._runtime.report import caused_by_oom, describe
 
 # How deep the search for optimizers, modules and tensors goes into the
 # Trial's attributes (self.model, self.parts["opt"], state[0].optimizer ...).

@@ -43,7 +43,7 @@ import time
 
 from batchfit._runtime import hook as _hook
 from batchfit._runtime import trial as _trial
-from batchfit._runtime.hook import describe
+from batchfit._runtime.report import describe
 from batchfit._runtime.lines import write_line
 
 PROTOCOL_VERSION = 1
