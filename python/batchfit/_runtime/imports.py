@@ -58,7 +58,7 @@ def after_import(name: str, callback: Callback) -> None:
         return
     _finder.callbacks.setdefault(name, []).append(callback)
     if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _finder)
 
 
 def _find_real_spec(me: _PostImportFinder, fullname: str, path: Sequence[str] | None,

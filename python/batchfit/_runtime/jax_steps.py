@@ -99,7 +99,7 @@ class _Traced:
         # would never see the update.
         self._batchfit_fun = getattr(fun, "__func__", fun)
         self._batchfit_step = False
-        functools.update_wrapper(self, jitted, updated=())  # type: ignore[arg-type]
+        functools.update_wrapper(self, jitted, updated=())
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_batchfit_"):

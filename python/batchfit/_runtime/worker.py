@@ -35,11 +35,14 @@ optimizer steps. A --soak trial (BATCHFIT_SOAK=1) steps until batchfit's
 SIGTERM at the soak's end, which the adapter answers with its report.
 """
 
+from __future__ import annotations
+
 import itertools
 import json
 import os
 import sys
 import time
+from typing import Any, Sequence
 
 from batchfit._runtime import hook as _hook
 from batchfit._runtime import trial as _trial
@@ -63,15 +66,15 @@ batchfit runs it as a warm worker:
 By hand, --once SIZE runs one trial at SIZE (BATCHFIT_STEPS steps, default 3)."""
 
 
-class Channel(object):
+class Channel:
     """One JSON object per line over a pair of pipe descriptors."""
 
-    def __init__(self, rfd, wfd):
+    def __init__(self, rfd: int, wfd: int) -> None:
         self._r = os.fdopen(rfd, "rb", buffering=0)
         self._w = wfd
         self._buf = b""
 
-    def recv(self):
+    def recv(self) -> bytes | None:
         """The next line without its newline, or None at end of input."""
         while b"\n" not in self._buf:
             chunk = self._r.read(65536)
@@ -81,19 +84,19 @@ class Channel(object):
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
-    def send(self, msg):
+    def send(self, msg: dict[str, Any]) -> None:
         write_line(self._w, msg)
 
 
-def _log(msg):
-    sys.stderr.write("batchfit.worker: %s\n" % msg)
+def _log(msg: str) -> None:
+    sys.stderr.write(f"batchfit.worker: {msg}\n")
     sys.stderr.flush()
 
 
-class Worker(object):
+class Worker:
     """The built Trial and its baseline."""
 
-    def __init__(self, target, warmup=1, warmup_steps=1):
+    def __init__(self, target: str, warmup: int = 1, warmup_steps: int = 1) -> None:
         started = time.perf_counter()
         self.target = target
         obj = _trial.load(target)
@@ -113,20 +116,20 @@ class Worker(object):
         self.optimizer_state = self._optimizer_state()
         self.setup_seconds = time.perf_counter() - started
 
-    def _allocated(self):
+    def _allocated(self) -> int:
         return int(self.torch.cuda.memory_allocated()) if self.cuda else 0
 
-    def _reserved(self):
+    def _reserved(self) -> int:
         return int(self.torch.cuda.memory_reserved()) if self.cuda else 0
 
-    def _optimizer_state(self):
+    def _optimizer_state(self) -> tuple[int, int]:
         if self.torch is None:
             return (0, 0)
         optimizers, _, _ = _trial.find(self.runner.roots, self.torch)
         return _trial.optimizer_state(optimizers, self.torch)
 
-    def hello(self):
-        msg = {
+    def hello(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {
             "type": "hello",
             "version": PROTOCOL_VERSION,
             "pid": os.getpid(),
@@ -157,14 +160,14 @@ class Worker(object):
             msg["device_total"] = int(cuda.get_device_properties(index).total_memory)
         return msg
 
-    def trial(self, id_, batch_size, steps):
+    def trial(self, id_: int, batch_size: int, steps: int) -> dict[str, Any]:
         started = time.perf_counter()
         _frameworks_state().last_request = None
         failure, times = _trial.run_trial(self.runner, batch_size, steps, _trial.sync)
         # torch may have been imported by the first step.
         self.torch = torch = _trial.torch_module()
         self.cuda = _trial.cuda_in_use(torch)
-        result = {"type": "result", "id": id_, "batch_size": batch_size, "steps": steps,
+        result: dict[str, Any] = {"type": "result", "id": id_, "batch_size": batch_size, "steps": steps,
                   "outcome": "ok", "step_seconds": times}
         if failure is not None:
             result["outcome"] = failure.outcome
@@ -176,7 +179,7 @@ class Worker(object):
                 result["oom_request"] = dict(request)
             if failure.traceback:
                 result["traceback"] = failure.traceback
-            _log("trial %s at batch size %d: %s: %s" % (id_, batch_size, failure.outcome, failure.exception))
+            _log(f"trial {id_} at batch size {batch_size}: {failure.outcome}: {failure.exception}")
             if failure.traceback:
                 sys.stderr.write(failure.traceback)
                 sys.stderr.flush()
@@ -191,8 +194,8 @@ class Worker(object):
         result["seconds"] = time.perf_counter() - started
         return result
 
-    def _reset_and_verify(self):
-        out = {"verified": False, "retained_bytes": 0, "allocated_after": 0, "reserved_after": 0,
+    def _reset_and_verify(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"verified": False, "retained_bytes": 0, "allocated_after": 0, "reserved_after": 0,
                "optimizer_state_created": False}
         torch = self.torch
         try:
@@ -231,7 +234,7 @@ class Worker(object):
         return out
 
 
-def serve(channel, worker):
+def serve(channel: Channel, worker: Worker) -> int:
     """Answer requests until exit or end of input."""
     while True:
         line = channel.recv()
@@ -240,7 +243,7 @@ def serve(channel, worker):
         try:
             msg = json.loads(line.decode("utf-8"))
         except ValueError as e:
-            channel.send({"type": "error", "error": "not a JSON object: %s" % e})
+            channel.send({"type": "error", "error": f"not a JSON object: {e}"})
             continue
         if not isinstance(msg, dict):
             channel.send({"type": "error", "error": "not a JSON object"})
@@ -249,12 +252,14 @@ def serve(channel, worker):
         if kind == "exit":
             return 0
         if kind != "trial":
-            reply = {"type": "error", "error": "unknown message type %r" % (kind,)}
+            reply = {"type": "error", "error": f"unknown message type {kind!r}"}
             if "id" in msg:
                 reply["id"] = msg["id"]
             channel.send(reply)
             continue
-        id_, size, steps = msg.get("id"), msg.get("batch_size"), msg.get("steps", DEFAULT_STEPS)
+        id_: Any = msg.get("id")
+        size: Any = msg.get("batch_size")
+        steps: Any = msg.get("steps", DEFAULT_STEPS)
         if not _positive(size) or not _positive(steps) or not isinstance(id_, int) or isinstance(id_, bool):
             channel.send({"type": "error", "id": id_,
                           "error": "a trial needs an integer id and positive integer batch_size and steps"})
@@ -262,22 +267,24 @@ def serve(channel, worker):
         channel.send(worker.trial(id_, size, steps))
 
 
-def _positive(v):
+def _positive(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
-def _env_int(name, default):
+def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name, "").strip()
     if not value:
         return default
     try:
         return int(value)
     except ValueError:
-        raise SystemExit("batchfit.worker: %s=%r is not an integer" % (name, value))
+        raise SystemExit(f"batchfit.worker: {name}={value!r} is not an integer")
 
 
-def _parse(argv):
-    once, steps, target = None, None, None
+def _parse(argv: Sequence[str]) -> tuple[int | None, int | None, str]:
+    once: int | None = None
+    steps: int | None = None
+    target: str | None = None
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -286,35 +293,35 @@ def _parse(argv):
             raise SystemExit(0)
         if a in ("--once", "--steps"):
             if not args:
-                raise SystemExit("batchfit.worker: %s needs a number\n%s" % (a, _USAGE))
+                raise SystemExit(f"batchfit.worker: {a} needs a number\n{_USAGE}")
             v = args.pop(0)
             try:
                 n = int(v)
             except ValueError:
                 n = 0
             if n < 1:
-                raise SystemExit("batchfit.worker: %s %s: want a positive integer" % (a, v))
+                raise SystemExit(f"batchfit.worker: {a} {v}: want a positive integer")
             if a == "--once":
                 once = n
             else:
                 steps = n
             continue
         if a.startswith("-") or target is not None:
-            raise SystemExit("batchfit.worker: unexpected argument %r\n%s" % (a, _USAGE))
+            raise SystemExit(f"batchfit.worker: unexpected argument {a!r}\n{_USAGE}")
         target = a
     if target is None:
         raise SystemExit(_USAGE)
     return once, steps, target
 
 
-def _channel_fds():
+def _channel_fds() -> tuple[int, int] | None:
     value = os.environ.pop(FDS_ENV, "")
     if not value:
         return None
     try:
         r, w = [int(x) for x in value.split(",")]
     except ValueError:
-        raise SystemExit("batchfit.worker: %s=%r: want two descriptors, r,w" % (FDS_ENV, value))
+        raise SystemExit(f"batchfit.worker: {FDS_ENV}={value!r}: want two descriptors, r,w")
     # The Trial's own child processes (data loader workers, compilers) must
     # not hold batchfit's channel open.
     for fd in (r, w):
@@ -322,7 +329,7 @@ def _channel_fds():
     return r, w
 
 
-def once(target, size, steps):
+def once(target: str, size: int, steps: int | None) -> int:
     """One fresh trial, as a training script: build, then steps at size (None:
     until batchfit stops it). An exception ends the process, so batchfit's hook
     and exit status see it."""
@@ -332,7 +339,7 @@ def once(target, size, steps):
     return 0
 
 
-def _once_steps(steps):
+def _once_steps(steps: int | None) -> int | None:
     """The steps of a fresh trial: --steps, else BATCHFIT_STEPS, else 3; None
     in a --soak (BATCHFIT_SOAK=1), which runs until batchfit's SIGTERM, when
     the adapter reports and ends it."""
@@ -345,15 +352,15 @@ def _once_steps(steps):
     return _env_int("BATCHFIT_STEPS", 0) or DEFAULT_STEPS
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     once_size, steps, target = _parse(sys.argv[1:] if argv is None else argv)
     fds = _channel_fds()
     if fds is None:
         if once_size is None:
             once_size = _env_int("BATCHFIT_BATCH_SIZE", 0) or None
         if once_size is None:
-            raise SystemExit("batchfit.worker: no channel (%s) and no batch size: run it through batchfit, "
-                             "or give --once SIZE\n%s" % (FDS_ENV, _USAGE))
+            raise SystemExit(f"batchfit.worker: no channel ({FDS_ENV}) and no batch size: run it through batchfit, "
+                             f"or give --once SIZE\n{_USAGE}")
         return once(target, once_size, _once_steps(steps))
     # A warm worker runs many trials in one process: the adapter's stop after
     # BATCHFIT_STEPS steps, meant for a fresh trial, must never end it (it is
@@ -371,9 +378,9 @@ def main(argv=None):
     except BaseException as e:
         import traceback
 
-        failure = getattr(e, "failure", None)
-        msg = {"type": "fatal", "stage": stage}
+        msg: dict[str, Any] = {"type": "fatal", "stage": stage}
         if isinstance(e, _trial.WarmupError):
+            failure = e.failure
             msg.update(stage="warmup", outcome=failure.outcome, exception=failure.exception,
                        traceback=failure.traceback, warmup_size=e.size)
         else:
@@ -393,7 +400,7 @@ def main(argv=None):
     os._exit(code)
 
 
-def _watch_ooms(torch):
+def _watch_ooms(torch: Any) -> None:
     """Have torch's OOM observer record what each trial's allocator refused
     (batchfit.frameworks), as the adapter's hook does in a fresh trial: the
     worker runs without the hook's report, and its trials report the
@@ -408,14 +415,14 @@ def _watch_ooms(torch):
         pass
 
 
-def _frameworks_state():
+def _frameworks_state() -> Any:
     """The adapter's framework state (torch's OOM observer writes to it)."""
     from batchfit._runtime import frameworks
 
     return frameworks._state
 
 
-def _packages():
+def _packages() -> list[str]:
     """The third-party top-level packages this process imported (the
     trial's module and what it imports), as the adapter reports them."""
     try:
