@@ -708,7 +708,8 @@ _TAKES = {
 }
 
 
-@functools.cache
+# lru_cache(maxsize=None), not functools.cache: that is Python 3.9's.
+@functools.lru_cache(maxsize=None)
 def _flag_types() -> dict[str, dict[str, str]]:
     """The pflag type of every flag of search, demo and doctor, by command
     and name: flags.json, which a Go test (cmd/batchfit TestPythonFlags)
