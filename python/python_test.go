@@ -101,6 +101,22 @@ open(sys.argv[1], "w").write("<!DOCTYPE html><title>cell</title>" + batchfit.dem
 	})
 }
 
+// TestMypy type-checks the package with mypy, as pyproject.toml's
+// [tool.mypy] says: as Python 3.8 code, every function annotated. It is a
+// test rather than a step of scripts/test so that every full run checks it,
+// with the interpreter the other tests use.
+func TestMypy(t *testing.T) {
+	testutil.NeedsFull(t, "Python with mypy")
+	py := python(t)
+	if exec.Command(py, "-c", "import mypy").Run() != nil {
+		t.Skipf("%s has no mypy (scripts/test installs python3-mypy)", py)
+	}
+	cmd := exec.Command(py, "-m", "mypy", "--cache-dir", t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("python -m mypy: %v\n%s", err, out)
+	}
+}
+
 // TestWheel installs the host's wheel offline into a fresh venv, where there
 // is no Go and no batchfit on PATH, and runs batchfit through it: the command,
 // python -m batchfit and the Python API.

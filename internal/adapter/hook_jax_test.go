@@ -9,7 +9,7 @@ import (
 
 // What counts as a JAX step, with the stand-in jax and optax: calls of a
 // jitted (or pmapped) function whose trace called an optax update, and
-// eager optax updates; see hook.py.
+// eager optax updates; see batchfit/_runtime/jax_steps.py.
 func TestHookJAXSteps(t *testing.T) {
 	t.Parallel()
 	py := findPython(t, false)

@@ -223,7 +223,8 @@ func Read(path string) (events []Event, bad int, err error) {
 }
 
 // eventStart is how every event the adapter writes begins: the version is
-// the first key of hook.py's exit_event and of Event as Append encodes it.
+// the first key of the hook's exit_event (batchfit/_runtime/report.py) and
+// of Event as Append encodes it.
 var eventStart = []byte(`{"version":`)
 
 // cutShort says a bad line is the start of an event that was never
@@ -255,7 +256,7 @@ func (e *ReportError) Unwrap() error { return e.Err }
 //	batchfit adapter: report not written: No space left on device (errno 28): /logs/trial-003-b128.report.jsonl
 //
 // stderr reaches batchfit whatever the disk the report is on (it is a
-// pipe: internal/trial). hook.py writes the same words.
+// pipe: internal/trial). batchfit/_runtime/report.py writes the same words.
 const ReportFailedPrefix = "batchfit adapter: report not written: "
 
 var reportFailedLine = regexp.MustCompile(`^` + regexp.QuoteMeta(ReportFailedPrefix) + `.*\(errno (\d+)\): (.+)$`)

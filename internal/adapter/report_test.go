@@ -53,7 +53,7 @@ func TestReadPythonLine(t *testing.T) {
 	}
 }
 
-// An event of a program the adapter stopped after its steps, as hook.py
+// An event of a program the adapter stopped after its steps, as the hook
 // writes it.
 func TestReadStoppedLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "report.jsonl")

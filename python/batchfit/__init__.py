@@ -12,6 +12,14 @@ result types, in batchfit.api) is imported on first use.
 
 import os
 
+# The annotations below are strings and typing is imported for type checkers
+# only (mypy takes any TYPE_CHECKING as true): importing batchfit in a trial
+# loads nothing but os.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, List
+del TYPE_CHECKING
+
 __all__ = [
     "__version__", "REPORT_ENV", "report_path", "in_trial",
     "search", "demo", "doctor", "Result", "Run", "Trial", "Peaks", "GPU", "Margin", "Throughput",
@@ -24,13 +32,13 @@ __version__ = "0.1.0"
 REPORT_ENV = "BATCHFIT_REPORT"
 
 
-def report_path():
+def report_path() -> "str | None":
     """The report file of the current batchfit trial, or None when the process
     does not run as a batchfit trial."""
     return os.environ.get(REPORT_ENV) or None
 
 
-def in_trial():
+def in_trial() -> bool:
     """Whether the process runs as a batchfit trial."""
     return report_path() is not None
 
@@ -38,7 +46,7 @@ def in_trial():
 _API = frozenset(__all__[4:])
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> "Any":
     if name in _API:
         from batchfit import api
 
@@ -46,5 +54,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'batchfit' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> "List[str]":
     return sorted(set(globals()) | _API)

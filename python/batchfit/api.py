@@ -62,7 +62,8 @@ class BatchfitError(Exception):
     a usage error (2), an interrupted search (130). ``result`` holds what the
     run recorded, when it recorded anything."""
 
-    def __init__(self, message: str, hint: str = "", exit_code: int = 1, result: Result | None = None, stderr: str = ""):
+    def __init__(self, message: str, hint: str = "", exit_code: int = 1, result: Result | None = None,
+                 stderr: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -466,7 +467,8 @@ def _doctor_report(output: _Output) -> DoctorReport:
     return DoctorReport.from_json(body)
 
 
-def _result(args: list[str], argv: list[str], *, cwd, env, progress: bool, report) -> Result:
+def _result(args: list[str], argv: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str, str] | None,
+            progress: bool, report: str | os.PathLike | None) -> Result:
     with tempfile.TemporaryDirectory(prefix="batchfit-") as tmp:
         path = os.path.abspath(os.fspath(report)) if report is not None else os.path.join(tmp, "report.html")
         full = [*args, "--json", "--report", path]
@@ -523,7 +525,7 @@ def _finish(output: _Output, read: Callable[[_Output], _T]) -> _T:
     raise output.interrupt
 
 
-def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
+def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str, str] | None, progress: bool) -> _Output:
     """Runs the binary with args to its end. Its progress lines go to
     sys.stderr as they come (when progress), so that a notebook shows them
     too. Ctrl-C (a KeyboardInterrupt here) is passed on to batchfit, which
@@ -560,11 +562,13 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
         raise
     finally:
         os.close(watched)
+    assert proc.stdout is not None and proc.stderr is not None  # both are pipes
+    out_pipe, err_pipe = proc.stdout, proc.stderr
     out: list[str] = []
     tail: deque[str] = deque(maxlen=200)
 
     def relay() -> None:
-        for line in proc.stderr:
+        for line in err_pipe:
             tail.append(line)
             if progress:
                 sys.stderr.write(line)
@@ -572,7 +576,7 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
 
     # Both streams are read beside the wait, which alone takes a Ctrl-C:
     # none of what batchfit prints after one is lost.
-    stdout = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    stdout = threading.Thread(target=lambda: out.append(out_pipe.read()), daemon=True)
     stderr = threading.Thread(target=relay, daemon=True)
     stdout.start()
     stderr.start()
@@ -594,8 +598,8 @@ def _execute(args: list[str], *, cwd, env, progress: bool) -> _Output:
         os.close(held)
     stdout.join()
     stderr.join(timeout=5)
-    proc.stdout.close()
-    proc.stderr.close()
+    out_pipe.close()
+    err_pipe.close()
     return _Output("".join(out), "".join(tail), code, interrupt)
 
 
@@ -704,7 +708,8 @@ _TAKES = {
 }
 
 
-@functools.cache
+# lru_cache(maxsize=None), not functools.cache: that is Python 3.9's.
+@functools.lru_cache(maxsize=None)
 def _flag_types() -> dict[str, dict[str, str]]:
     """The pflag type of every flag of search, demo and doctor, by command
     and name: flags.json, which a Go test (cmd/batchfit TestPythonFlags)
@@ -778,7 +783,7 @@ def _values(key: str, name: str, value: Any, kind: str | None) -> list[str]:
     raise TypeError(f"batchfit: {key}= takes {_TAKES[kind]} for --{name}, not {type(value).__name__} {value!r}")
 
 
-def _seconds(key: str, seconds: numbers.Real) -> str:
+def _seconds(key: str, seconds: float | numbers.Real) -> str:
     """A number of seconds as a Go duration: 600 is 600s, 0.5 is 0.5s."""
     if not math.isfinite(seconds):
         raise ValueError(f"batchfit: {key}= must be a finite number of seconds, not {seconds!r}")

@@ -14,20 +14,27 @@ for) and says which batch size to use.
     size = batchfit.apply.batch_size(run)
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
 import subprocess
 import sys
+from typing import Any, List, Mapping, Sequence, Tuple
 
 __all__ = ["ResultMismatch", "load", "check", "batch_size", "describe"]
+
+
+# (problems, notes) that a check found.
+_Findings = Tuple[List[str], List[str]]
 
 
 class ResultMismatch(Exception):
     """The batchfit result does not stand for this training run."""
 
 
-def load(source, binary=None):
+def load(source: str | os.PathLike[str] | dict[str, Any], binary: str | None = None) -> dict[str, Any]:
     """The run record named by source: a path to JSON written by
     `batchfit search --json` (its first run), or a run id or "latest",
     looked up in the history with `batchfit show SOURCE --json`."""
@@ -46,7 +53,7 @@ def load(source, binary=None):
     return _first_run(_show(source, binary), f"batchfit show {source}")
 
 
-def _show(run_id, binary):
+def _show(run_id: str, binary: str | None) -> Any:
     exe = binary
     if not exe:
         from batchfit.binary import find  # $BATCHFIT_BINARY, the wheel's, PATH: as the API finds it
@@ -67,7 +74,7 @@ def _show(run_id, binary):
     return doc
 
 
-def _first_run(doc, where):
+def _first_run(doc: Any, where: str) -> dict[str, Any]:
     """The first run of batchfit's JSON envelope ({"schema_version", "runs",
     "error"}); a bare run record is taken as it is."""
     if isinstance(doc, dict) and "runs" in doc:
@@ -81,7 +88,7 @@ def _first_run(doc, where):
     raise ResultMismatch(f"{where} is not a batchfit result")
 
 
-def batch_size(run, use="answer"):
+def batch_size(run: dict[str, Any], use: str = "answer") -> int:
     """The size to train at: the answer (the largest that ran), or with
     use="margin" the largest that left --margin (else 5 %) of memory free."""
     if use not in ("answer", "margin"):
@@ -96,7 +103,7 @@ def batch_size(run, use="answer"):
     return size
 
 
-def _margin_5(run):
+def _margin_5(run: dict[str, Any]) -> int | None:
     margins = run.get("margins") or []
     for m in margins:
         if isinstance(m, dict) and m.get("percent") == 5:
@@ -104,7 +111,7 @@ def _margin_5(run):
     return None
 
 
-def describe(run):
+def describe(run: dict[str, Any]) -> str:
     """One line naming the run: its id, GPU and the size."""
     gpu = _gpu_name(run) or "an unknown GPU"
     limit = (run.get("settings") or {}).get("memory_limit_bytes")
@@ -112,7 +119,8 @@ def describe(run):
     return f"run {run.get('id') or '(unsaved)'} on {where}: {run.get('answer')}"
 
 
-def check(run, argv=None, device=None, env=None, force=False):
+def check(run: dict[str, Any], argv: Sequence[str] | None = None, device: tuple[str, int] | None = None,
+          env: Mapping[str, str] | None = None, force: bool = False) -> list[str]:
     """Raises ResultMismatch when run does not stand for this training run;
     returns notes (strings) worth printing otherwise. argv is the program's
     sys.argv (the default), device the (name, total bytes) of the GPU it
@@ -121,7 +129,8 @@ def check(run, argv=None, device=None, env=None, force=False):
     into a note."""
     argv = sys.argv if argv is None else argv
     env = launch_environ() if env is None else env
-    problems, notes = [], []
+    problems: list[str] = []
+    notes: list[str] = []
     if run.get("simulated"):
         problems.append("the result comes from batchfit's simulated GPU (batchfit demo), not a real one")
     if (run.get("status") or "") != "found" or not run.get("answer"):
@@ -143,7 +152,7 @@ def check(run, argv=None, device=None, env=None, force=False):
     return problems + notes
 
 
-def _script_and_args(argv):
+def _script_and_args(argv: Sequence[str]) -> list[str]:
     """Drop a leading python interpreter (and -u style flags) from a recorded
     command, and a `-m module` pair, so that it lines up with sys.argv."""
     args = list(argv)
@@ -154,7 +163,7 @@ def _script_and_args(argv):
     return args
 
 
-def _check_args(run, argv):
+def _check_args(run: dict[str, Any], argv: Sequence[str]) -> _Findings:
     """(problems, notes) of argv against the searched command: every
     recorded argument must come, in order (the batch size's may have any
     value); arguments added since are noted, those of batchfit's callbacks
@@ -176,7 +185,8 @@ def _check_args(run, argv):
         if not current or os.path.realpath(script) != os.path.realpath(current[0]):
             return [f"the search ran {recorded[0]}, this is {current[0] if current else '?'}"], []
         recorded, current = recorded[1:], current[1:]
-    used, i = set(), 0
+    used: set[int] = set()
+    i = 0
     for want in recorded:
         while i < len(current) and not _arg_matches(want, current[i]):
             i += 1
@@ -184,7 +194,8 @@ def _check_args(run, argv):
             return [f"the argument {want!r} of the searched command is missing or changed"], []
         used.add(i)
         i += 1
-    extra, skip = [], False
+    extra: list[str] = []
+    skip = False
     for j, arg in enumerate(current):
         if j in used or skip:
             skip = False
@@ -198,16 +209,16 @@ def _check_args(run, argv):
     return [], []
 
 
-def _arg_matches(want, got):
+def _arg_matches(want: str, got: str) -> bool:
     if "{}" not in want:
         return want == got
     head, _, tail = want.partition("{}")
     return got.startswith(head) and got.endswith(tail) and len(got) > len(head) + len(tail)
 
 
-def _check_files(run):
+def _check_files(run: dict[str, Any]) -> list[str]:
     inputs = run.get("inputs") or {}
-    problems = []
+    problems: list[str] = []
     for f in (inputs.get("files") or []) + (inputs.get("loaded") or []):
         path = f.get("path") or ""
         if not os.path.isabs(path):
@@ -219,7 +230,7 @@ def _check_files(run):
     return problems
 
 
-def _same_file(path, want):
+def _same_file(path: str, want: str) -> bool:
     if want.startswith("sha256:"):
         h = hashlib.sha256()
         with open(path, "rb") as f:
@@ -232,7 +243,7 @@ def _same_file(path, want):
     return False
 
 
-def launch_environ():
+def launch_environ() -> dict[str, str]:
     """The environment the process was started with, as a search compares
     it: frameworks set variables of their own at import (Lightning sets
     PYTORCH_NVML_BASED_CUDA_CHECK, torch CUDA_MODULE_LOADING), which a
@@ -243,7 +254,7 @@ def launch_environ():
             raw = f.read()
     except OSError:
         return dict(os.environ)
-    env = {}
+    env: dict[str, str] = {}
     for item in raw.split(b"\0"):
         name, sep, value = item.partition(b"=")
         if sep:
@@ -251,9 +262,9 @@ def launch_environ():
     return env
 
 
-def _check_env(run, env):
+def _check_env(run: dict[str, Any], env: Mapping[str, str]) -> list[str]:
     recorded = (run.get("inputs") or {}).get("env") or []
-    problems = []
+    problems: list[str] = []
     names = set()
     for kv in recorded:
         name, _, value = kv.partition("=")
@@ -274,12 +285,12 @@ _MEMORY_ENV = ("PYTORCH_", "CUDA_", "XLA_", "TF_", "NCCL_", "OMP_")
 _TRIAL_ENV = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
 
 
-def _gpu_name(run):
+def _gpu_name(run: dict[str, Any]) -> str | None:
     devices = (run.get("gpu") or {}).get("devices") or []
     return devices[0].get("name") if devices else None
 
 
-def _check_gpu(run, device):
+def _check_gpu(run: dict[str, Any], device: tuple[str, int]) -> _Findings:
     name, total = device
     devices = (run.get("gpu") or {}).get("devices") or []
     if not devices:
@@ -293,7 +304,7 @@ def _check_gpu(run, device):
         return [], []
     if total < limit:
         return [f"it was measured for a card of {limit / gib:.2f} GiB (on {rec_name}); this {name} has {total / gib:.2f} GiB"], []
-    notes = []
+    notes: list[str] = []
     if name != rec_name:
         notes.append(f"measured on {rec_name} capped at {limit / gib:.2f} GiB: another GPU's kernels and workspaces "
                      "may use a little more or less memory")

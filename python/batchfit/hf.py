@@ -14,7 +14,11 @@ the data loader really uses it and stops the run otherwise, so a run never
 trains at a size nobody chose.
 """
 
+from __future__ import annotations
+
 import sys
+from types import FrameType
+from typing import Any
 
 from transformers import TrainerCallback
 
@@ -29,12 +33,12 @@ class BatchSizeFromBatchfit(TrainerCallback):
     with memory left free). force: use the result even when it does not
     match."""
 
-    def __init__(self, result="latest", use="answer", force=False):
+    def __init__(self, result: str = "latest", use: str = "answer", force: bool = False) -> None:
         self.run = apply.load(result)
         self.use, self.force = use, force
         self.batch_size = apply.batch_size(self.run, use)
 
-    def on_init_end(self, args, state, control, **kwargs):
+    def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         device = None
         import torch
 
@@ -52,20 +56,20 @@ class BatchSizeFromBatchfit(TrainerCallback):
             print(f"batchfit: per_device_train_batch_size {before} -> {self.batch_size} ({apply.describe(self.run)})",
                   file=sys.stderr)
 
-    def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
+    def on_train_begin(self, args: Any, state: Any, control: Any, train_dataloader: Any = None, **kwargs: Any) -> None:
         got = _loader_batch_size(train_dataloader)
         if got is not None and got != self.batch_size:
             raise RuntimeError(f"batchfit: the Trainer's data loader uses batch size {got}, not {self.batch_size}: "
                                f"pass per_device_train_batch_size={self.batch_size} in TrainingArguments")
 
 
-def _calling_trainer():
+def _calling_trainer() -> Any:
     """The transformers Trainer whose __init__ is calling on_init_end, found
     on the stack: the Trainer copies the batch size from its arguments
     before it calls any callback."""
     from transformers import Trainer
 
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None:
         obj = f.f_locals.get("self")
         if isinstance(obj, Trainer):
@@ -74,7 +78,7 @@ def _calling_trainer():
     return None
 
 
-def _loader_batch_size(loader):
+def _loader_batch_size(loader: Any) -> int | None:
     if loader is None:
         return None
     for obj in (loader, getattr(loader, "batch_sampler", None), getattr(getattr(loader, "batch_sampler", None), "batch_sampler", None)):

@@ -16,6 +16,10 @@ attribute batch_arg_name of the LightningModule, its hparams or the
 datamodule.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.parsing import lightning_getattr, lightning_hasattr, lightning_setattr
@@ -35,12 +39,12 @@ class BatchSizeFromBatchfit(Callback):
     """
 
     def __init__(self, result: str = "latest", batch_arg_name: str = "batch_size", use: str = "answer",
-                 force: bool = False):
+                 force: bool = False) -> None:
         super().__init__()
         self.result, self.batch_arg_name, self.use, self.force = result, batch_arg_name, use, force
-        self.batch_size = None
+        self.batch_size: int | None = None
 
-    def setup(self, trainer, pl_module, stage):
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
         run = apply.load(self.result)

@@ -1,5 +1,6 @@
-"""batchfit.hook: a report that cannot be written is said, never lost in
-silence. Standard library only; run with python3 -m unittest discover -s tests."""
+"""batchfit._runtime.report: a report that cannot be written is said, never
+lost in silence. Standard library only; run with python3 -m unittest discover
+-s tests."""
 
 import errno
 import os
@@ -10,7 +11,8 @@ from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from batchfit import hook  # noqa: E402
+from batchfit._runtime import report  # noqa: E402
+from batchfit._runtime.state import state  # noqa: E402
 
 
 class ReportWriteTest(unittest.TestCase):
@@ -25,8 +27,8 @@ class ReportWriteTest(unittest.TestCase):
             calls.append(len(data))
             return real(fd, data[:5]) if len(calls) == 1 else real(fd, data)
 
-        with mock.patch.object(hook.os, "write", short):
-            hook.append(self.path, {"version": 1, "event": "exit", "pid": 7})
+        with mock.patch.object(report.os, "write", short):
+            report.append(self.path, {"version": 1, "event": "exit", "pid": 7})
         with open(self.path) as f:
             self.assertEqual(f.read(), '{"version":1,"event":"exit","pid":7}\n')
         self.assertEqual(len(calls), 2)
@@ -41,9 +43,9 @@ class ReportWriteTest(unittest.TestCase):
                 return real(fd, data[:5])
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-        with mock.patch.object(hook.os, "write", filling):
+        with mock.patch.object(report.os, "write", filling):
             with self.assertRaises(OSError) as caught:
-                hook.append(self.path, {"version": 1, "event": "exit", "pid": 7})
+                report.append(self.path, {"version": 1, "event": "exit", "pid": 7})
         self.assertEqual(caught.exception.errno, errno.ENOSPC)
 
     def test_failure_is_said_on_stderr(self):
@@ -56,10 +58,10 @@ class ReportWriteTest(unittest.TestCase):
                 return len(data)
             return real(fd, data)
 
-        with mock.patch.object(hook._state, "path", "/dev/full"), mock.patch.object(hook.os, "write", capture):
-            hook._report({"version": 1, "event": "exit", "pid": 7})
+        with mock.patch.object(state, "path", "/dev/full"), mock.patch.object(report.os, "write", capture):
+            report.write({"version": 1, "event": "exit", "pid": 7})
         why = os.strerror(errno.ENOSPC) + " (errno " + str(errno.ENOSPC) + "): /dev/full"
-        self.assertEqual(said, ["\n" + hook.REPORT_FAILED + why + "\n"])
+        self.assertEqual(said, ["\n" + report.REPORT_FAILED + why + "\n"])
 
 
 if __name__ == "__main__":

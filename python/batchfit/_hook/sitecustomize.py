@@ -1,14 +1,14 @@
 """batchfit's start-up hook for a trial process.
 
 batchfit puts this file's directory first on the trial's PYTHONPATH, so Python
-runs it at start-up. It stays tiny: the report logic lives in batchfit.hook,
-imported only when BATCHFIT_REPORT names a report file. Then it runs the
-sitecustomize that would have run without batchfit (the user's or the
-distribution's), so the program behaves as it would on its own.
+runs it at start-up. It stays tiny: the report logic lives in batchfit.hook
+(batchfit._runtime), imported only when BATCHFIT_REPORT names a report file.
+Then it runs the sitecustomize that would have run without batchfit (the
+user's or the distribution's), so the program behaves as it would on its own.
 """
 
 
-def _batchfit_install():
+def _batchfit_install() -> None:
     import os
 
     if not os.environ.get("BATCHFIT_REPORT"):
@@ -22,13 +22,13 @@ def _batchfit_install():
         pass
 
 
-def _batchfit_chain():
+def _batchfit_chain() -> None:
     import os
     import sys
 
     here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
 
-    def ours(entry):
+    def ours(entry: str) -> bool:
         try:
             return os.path.realpath(entry or os.curdir) == here
         except Exception:

@@ -122,7 +122,8 @@ def is_oom(exc: BaseException) -> bool:
 def _counted_in_chain(exc: BaseException | None) -> int:
     """How many counted OOMs the ending exception holds in its chain: those
     did not get caught."""
-    n, seen = 0, set()
+    n = 0
+    seen: set[int] = set()
     while exc is not None and id(exc) not in seen and len(seen) < _MAX_CHAIN:
         seen.add(id(exc))
         if getattr(exc, _MARK, False):
@@ -147,7 +148,7 @@ def _count_errors(classes: list[Any], is_oom_error: Callable[[BaseException], bo
         if getattr(init, "_batchfit_counting", False):
             continue  # this class, or the base it inherits __init__ from, is wrapped
         try:
-            cls.__init__ = _counting_init(init, is_oom_error, request)
+            setattr(cls, "__init__", _counting_init(init, is_oom_error, request))
         except (TypeError, AttributeError):
             pass  # an immutable type: its OOMs are seen only when they end the program
 
@@ -329,8 +330,8 @@ def _limit_tensorflow(tf: Any, mb: int) -> None:
     # Memory growth cannot be combined with a logical device configuration,
     # and TensorFlow scripts commonly ask for it: under the limit it is moot,
     # so the request is ignored for these devices instead of failing.
-    context = getattr(sys.modules.get("tensorflow.python.eager.context"), "Context", None)
-    set_growth = getattr(context, "set_memory_growth", None)
+    context: Any = getattr(sys.modules.get("tensorflow.python.eager.context"), "Context", None)
+    set_growth: Any = getattr(context, "set_memory_growth", None)
     if callable(set_growth) and not getattr(set_growth, "_batchfit_limited", False):
         def set_memory_growth(self: Any, dev: Any, enable: bool) -> None:
             if dev in limited:

@@ -17,6 +17,8 @@ works without CUDA (then every memory figure is 0 and leaks are found by a
 census of live tensors instead).
 """
 
+from __future__ import annotations
+
 import gc
 import importlib
 import importlib.util
@@ -26,8 +28,10 @@ import sys
 import time
 import traceback
 import types
+import weakref
+from typing import Any, Callable, Iterable
 
-from batchfit.hook import caused_by_oom, describe
+from batchfit._runtime.report import caused_by_oom, describe
 
 # How deep the search for optimizers, modules and tensors goes into the
 # Trial's attributes (self.model, self.parts["opt"], state[0].optimizer ...).
@@ -43,25 +47,25 @@ class TargetError(Exception):
     """The target cannot be loaded, or is not a Trial."""
 
 
-def load(target, cwd=None):
+def load(target: str, cwd: str | None = None) -> Any:
     """Import the object a target names: "pkg.mod:Attr", "pkg.mod" or
     "path/to/file.py:Attr" (a file's folder goes first on sys.path, so that it
     can import its neighbours). Returns the object; a module when no
     attribute is named."""
     name, _, attr = target.partition(":")
     if not name:
-        raise TargetError("no module in %r: give MODULE:ATTR, e.g. mymodel:Trial" % target)
+        raise TargetError(f"no module in {target!r}: give MODULE:ATTR, e.g. mymodel:Trial")
     if name.endswith(".py") or os.sep in name or (os.altsep and os.altsep in name):
         path = os.path.abspath(os.path.join(cwd or os.getcwd(), name))
         if not os.path.isfile(path):
-            raise TargetError("%s: no such file" % name)
+            raise TargetError(f"{name}: no such file")
         folder = os.path.dirname(path)
         if folder not in sys.path:
             sys.path.insert(0, folder)
         modname = os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(modname, path)
         if spec is None or spec.loader is None:
-            raise TargetError("%s: cannot be imported as Python" % name)
+            raise TargetError(f"{name}: cannot be imported as Python")
         module = importlib.util.module_from_spec(spec)
         sys.modules[modname] = module
         spec.loader.exec_module(module)
@@ -79,32 +83,34 @@ def load(target, cwd=None):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise TargetError("%s has no attribute %r" % (name, attr))
+            raise TargetError(f"{name} has no attribute {attr!r}")
     return obj
 
 
-class Runner(object):
+class Runner:
     """A built Trial: step(batch_size) runs one training step. roots are the
     objects the reset searches for optimizers, modules and tensors."""
 
-    def __init__(self, obj, name="trial"):
+    def __init__(self, obj: Any, name: str = "trial") -> None:
         self.name = name
-        self._instance = None
-        self._state = None
+        self._instance: Any = None
+        self._state: Any = None
+        self._step: Callable[[int], Any]
+        self.roots: list[Any]
         if inspect.isclass(obj):
             self._instance = obj()
             _call_setup(self._instance)
             self._step = _method(self._instance, "step", name)
             self.roots = [self._instance]
         elif isinstance(obj, types.ModuleType):
-            step = getattr(obj, "step", None)
+            step: Any = getattr(obj, "step", None)
             if not callable(step):
-                raise TargetError("%s has no step(state, batch_size) function" % name)
+                raise TargetError(f"{name} has no step(state, batch_size) function")
             setup = getattr(obj, "setup", None)
             self._state = setup() if callable(setup) else None
             state = self._state
 
-            def call(batch_size):
+            def call(batch_size: int) -> None:
                 step(state, batch_size)
 
             self._step = call
@@ -117,34 +123,34 @@ class Runner(object):
             self.roots = [obj]
         else:
             raise TargetError(
-                "%s is not a Trial: give a class with setup() and step(batch_size), "
-                "or a module with setup() and step(state, batch_size)" % name)
+                f"{name} is not a Trial: give a class with setup() and step(batch_size), "
+                "or a module with setup() and step(state, batch_size)")
 
-    def step(self, batch_size):
+    def step(self, batch_size: int) -> None:
         # The return value is dropped at once: a returned loss would keep the
         # step's autograd graph alive.
         self._step(batch_size)
 
 
-def _call_setup(obj):
+def _call_setup(obj: Any) -> None:
     setup = getattr(obj, "setup", None)
     if callable(setup):
         setup()
 
 
-def _method(obj, attr, name):
+def _method(obj: Any, attr: str, name: str) -> Callable[..., Any]:
     m = getattr(obj, attr, None)
     if not callable(m):
-        raise TargetError("%s has no %s() method" % (name, attr))
+        raise TargetError(f"{name} has no {attr}() method")
     return m
 
 
-def torch_module():
+def torch_module() -> Any:
     """torch, if the Trial imported it; batchfit never imports it first."""
     return sys.modules.get("torch")
 
 
-def cuda_in_use(torch):
+def cuda_in_use(torch: Any) -> bool:
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     return bool(cuda is not None and cuda.is_available() and cuda.is_initialized())
 
@@ -152,17 +158,19 @@ def cuda_in_use(torch):
 # --- finding what the reset needs -----------------------------------------
 
 
-def find(roots, torch):
+def find(roots: Iterable[Any], torch: Any) -> tuple[list[Any], list[Any], list[Any]]:
     """The optimizers, modules and grad-carrying tensors reachable from roots
     through attributes, dicts, lists and tuples, without descending into the
     torch objects themselves."""
-    optimizers, modules, tensors = [], [], []
+    optimizers: list[Any] = []
+    modules: list[Any] = []
+    tensors: list[Any] = []
     if torch is None:
         return optimizers, modules, tensors
     optimizer_cls = getattr(getattr(torch, "optim", None), "Optimizer", None)
     module_cls = getattr(getattr(torch, "nn", None), "Module", None)
     tensor_cls = getattr(torch, "Tensor", None)
-    seen = set()
+    seen: set[int] = set()
     stack = [(r, 0) for r in roots]
     while stack:
         obj, depth = stack.pop()
@@ -186,7 +194,7 @@ def find(roots, torch):
     return optimizers, modules, tensors
 
 
-def _children(obj):
+def _children(obj: Any) -> list[Any]:
     if isinstance(obj, dict):
         return list(obj.values())
     if isinstance(obj, (list, tuple, set, frozenset)):
@@ -201,7 +209,7 @@ def _children(obj):
     return []
 
 
-def optimizer_state(optimizers, torch):
+def optimizer_state(optimizers: Iterable[Any], torch: Any) -> tuple[int, int]:
     """(entries, bytes) of the optimizers' per-parameter state."""
     entries, total = 0, 0
     tensor_cls = getattr(torch, "Tensor", None)
@@ -222,7 +230,7 @@ def optimizer_state(optimizers, torch):
 # --- live tensor census -----------------------------------------------------
 
 
-class Census(object):
+class Census:
     """The tensors Python can reach, and the bytes of their storages.
 
     torch's allocator counters exist for CUDA only. On the CPU the worker
@@ -232,16 +240,14 @@ class Census(object):
     from Python only through a grad_fn), so a leak of a graph without any of
     its tensors shows on CUDA but not here."""
 
-    def __init__(self, torch):
+    def __init__(self, torch: Any) -> None:
         self.torch = torch
         self.bytes, self._ids = self._take()
 
-    def _take(self):
-        import weakref
-
+    def _take(self) -> tuple[int, dict[int, weakref.ref[Any]]]:
         tensor_cls = self.torch.Tensor
-        storages = {}
-        ids = {}
+        storages: dict[Any, int] = {}
+        ids: dict[int, weakref.ref[Any]] = {}
         for obj in gc.get_objects():
             if not isinstance(obj, tensor_cls):
                 continue
@@ -254,11 +260,11 @@ class Census(object):
                 storages[key] = max(storages.get(key, 0), size)
         return sum(storages.values()), ids
 
-    def new_tensors(self, limit=5):
+    def new_tensors(self, limit: int = 5) -> list[dict[str, Any]]:
         """The largest tensors alive now that were not alive at the census:
         a list of {shape, dtype, device, bytes}."""
         tensor_cls = self.torch.Tensor
-        found = []
+        found: list[tuple[int, Any]] = []
         for obj in gc.get_objects():
             if not isinstance(obj, tensor_cls):
                 continue
@@ -268,7 +274,7 @@ class Census(object):
             _, size = _storage(obj)
             found.append((size, obj))
         found.sort(key=lambda p: -p[0])
-        out = []
+        out: list[dict[str, Any]] = []
         for size, t in found[:limit]:
             try:
                 out.append({"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
@@ -278,13 +284,13 @@ class Census(object):
         del found
         return out
 
-    def retained(self):
+    def retained(self) -> int:
         """Bytes of live tensor storage now, less at the census."""
         now, _ = self._take()
         return now - self.bytes
 
 
-def _storage(t):
+def _storage(t: Any) -> tuple[Any, int]:
     """(key, bytes) of a tensor's storage; key None when it has none that can
     be read (meta tensors, some subclasses)."""
     try:
@@ -303,16 +309,16 @@ def _storage(t):
 # --- one trial ----------------------------------------------------------------
 
 
-class Failure(object):
+class Failure:
     """What is kept of a failed step: strings only, never the exception."""
 
-    def __init__(self, outcome, exception, traceback_text):
+    def __init__(self, outcome: str, exception: str, traceback_text: str) -> None:
         self.outcome = outcome
         self.exception = exception
         self.traceback = traceback_text
 
 
-def run_steps(runner, batch_size, steps, times, sync):
+def run_steps(runner: Runner, batch_size: int, steps: int, times: list[float], sync: Callable[[], None]) -> None:
     """The trial's frame: everything a step makes lives in frames under this
     one, and they are gone (or cleared) when it returns or raises."""
     for _ in range(steps):
@@ -322,12 +328,13 @@ def run_steps(runner, batch_size, steps, times, sync):
         times.append(time.perf_counter() - start)
 
 
-def run_trial(runner, batch_size, steps, sync):
+def run_trial(runner: Runner, batch_size: int, steps: int,
+              sync: Callable[[], None]) -> tuple[Failure | None, list[float]]:
     """Run steps at batch_size. Returns (failure or None, step times). The
     exception is caught here, outside the trial's frames, and taken apart
     before this function returns: its traceback's frames are cleared, its
     chain is cut, and only strings of it are kept."""
-    times = []
+    times: list[float] = []
     failure = None
     try:
         run_steps(runner, batch_size, steps, times, sync)
@@ -344,12 +351,12 @@ def run_trial(runner, batch_size, steps, sync):
     return failure, times
 
 
-def scrub(exc):
+def scrub(exc: BaseException) -> None:
     """Make exc and everything chained to it let go of the frames they saw:
     clear the locals of every frame in their tracebacks (the failed step's
     batch, outputs and loss live there) and cut the links."""
-    seen = set()
-    stack = [exc]
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
     while stack:
         e = stack.pop()
         if e is None or id(e) in seen:
@@ -376,7 +383,7 @@ def scrub(exc):
                 pass
 
 
-def clear_last_exception():
+def clear_last_exception() -> None:
     """sys.last_* hold the last uncaught exception (and its frames) in an
     interactive session; a Trial run from a notebook may have set them."""
     for attr in ("last_type", "last_value", "last_traceback", "last_exc"):
@@ -387,7 +394,7 @@ def clear_last_exception():
                 pass
 
 
-def reset(runner, torch):
+def reset(runner: Runner, torch: Any) -> None:
     """Put the process back to its post-setup state as far as memory goes:
     gradients dropped, garbage collected, the allocator's cache returned and
     its peak counters restarted."""
@@ -426,7 +433,7 @@ def reset(runner, torch):
         torch.cuda.reset_peak_memory_stats()
 
 
-def sync():
+def sync() -> None:
     """Wait for the GPU, when the Trial uses CUDA, so that a step's time
     covers its kernels. Checked at each call: CUDA may start in the first
     step."""
@@ -435,13 +442,13 @@ def sync():
         torch.cuda.synchronize()
 
 
-def warm_up(runner, size, min_steps=1):
+def warm_up(runner: Runner, size: int, min_steps: int = 1) -> int:
     """Run steps at size until the optimizers' state exists and stopped
     growing (at least min_steps, at most _MAX_WARMUP_STEPS), so that state
     created lazily on the first real step is part of the baseline. Returns
     the number of steps. A failure propagates: the worker cannot start."""
     n = 0
-    last = None
+    last: int | None = None
     while n < _MAX_WARMUP_STEPS:
         failure, _ = run_trial(runner, size, 1, sync)
         if failure is not None:
@@ -460,7 +467,7 @@ def warm_up(runner, size, min_steps=1):
 
 
 class WarmupError(Exception):
-    def __init__(self, size, failure):
-        Exception.__init__(self, "warm-up step at batch size %d failed: %s" % (size, failure.exception))
+    def __init__(self, size: int, failure: Failure) -> None:
+        super().__init__(f"warm-up step at batch size {size} failed: {failure.exception}")
         self.size = size
         self.failure = failure
