@@ -574,18 +574,23 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
                 sys.stderr.write(line)
                 sys.stderr.flush()
 
-    # Both streams are read beside the wait, which alone takes a Ctrl-C:
-    # none of what batchfit prints after one is lost.
+    # Both streams are read beside the wait, which takes a Ctrl-C: none of
+    # what batchfit prints after one is lost. The readers start inside the
+    # try, so that a Ctrl-C as they start is passed on too; the ones it
+    # kept from starting start then.
     stdout = threading.Thread(target=lambda: out.append(out_pipe.read()), daemon=True)
     stderr = threading.Thread(target=relay, daemon=True)
-    stdout.start()
-    stderr.start()
     interrupt = None
     try:
         try:
+            stdout.start()
+            stderr.start()
             code = proc.wait()
         except KeyboardInterrupt as e:
             interrupt = e
+            for reader in (stdout, stderr):
+                if reader.ident is None:
+                    reader.start()
             proc.send_signal(signal.SIGINT)
             try:
                 code = proc.wait()
