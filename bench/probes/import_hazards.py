@@ -1,7 +1,7 @@
 """Which packages make a fork server unsafe, and what each import costs: for
 each module named, a fresh interpreter imports it (after the ones before it
 in its group, as a fork server would) and reports the seconds and
-batchfit's fork hazard (python/batchfit/forkserver.py) after each import.
+batchfit's fork hazard (python/batchfit/_runtime/forkserver.py) after each import.
 
     python3 bench/probes/import_hazards.py torch,torchvision,lightning torch,transformers
 """

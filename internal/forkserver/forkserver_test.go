@@ -22,7 +22,7 @@ import (
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
-// These tests run the real server (python/batchfit/forkserver.py) with a real
+// These tests run the real server (python/batchfit/_runtime/forkserver.py) with a real
 // interpreter, and compare each forked trial with the same trial run fresh.
 
 // python is Debian's interpreter, which has torch (CPU); the tests that need

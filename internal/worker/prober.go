@@ -23,7 +23,7 @@ import (
 type ProberConfig struct {
 	// Command starts a worker: python -m batchfit.worker mymodule:Trial.
 	// The same command, run by a fresh-process prober, runs one trial at
-	// BATCHFIT_BATCH_SIZE (see python/batchfit/worker.py).
+	// BATCHFIT_BATCH_SIZE (see python/batchfit/_runtime/worker.py).
 	Command []string
 	// Env is the workers' whole environment (nil: os.Environ()); it must
 	// make the batchfit package importable (adapter.Install's PYTHONPATH)

@@ -9,7 +9,7 @@ import (
 )
 
 // ProtocolVersion is the version of the worker protocol this package speaks
-// (python/batchfit/worker.py states it in its hello).
+// (python/batchfit/_runtime/worker.py states it in its hello).
 const ProtocolVersion = 1
 
 // FDsEnv names the worker's channel: "r,w", the descriptors it reads
