@@ -16,7 +16,7 @@ type plainProgress struct {
 	mu       sync.Mutex
 	w        io.Writer
 	capacity uint64
-	// allocatorOnly: the limit holds the allocator only (trialMemory).
+	// allocatorOnly: the limit holds the allocator only (record.Trial.Memory).
 	allocatorOnly bool
 	closed        bool
 }

@@ -401,9 +401,9 @@ func (l *look) columns(n, size, outcome, bar, peak, step, dur, phase string) str
 // row is a finished trial's line.
 func (l *look) row(t record.Trial) string {
 	st := l.outcomeStyle(t.Outcome)
-	peak, _ := trialMemory(t, l.opts.AllocatorOnly)
+	peak, _ := t.Memory(l.opts.AllocatorOnly)
 	return l.columns(fmt.Sprint(t.N), fmt.Sprint(t.Size), st.Render(padRight(string(t.Outcome), colOutcome)),
-		l.bar(peak, st), memoryText(t, l.opts.AllocatorOnly, ">", "-"), stepTime(t), units.Duration(t.Seconds), l.dim.Render(t.Phase))
+		l.bar(peak, st), t.MemoryText(l.opts.AllocatorOnly, ">", "-"), stepTime(t), units.Duration(t.Seconds), l.dim.Render(t.Phase))
 }
 
 // runningRow is a running trial's line: a spinner where the outcome will be

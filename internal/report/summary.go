@@ -148,8 +148,8 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 		}
 		alloc, device := orDash(t.Allocated), orDash(t.Device)
 		if t.Outcome.TooLarge() {
-			// What it held when it failed, as everywhere (memoryText).
-			alloc, device = memoryText(t, allocatorOnly(run), "> ", "-"), "-"
+			// What it held when it failed, as everywhere (record.Trial.MemoryText).
+			alloc, device = t.MemoryText(allocatorOnly(run), "> ", "-"), "-"
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
 			alloc, device, share, throughput(t))
@@ -158,14 +158,14 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 }
 
 // TrialLine is the one-line progress report of a finished trial, its
-// memory against capacity (allocatorOnly as for trialMemory).
+// memory against capacity (allocatorOnly as for record.Trial.Memory).
 func TrialLine(t record.Trial, capacity uint64, allocatorOnly bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, units.Duration(t.Seconds))
 	if t.Retry {
 		b.WriteString(" (retry)")
 	}
-	if m, more := trialMemory(t, allocatorOnly); m > 0 {
+	if m, more := t.Memory(allocatorOnly); m > 0 {
 		word := "peak"
 		if more {
 			word = "needs more than"
