@@ -20,6 +20,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/live"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
@@ -562,16 +563,19 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 // and nothing with --quiet.
 func (o *searchOptions) progress(io *streams, info runner.ProgressInfo) runner.Progress {
 	if o.quiet {
-		return report.NewProgress(goio.Discard, report.ProgressOptions{})
+		return live.NewPlain(goio.Discard, live.Options{})
 	}
 	tty := isTerminal(io.stderr)
-	opts := report.ProgressOptions{
-		TTY: tty, Color: tty && os.Getenv("NO_COLOR") == "",
+	opts := live.Options{
+		Title: "batchfit search", Color: tty && os.Getenv("NO_COLOR") == "",
 		GPU: info.GPU, Capacity: info.Capacity, Limit: info.Limit, AllocatorOnly: info.AllocatorOnly, Simulated: info.Simulated,
-		Title: "batchfit search", MultipleOf: info.MultipleOf, Confirm: info.Confirm,
+		MultipleOf: info.MultipleOf, Confirm: info.Confirm,
 	}
 	if info.Simulated {
 		opts.Title = "batchfit demo"
 	}
-	return report.NewProgress(io.stderr, opts)
+	if tty {
+		return live.NewTTY(io.stderr, opts)
+	}
+	return live.NewPlain(io.stderr, opts)
 }

@@ -1,5 +1,6 @@
-// Package report shows a run to people: the terminal summary and progress
-// lines, and the HTML report and charts.
+// Package report shows a finished run to people: the terminal summary, the
+// --json document, and the HTML report and charts. The progress while a
+// search runs is package live's.
 package report
 
 import (
@@ -155,30 +156,6 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 			alloc, device, share, throughput(t))
 	}
 	return tw.Flush()
-}
-
-// TrialLine is the one-line progress report of a finished trial, its
-// memory against capacity (allocatorOnly as for record.Trial.Memory).
-func TrialLine(t record.Trial, capacity uint64, allocatorOnly bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, units.Duration(t.Seconds))
-	if t.Retry {
-		b.WriteString(" (retry)")
-	}
-	if m, more := t.Memory(allocatorOnly); m > 0 {
-		word := "peak"
-		if more {
-			word = "needs more than"
-		}
-		fmt.Fprintf(&b, ", %s %s", word, units.Bytes(m))
-		if capacity > 0 {
-			fmt.Fprintf(&b, " of %s", units.Bytes(capacity))
-		}
-	}
-	if t.Reason != "" && !t.Outcome.Fits() {
-		fmt.Fprintf(&b, " (%s)", termtext.Line(t.Reason, 100))
-	}
-	return b.String()
 }
 
 // MarginText says a margin size in words, and how it is known: "with 5 %
