@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
@@ -46,7 +47,7 @@ func TestExitCodeAndHint(t *testing.T) {
 			if got := exitCode(tc.err); got != tc.code {
 				t.Errorf("exit code %d, want %d", got, tc.code)
 			}
-			if got := hintOf(tc.err); got != tc.hint && !(tc.hint != "" && strings.Contains(got, tc.hint)) {
+			if got := hint.Of(tc.err); got != tc.hint && !(tc.hint != "" && strings.Contains(got, tc.hint)) {
 				t.Errorf("hint %q, want %q", got, tc.hint)
 			}
 		})

@@ -20,6 +20,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/live"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -197,7 +198,7 @@ func newTarget(argv []string, framework, flag string) (*target, error) {
 	}
 	fw, err := adapter.Choose(framework, argv)
 	if err != nil {
-		return nil, usageError(hintOf(err), "%s", err)
+		return nil, usageError(hint.Of(err), "%s", err)
 	}
 	if fw.Hooked() && !adapter.IsPython(argv) {
 		return nil, usageError(fmt.Sprintf("%s needs a Python command (python, torchrun, accelerate ...); leave it out for other programs", flag),

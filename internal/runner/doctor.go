@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/doctor"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/units"
@@ -110,7 +111,7 @@ func startDoctorWorker(ctx context.Context, cfg DoctorConfig, run Config, deps D
 		if ctx.Err() != nil {
 			return nil, errWorkerInterrupted
 		}
-		return nil, withHint(err, startHint(err, "full log: "+stderrLog))
+		return nil, hint.With(err, startHint(err, "full log: "+stderrLog))
 	}
 	h := w.Hello()
 	deps.Notice(fmt.Sprintf("doctor: worker %d ready on %s after %.1fs (%d warm-up step(s) at batch size %d)",

@@ -30,18 +30,6 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // Hint says how to fix the configuration.
 func (e *ConfigError) Hint() string { return e.hint }
 
-// hinted is an error with a suggestion for the user.
-type hinted struct {
-	err  error
-	hint string
-}
-
-func withHint(err error, hint string) error { return &hinted{err: err, hint: hint} }
-
-func (e *hinted) Error() string { return e.err.Error() }
-func (e *hinted) Unwrap() error { return e.err }
-func (e *hinted) Hint() string  { return e.hint }
-
 // ErrInterrupted is a search stopped by its context (Ctrl-C) after every
 // trial process was stopped; errWorkerInterrupted is a doctor run's. Both
 // match context.Canceled.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/batchfit/batchfit/internal/hint"
 )
 
 // latestLink names, in a --log-dir, the folder of the newest run there.
@@ -23,21 +25,21 @@ func openLogDir(dir, base string, started time.Time) (string, bool, error) {
 	if dir == "" {
 		return tempLogDir(base)
 	}
-	hint := "pass a --log-dir you can write to"
+	fix := "pass a --log-dir you can write to"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", false, configError(hint, "--log-dir: %v", err)
+		return "", false, configError(fix, "--log-dir: %v", err)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", false, configError(hint, "--log-dir %s: %v", dir, err)
+		return "", false, configError(fix, "--log-dir %s: %v", dir, err)
 	}
 	run, err := os.MkdirTemp(abs, "run-"+started.Format("20060102-150405")+"-")
 	if err != nil {
-		return "", false, configError(hint, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
+		return "", false, configError(fix, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
 	}
 	if err := os.Chmod(run, 0o755); err != nil {
 		os.Remove(run)
-		return "", false, configError(hint, "--log-dir %s: %v", dir, err)
+		return "", false, configError(fix, "--log-dir %s: %v", dir, err)
 	}
 	linkLatest(abs, filepath.Base(run))
 	return run, true, nil
@@ -60,16 +62,16 @@ func linkLatest(dir, name string) {
 }
 
 func tempLogDir(base string) (string, bool, error) {
-	hint := "set TMPDIR to a writable folder, or pass --log-dir"
+	fix := "set TMPDIR to a writable folder, or pass --log-dir"
 	if base != "" {
-		hint = "pass --log-dir on a folder the trials can see"
+		fix = "pass --log-dir on a folder the trials can see"
 		if err := os.MkdirAll(base, 0o755); err != nil {
-			return "", false, withHint(fmt.Errorf("create a folder for trial logs: %w", err), hint)
+			return "", false, hint.With(fmt.Errorf("create a folder for trial logs: %w", err), fix)
 		}
 	}
 	dir, err := os.MkdirTemp(base, "batchfit-")
 	if err != nil {
-		return "", false, withHint(fmt.Errorf("create a folder for trial logs: %w", err), hint)
+		return "", false, hint.With(fmt.Errorf("create a folder for trial logs: %w", err), fix)
 	}
 	return dir, false, nil
 }
@@ -82,30 +84,30 @@ func checkLogDir(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	hint := "pass a --log-dir you can write to"
+	fix := "pass a --log-dir you can write to"
 	at := dir
 	for {
 		st, err := os.Stat(at)
 		if err == nil {
 			if !st.IsDir() {
-				return configError(hint, "--log-dir %s: %s is not a folder", dir, at)
+				return configError(fix, "--log-dir %s: %s is not a folder", dir, at)
 			}
 			break
 		}
 		// Under a file, stat says "not a directory": the file is found
 		// one level up.
 		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return configError(hint, "--log-dir %s: %v", dir, err)
+			return configError(fix, "--log-dir %s: %v", dir, err)
 		}
 		up := filepath.Dir(at)
 		if up == at {
-			return configError(hint, "--log-dir %s: %v", dir, err)
+			return configError(fix, "--log-dir %s: %v", dir, err)
 		}
 		at = up
 	}
 	f, err := os.CreateTemp(at, ".batchfit-check-")
 	if err != nil {
-		return configError(hint, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
+		return configError(fix, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
 	}
 	f.Close()
 	os.Remove(f.Name())

@@ -13,6 +13,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -247,7 +248,7 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 		}, true, "cannot be combined with parallel --gpus", "leave out --worker"},
 		{"executor refused", func(f *fixture, d *Deps) {
 			d.Executor = func(Group) (probe.Executor, error) {
-				return nil, withHint(errors.New("sbatch not found"), "install Slurm")
+				return nil, hint.With(errors.New("sbatch not found"), "install Slurm")
 			}
 		}, false, "sbatch not found", "install Slurm"},
 		{"history not writable", func(f *fixture, d *Deps) { f.store.beginErr = errors.New("disk full") }, false,

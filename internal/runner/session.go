@@ -14,6 +14,7 @@ import (
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/forkserver"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -149,7 +150,7 @@ func (s *session) begin(ctx context.Context) error {
 		pcfg.ForeignLimit = foreignLimit(s.cfg.Group.Devices, s.held, s.limit, perGPU)
 	}
 	if err := s.deps.Store.BeginRun(ctx, s.run); err != nil {
-		return withHint(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")
+		return hint.With(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")
 	}
 	if err := s.claim.Recorded(s.run.ID); err != nil {
 		s.deps.Notice("warning: " + err.Error())
@@ -251,11 +252,11 @@ func (s *session) probeConfig() (probe.Config, error) {
 	if cfg.Framework.Hooked() {
 		pp, err := adapter.Install(filepath.Join(s.run.LogDir, "adapter"))
 		if err != nil {
-			hint := "the adapter goes into the log folder: make room there, or give --log-dir elsewhere"
+			fix := "the adapter goes into the log folder: make room there, or give --log-dir elsewhere"
 			if !s.keepLogs {
-				hint = "the adapter goes into a temporary folder: make room in it, or give --log-dir elsewhere"
+				fix = "the adapter goes into a temporary folder: make room in it, or give --log-dir elsewhere"
 			}
-			return probe.Config{}, withHint(err, hint)
+			return probe.Config{}, hint.With(err, fix)
 		}
 		pcfg.PythonPath = pp
 	}
@@ -450,15 +451,15 @@ func (s *session) finish(serr error) error {
 		run.Status = record.Interrupted
 		run.Error = "interrupted"
 		if best := largestRan(run.Trials); best > 0 {
-			return withHint(ErrInterrupted, fmt.Sprintf("the largest size seen to run was %d; it is not proven the largest, as the search did not finish", best))
+			return hint.With(ErrInterrupted, fmt.Sprintf("the largest size seen to run was %d; it is not proven the largest, as the search did not finish", best))
 		}
 		return ErrInterrupted
 	default:
 		run.Status = record.Failed
 		run.Error = serr.Error()
-		if hint := startHint(serr, "full logs: "+filepath.Join(s.run.LogDir, "worker-*.err")); hint != "" {
+		if fix := startHint(serr, "full logs: "+filepath.Join(s.run.LogDir, "worker-*.err")); fix != "" {
 			// A warm worker that did not start: show why, as doctor does.
-			return withHint(serr, hint)
+			return hint.With(serr, fix)
 		}
 		return serr
 	}
