@@ -20,6 +20,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/live"
 	"github.com/batchfit/batchfit/internal/probe"
@@ -275,7 +276,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 
 // prepare checks every flag before anything runs and returns the search's
 // configuration and its groups of GPUs.
-func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error) {
+func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, error) {
 	sc, err := o.searchConfig()
 	if err != nil {
 		return runner.Config{}, nil, err
@@ -303,7 +304,9 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error
 	}
 	groups, err := kind.Groups(o, devices)
 	if err != nil {
-		return runner.Config{}, nil, err
+		// Groups come from the flags alone: one that cannot be made is
+		// the command line's fault.
+		return runner.Config{}, nil, &exitErr{code: exitUsage, err: err}
 	}
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
@@ -328,7 +331,7 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 		GPU:      t.backend,
 		Store:    db,
 		Claims:   gpuClaims(),
-		Executor: func(g runner.Group) (probe.Executor, error) { return kind.Executor(o, g) },
+		Executor: func(g gpugroup.Group) (probe.Executor, error) { return kind.Executor(o, g) },
 		Progress: func(info runner.ProgressInfo) runner.Progress { return o.progress(io, info) },
 		Notice: func(msg string) {
 			if !o.quiet {

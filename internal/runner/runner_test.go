@@ -13,6 +13,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -247,7 +248,7 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 			f.cfg.Group.Slots = [][]int{{0}, {1}}
 		}, true, "cannot be combined with parallel --gpus", "leave out --worker"},
 		{"executor refused", func(f *fixture, d *Deps) {
-			d.Executor = func(Group) (probe.Executor, error) {
+			d.Executor = func(gpugroup.Group) (probe.Executor, error) {
 				return nil, hint.With(errors.New("sbatch not found"), "install Slurm")
 			}
 		}, false, "sbatch not found", "install Slurm"},
@@ -338,7 +339,7 @@ func TestRunWithoutOptionalDeps(t *testing.T) {
 	cfg := newFixture(plain).cfg
 	cfg.LogBase = t.TempDir()
 	exec := &fakeExecutor{trainer: plain}
-	run, err := Run(context.Background(), cfg, Deps{Executor: func(Group) (probe.Executor, error) { return exec, nil }})
+	run, err := Run(context.Background(), cfg, Deps{Executor: func(gpugroup.Group) (probe.Executor, error) { return exec, nil }})
 	if err != nil || run.Answer != plain.truth(4096) || run.ID != "" {
 		t.Fatalf("answer %d, id %q, err %v", run.Answer, run.ID, err)
 	}
