@@ -19,7 +19,7 @@ import (
 type executorKind interface {
 	// Check refuses flags that do not apply to this kind.
 	Check(o *searchOptions) error
-	// Groups are the searches to run, one per group, from the flags alone.
+	// Groups are the searches to run, one per group.
 	Groups(o *searchOptions, devices []gpu.Device) ([]gpugroup.Group, error)
 	// LogBase is where temporary log folders are made; "" is the system's.
 	LogBase() string

@@ -15,7 +15,6 @@ import (
 
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/report"
-	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/termtext"
 )
@@ -72,7 +71,7 @@ func usageError(hint string, format string, args ...any) error {
 // that carry none are classified by what they match.
 func exitCode(err error) int {
 	var ee *exitErr
-	var ce *runner.ConfigError
+	var ce *hint.ConfigError
 	switch {
 	case err == nil:
 		return exitFound

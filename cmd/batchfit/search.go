@@ -304,9 +304,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, err
 	}
 	groups, err := kind.Groups(o, devices)
 	if err != nil {
-		// Groups come from the flags alone: one that cannot be made is
-		// the command line's fault.
-		return runner.Config{}, nil, &exitErr{code: exitUsage, err: err}
+		return runner.Config{}, nil, err
 	}
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,

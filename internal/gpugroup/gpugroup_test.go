@@ -1,6 +1,7 @@
 package gpugroup
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,8 +53,9 @@ func TestLocalRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Local(tc.devices, tc.spec)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || hint.Of(err) == "" {
-				t.Errorf("err = %v, want an error containing %q, with a hint", err, tc.want)
+			var ce *hint.ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || ce.Hint() == "" {
+				t.Errorf("err = %v, want a ConfigError with a hint containing %q", err, tc.want)
 			}
 		})
 	}

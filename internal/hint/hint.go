@@ -1,6 +1,8 @@
 // Package hint carries a suggestion for the user with an error. An error
 // has one when it, or an error it wraps, has a Hint() string method; main
-// prints the first non-empty one as "batchfit: hint: …".
+// prints the first non-empty one as "batchfit: hint: …". A ConfigError
+// also says the configuration is at fault, which main reports as a usage
+// error.
 package hint
 
 import (
@@ -43,3 +45,22 @@ func Of(err error) string {
 	}
 	return ""
 }
+
+// ConfigError is a run that cannot go ahead as configured (bad bounds, a
+// --gpus list, a --log-dir or a limit the GPU cannot hold); nothing ran.
+// The CLI reports it as a usage error.
+type ConfigError struct {
+	Err  error
+	hint string
+}
+
+// Configf returns a *ConfigError of fmt.Errorf(format, args...) with hint.
+func Configf(hint, format string, args ...any) error {
+	return &ConfigError{Err: fmt.Errorf(format, args...), hint: hint}
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Hint says how to fix the configuration.
+func (e *ConfigError) Hint() string { return e.hint }

@@ -22,6 +22,7 @@ func TestOf(t *testing.T) {
 		{"nil", nil, ""},
 		{"with", With(errors.New("no sbatch"), "install Slurm"), "install Slurm"},
 		{"errorf", Errorf("list each GPU once", "GPU %d is listed twice", 1), "list each GPU once"},
+		{"config", fmt.Errorf("check: %w", Configf("pass a --log-dir you can write to", "--log-dir x: denied")), "pass a --log-dir you can write to"},
 		// A hint deep in the chain is found past wrappers without one.
 		{"deep", fmt.Errorf("start trial 1: %w", hintErr{"install Slurm"}), "install Slurm"},
 		{"empty skipped", With(hintErr{"the inner one"}, ""), "the inner one"},
@@ -36,5 +37,13 @@ func TestOf(t *testing.T) {
 	err := With(fmt.Errorf("probe: %w", context.Canceled), "x")
 	if !errors.Is(err, context.Canceled) || err.Error() != "probe: context canceled" {
 		t.Errorf("With hides its error: %v", err)
+	}
+}
+
+func TestConfigError(t *testing.T) {
+	err := fmt.Errorf("prepare: %w", Configf("fix it", "--steps %d", -1))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Error() != "--steps -1" || ce.Hint() != "fix it" {
+		t.Errorf("err = %v, want a ConfigError %q with hint %q", err, "--steps -1", "fix it")
 	}
 }

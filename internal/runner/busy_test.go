@@ -115,7 +115,7 @@ func TestRunRefusesBusyGPU(t *testing.T) {
 				return
 			}
 			var busy *BusyGPUError
-			var ce *ConfigError
+			var ce *hint.ConfigError
 			if !errors.As(err, &busy) || errors.As(err, &ce) || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("error %v; want a BusyGPUError with %q", err, tt.msg)
 			}

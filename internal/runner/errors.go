@@ -12,24 +12,6 @@ import (
 	"github.com/batchfit/batchfit/internal/termtext"
 )
 
-// ConfigError is a search that cannot run as configured (bad bounds, a
-// limit the GPU cannot hold, an option that does not apply); nothing ran.
-// The CLI reports it as a usage error.
-type ConfigError struct {
-	Err  error
-	hint string
-}
-
-func configError(hint, format string, args ...any) error {
-	return &ConfigError{Err: fmt.Errorf(format, args...), hint: hint}
-}
-
-func (e *ConfigError) Error() string { return e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Hint says how to fix the configuration.
-func (e *ConfigError) Hint() string { return e.hint }
-
 // ErrInterrupted is a search stopped by its context (Ctrl-C) after every
 // trial process was stopped; errWorkerInterrupted is a doctor run's. Both
 // match context.Canceled.

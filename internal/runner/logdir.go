@@ -27,19 +27,19 @@ func openLogDir(dir, base string, started time.Time) (string, bool, error) {
 	}
 	fix := "pass a --log-dir you can write to"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", false, configError(fix, "--log-dir: %v", err)
+		return "", false, hint.Configf(fix, "--log-dir: %v", err)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", false, configError(fix, "--log-dir %s: %v", dir, err)
+		return "", false, hint.Configf(fix, "--log-dir %s: %v", dir, err)
 	}
 	run, err := os.MkdirTemp(abs, "run-"+started.Format("20060102-150405")+"-")
 	if err != nil {
-		return "", false, configError(fix, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
+		return "", false, hint.Configf(fix, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
 	}
 	if err := os.Chmod(run, 0o755); err != nil {
 		os.Remove(run)
-		return "", false, configError(fix, "--log-dir %s: %v", dir, err)
+		return "", false, hint.Configf(fix, "--log-dir %s: %v", dir, err)
 	}
 	linkLatest(abs, filepath.Base(run))
 	return run, true, nil
@@ -90,24 +90,24 @@ func checkLogDir(dir string) error {
 		st, err := os.Stat(at)
 		if err == nil {
 			if !st.IsDir() {
-				return configError(fix, "--log-dir %s: %s is not a folder", dir, at)
+				return hint.Configf(fix, "--log-dir %s: %s is not a folder", dir, at)
 			}
 			break
 		}
 		// Under a file, stat says "not a directory": the file is found
 		// one level up.
 		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return configError(fix, "--log-dir %s: %v", dir, err)
+			return hint.Configf(fix, "--log-dir %s: %v", dir, err)
 		}
 		up := filepath.Dir(at)
 		if up == at {
-			return configError(fix, "--log-dir %s: %v", dir, err)
+			return hint.Configf(fix, "--log-dir %s: %v", dir, err)
 		}
 		at = up
 	}
 	f, err := os.CreateTemp(at, ".batchfit-check-")
 	if err != nil {
-		return configError(fix, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
+		return hint.Configf(fix, "--log-dir %s is not writable: %v", dir, errors.Unwrap(err))
 	}
 	f.Close()
 	os.Remove(f.Name())

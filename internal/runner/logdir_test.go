@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/batchfit/batchfit/internal/hint"
 )
 
 func TestCheckLogDir(t *testing.T) {
@@ -26,12 +28,12 @@ func TestCheckLogDir(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkLogDir(tc.dir)
-			var ce *ConfigError
+			var ce *hint.ConfigError
 			switch {
 			case tc.ok && err != nil:
 				t.Fatalf("refused: %v", err)
 			case !tc.ok && !errors.As(err, &ce):
-				t.Fatalf("got %v, want a *ConfigError", err)
+				t.Fatalf("got %v, want a *hint.ConfigError", err)
 			}
 		})
 	}

@@ -198,7 +198,7 @@ func withDefaults(cfg Config, deps Deps) (Config, Deps) {
 
 // Run runs one search, or answers it from the history. The run it returns
 // is complete whatever the error says; it is nil only when the search could
-// not begin (a *ConfigError, or the history could not be read or written).
+// not begin (a *hint.ConfigError, or the history could not be read or written).
 func Run(ctx context.Context, cfg Config, deps Deps) (*record.Run, error) {
 	cfg, deps = withDefaults(cfg, deps)
 	s, cached, err := prepare(ctx, cfg, deps)

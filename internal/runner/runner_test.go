@@ -221,7 +221,7 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(f *fixture, d *Deps)
-		config bool   // a *ConfigError
+		config bool   // a *hint.ConfigError
 		want   string // in the message
 		hint   string // in the hint
 	}{
@@ -266,7 +266,7 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 			deps := f.deps()
 			tc.change(f, &deps)
 			run, err := Run(context.Background(), f.cfg, deps)
-			var ce *ConfigError
+			var ce *hint.ConfigError
 			if err == nil || errors.As(err, &ce) != tc.config || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v (config error %v), want %q (config error %v)", err, errors.As(err, &ce), tc.want, tc.config)
 			}
