@@ -12,6 +12,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/doctor"
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/logdir"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/units"
@@ -51,7 +52,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig, deps Deps) (*doctor.Report, e
 	if len(devices) > 0 {
 		total = devices[0].Total
 	}
-	logDir, keep, err := openLogDir(cfg.LogDir, "", time.Now())
+	logDir, keep, err := logdir.Open(cfg.LogDir, "", time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/inputs"
+	"github.com/batchfit/batchfit/internal/logdir"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -55,7 +56,7 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (s *session, cached *re
 	if err := checkWorker(cfg); err != nil {
 		return nil, nil, err
 	}
-	if err := checkLogDir(cfg.LogDir); err != nil {
+	if err := logdir.Check(cfg.LogDir); err != nil {
 		return nil, nil, err
 	}
 	s = &session{cfg: cfg, deps: deps, scfg: cfg.Search, claim: &claim.Claim{}}
@@ -131,7 +132,7 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 // begin makes the log folder, the prober and the display, and records the
 // run's start.
 func (s *session) begin(ctx context.Context) error {
-	dir, keep, err := openLogDir(s.cfg.LogDir, s.cfg.LogBase, s.run.Started)
+	dir, keep, err := logdir.Open(s.cfg.LogDir, s.cfg.LogBase, s.run.Started)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,7 @@
-package runner
+// Package logdir makes the folder of a run's trial logs: one of its own in
+// the user's --log-dir, kept, with a link to the newest; or a temporary
+// one, removed unless the run ends unexpectedly.
+package logdir
 
 import (
 	"errors"
@@ -14,16 +17,16 @@ import (
 // latestLink names, in a --log-dir, the folder of the newest run there.
 const latestLink = "latest"
 
-// openLogDir returns the folder for trial logs and whether to keep it: a
+// Open returns the folder for trial logs and whether to keep it: a
 // new folder of this run's own in the user's folder (kept), or a new
 // temporary one under base ("": the system's), removed unless the run ends
 // unexpectedly. Each run gets its own folder because the history points at
 // every run's logs: a later run writing the same trial names into the same
 // folder would make an old run's record show the new run's output.
 // dir/latest links to the newest run's folder.
-func openLogDir(dir, base string, started time.Time) (string, bool, error) {
+func Open(dir, base string, started time.Time) (string, bool, error) {
 	if dir == "" {
-		return tempLogDir(base)
+		return temp(base)
 	}
 	fix := "pass a --log-dir you can write to"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -61,7 +64,8 @@ func linkLatest(dir, name string) {
 	}
 }
 
-func tempLogDir(base string) (string, bool, error) {
+// temp makes a temporary folder under base ("": the system's).
+func temp(base string) (string, bool, error) {
 	fix := "set TMPDIR to a writable folder, or pass --log-dir"
 	if base != "" {
 		fix = "pass --log-dir on a folder the trials can see"
@@ -76,11 +80,11 @@ func tempLogDir(base string) (string, bool, error) {
 	return dir, false, nil
 }
 
-// checkLogDir refuses a --log-dir that openLogDir could not use, before
+// Check refuses a --log-dir that Open could not use, before
 // anything runs (the framework's version probe included), without creating
 // it: the folder, or the nearest folder above it that exists, must be a
 // folder batchfit can create files in.
-func checkLogDir(dir string) error {
+func Check(dir string) error {
 	if dir == "" {
 		return nil
 	}

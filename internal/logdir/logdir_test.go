@@ -1,4 +1,4 @@
-package runner
+package logdir
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"github.com/batchfit/batchfit/internal/hint"
 )
 
-func TestCheckLogDir(t *testing.T) {
+func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -27,7 +27,7 @@ func TestCheckLogDir(t *testing.T) {
 		{"unwritable", "/proc/batchfit-logs", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkLogDir(tc.dir)
+			err := Check(tc.dir)
 			var ce *hint.ConfigError
 			switch {
 			case tc.ok && err != nil:
