@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchfit/batchfit/internal/caveat"
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/runner"
@@ -35,7 +36,7 @@ func TestExitCodeAndHint(t *testing.T) {
 		{"config", limitErr, exitUsage, "give --memory-limit as a GPU"},
 		{"nothing fits", &runner.NothingFitsError{Size: 8, Min: 8, LogDir: "/logs"}, exitNothingFits, "/logs"},
 		{"nothing fits, wrapped", fmt.Errorf("settle: %w", search.ErrNothingFits), exitNothingFits, ""},
-		{"ignores the batch size", fmt.Errorf("probe: %w", &runner.IgnoresBatchSizeError{Small: 8, Large: 8192}), exitError, "pass the size with {}"},
+		{"ignores the batch size", fmt.Errorf("probe: %w", &caveat.IgnoresBatchSizeError{Small: 8, Large: 8192}), exitError, "pass the size with {}"},
 		{"interrupted", runner.ErrInterrupted, exitInterrupted, ""},
 		{"canceled", fmt.Errorf("probe: %w", context.Canceled), exitInterrupted, ""},
 		{"other", errors.New("disk full"), exitError, ""},

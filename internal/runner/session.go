@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/caveat"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/forkserver"
 	"github.com/batchfit/batchfit/internal/gpu"
@@ -316,7 +317,7 @@ func (s *session) runSearch(ctx context.Context) (search.Result, error) {
 		case search.EventPlan:
 			s.prober.SetPhase(string(ev.Phase))
 		case search.EventConflict, search.EventRisk:
-			s.prog.Warn(eventWarning(ev))
+			s.prog.Warn(caveat.Event(ev))
 		}
 		s.prog.Event(ev)
 	}
@@ -411,10 +412,10 @@ func (s *session) record(res search.Result) {
 	if w := s.unusedSizeWarning(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
-	if w := riskWarning(res); w != "" {
+	if w := caveat.Risk(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
-	if w := fragmentationWarning(run.Trials, res.FirstFailure, s.capacity()); w != "" {
+	if w := caveat.Fragmentation(run.Trials, res.FirstFailure, s.capacity()); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
 	run.Soaks = s.soaks
@@ -430,7 +431,7 @@ func (s *session) record(res search.Result) {
 func (s *session) finish(serr error) error {
 	run := s.run
 	var crash *search.CrashError
-	var ignored *IgnoresBatchSizeError
+	var ignored *caveat.IgnoresBatchSizeError
 	switch {
 	case serr == nil:
 		run.Status = record.Found
