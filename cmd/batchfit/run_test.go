@@ -19,11 +19,6 @@ import (
 	"github.com/batchfit/batchfit/internal/search"
 )
 
-type hintErr struct{ hint string }
-
-func (e hintErr) Error() string { return "inner" }
-func (e hintErr) Hint() string  { return e.hint }
-
 func TestExitCodeAndHint(t *testing.T) {
 	limitErr := func() error { _, err := runner.ParseLimit("24XB"); return err }()
 	for _, tc := range []struct {
@@ -41,8 +36,8 @@ func TestExitCodeAndHint(t *testing.T) {
 		{"canceled", fmt.Errorf("probe: %w", context.Canceled), exitInterrupted, ""},
 		{"other", errors.New("disk full"), exitError, ""},
 		// A hint deep in the chain is found past wrappers without one.
-		{"deep hint", commandErr(fmt.Errorf("start trial 1: %w", hintErr{"install Slurm"})), exitError, "install Slurm"},
-		{"empty hint skipped", &exitErr{code: exitError, err: hintErr{"the inner one"}}, exitError, "the inner one"},
+		{"deep hint", commandErr(fmt.Errorf("start trial 1: %w", hint.With(errors.New("inner"), "install Slurm"))), exitError, "install Slurm"},
+		{"empty hint skipped", &exitErr{code: exitError, err: hint.With(errors.New("inner"), "the inner one")}, exitError, "the inner one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := exitCode(tc.err); got != tc.code {
