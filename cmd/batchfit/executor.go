@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/procgroup"
-	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/slurm"
 	"github.com/batchfit/batchfit/internal/store"
 )
@@ -21,11 +21,11 @@ type executorKind interface {
 	// Check refuses flags that do not apply to this kind.
 	Check(o *searchOptions) error
 	// Groups are the searches to run, one per group.
-	Groups(o *searchOptions, devices []gpu.Device) ([]runner.Group, error)
+	Groups(o *searchOptions, devices []gpu.Device) ([]gpugroup.Group, error)
 	// LogBase is where temporary log folders are made; "" is the system's.
 	LogBase() string
 	// Executor runs one group's trials; nil runs them here.
-	Executor(o *searchOptions, g runner.Group) (probe.Executor, error)
+	Executor(o *searchOptions, g gpugroup.Group) (probe.Executor, error)
 }
 
 var executorKinds = map[string]executorKind{
@@ -84,14 +84,16 @@ func (localExecutor) Check(o *searchOptions) error {
 	return checkPlatform()
 }
 
-func (localExecutor) Groups(o *searchOptions, devices []gpu.Device) ([]runner.Group, error) {
+func (localExecutor) Groups(o *searchOptions, devices []gpu.Device) ([]gpugroup.Group, error) {
 	_, inherited := os.LookupEnv("CUDA_VISIBLE_DEVICES")
-	return runner.LocalGroups(devices, runner.GPUSpec{List: o.gpus, PerTrial: o.gpusPerTrial, PerModel: o.perGPUModel, Inherited: inherited})
+	return gpugroup.Local(devices, gpugroup.Spec{List: o.gpus, PerTrial: o.gpusPerTrial, PerModel: o.perGPUModel, Inherited: inherited})
 }
 
 func (localExecutor) LogBase() string { return "" }
 
-func (localExecutor) Executor(*searchOptions, runner.Group) (probe.Executor, error) { return nil, nil }
+func (localExecutor) Executor(*searchOptions, gpugroup.Group) (probe.Executor, error) {
+	return nil, nil
+}
 
 // slurmExecutor runs each trial as a Slurm job.
 type slurmExecutor struct{}
@@ -114,8 +116,8 @@ func (slurmExecutor) Check(o *searchOptions) error {
 	return nil
 }
 
-func (slurmExecutor) Groups(o *searchOptions, _ []gpu.Device) ([]runner.Group, error) {
-	return runner.SlurmGroups(o.exec.constraint, o.exec.parallel, o.perGPUModel)
+func (slurmExecutor) Groups(o *searchOptions, _ []gpu.Device) ([]gpugroup.Group, error) {
+	return gpugroup.Slurm(o.exec.constraint, o.exec.parallel, o.perGPUModel)
 }
 
 // LogBase is beside the history, in the user's cache folder: the compute
@@ -134,7 +136,7 @@ func (slurmExecutor) LogBase() string {
 	return filepath.Join(wd, ".batchfit")
 }
 
-func (slurmExecutor) Executor(o *searchOptions, g runner.Group) (probe.Executor, error) {
+func (slurmExecutor) Executor(o *searchOptions, g gpugroup.Group) (probe.Executor, error) {
 	e := o.exec
 	ex, err := slurm.New(slurm.Options{
 		Partition: e.partition, Account: e.account, Constraint: g.Constraint, QOS: e.qos,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/report"
-	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/termtext"
 )
@@ -71,7 +71,7 @@ func usageError(hint string, format string, args ...any) error {
 // that carry none are classified by what they match.
 func exitCode(err error) int {
 	var ee *exitErr
-	var ce *runner.ConfigError
+	var ce *hint.ConfigError
 	switch {
 	case err == nil:
 		return exitFound
@@ -85,22 +85,6 @@ func exitCode(err error) int {
 		return exitInterrupted
 	}
 	return exitError
-}
-
-// hintOf returns the first non-empty hint anywhere in err's chain.
-func hintOf(err error) string {
-	type hinter interface{ Hint() string }
-	for err != nil {
-		var h hinter
-		if !errors.As(err, &h) {
-			return ""
-		}
-		if hint := h.Hint(); hint != "" {
-			return hint
-		}
-		err = errors.Unwrap(h.(error))
-	}
-	return ""
 }
 
 // streams are the command's I/O; tests swap them.
@@ -158,8 +142,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if io.doc != nil && !cmd.Hidden && !askedForHelp(cmd) {
 		if err != nil {
 			io.doc.Error = &report.DocumentError{Message: err.Error(), ExitCode: exitCode(err)}
-			if hint := hintOf(err); hint != "" {
-				io.doc.Error.Hint = &hint
+			if h := hint.Of(err); h != "" {
+				io.doc.Error.Hint = &h
 			}
 		}
 		report.WriteJSONValue(stdout, io.doc)
@@ -185,8 +169,8 @@ func printError(ctx context.Context, stderr io.Writer, cmd *cobra.Command, err e
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintf(stderr, "batchfit: error: %s\n", termtext.Line(msg, 0))
 	}
-	if hint := hintOf(err); hint != "" {
-		for _, line := range strings.Split(termtext.Clean(hint), "\n") {
+	if h := hint.Of(err); h != "" {
+		for _, line := range strings.Split(termtext.Clean(h), "\n") {
 			fmt.Fprintf(stderr, "batchfit: hint: %s\n", line)
 		}
 	}

@@ -20,6 +20,9 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
+	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/live"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
@@ -196,7 +199,7 @@ func newTarget(argv []string, framework, flag string) (*target, error) {
 	}
 	fw, err := adapter.Choose(framework, argv)
 	if err != nil {
-		return nil, usageError(hintOf(err), "%s", err)
+		return nil, usageError(hint.Of(err), "%s", err)
 	}
 	if fw.Hooked() && !adapter.IsPython(argv) {
 		return nil, usageError(fmt.Sprintf("%s needs a Python command (python, torchrun, accelerate ...); leave it out for other programs", flag),
@@ -273,7 +276,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 
 // prepare checks every flag before anything runs and returns the search's
 // configuration and its groups of GPUs.
-func (o *searchOptions) prepare(t *target) (runner.Config, []runner.Group, error) {
+func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, error) {
 	sc, err := o.searchConfig()
 	if err != nil {
 		return runner.Config{}, nil, err
@@ -326,7 +329,7 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 		GPU:      t.backend,
 		Store:    db,
 		Claims:   gpuClaims(),
-		Executor: func(g runner.Group) (probe.Executor, error) { return kind.Executor(o, g) },
+		Executor: func(g gpugroup.Group) (probe.Executor, error) { return kind.Executor(o, g) },
 		Progress: func(info runner.ProgressInfo) runner.Progress { return o.progress(io, info) },
 		Notice: func(msg string) {
 			if !o.quiet {
@@ -562,16 +565,19 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 // and nothing with --quiet.
 func (o *searchOptions) progress(io *streams, info runner.ProgressInfo) runner.Progress {
 	if o.quiet {
-		return report.NewProgress(goio.Discard, report.ProgressOptions{})
+		return live.NewPlain(goio.Discard, live.Options{})
 	}
 	tty := isTerminal(io.stderr)
-	opts := report.ProgressOptions{
-		TTY: tty, Color: tty && os.Getenv("NO_COLOR") == "",
+	opts := live.Options{
+		Title: "batchfit search", Color: tty && os.Getenv("NO_COLOR") == "",
 		GPU: info.GPU, Capacity: info.Capacity, Limit: info.Limit, AllocatorOnly: info.AllocatorOnly, Simulated: info.Simulated,
-		Title: "batchfit search", MultipleOf: info.MultipleOf, Confirm: info.Confirm,
+		MultipleOf: info.MultipleOf, Confirm: info.Confirm,
 	}
 	if info.Simulated {
 		opts.Title = "batchfit demo"
 	}
-	return report.NewProgress(io.stderr, opts)
+	if tty {
+		return live.NewTTY(io.stderr, opts)
+	}
+	return live.NewPlain(io.stderr, opts)
 }

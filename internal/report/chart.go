@@ -346,7 +346,7 @@ type memoryPoints struct {
 	alloc, device plotter.XYs
 	failed        map[classify.Outcome]bool // the too-large outcomes seen
 	// fails are the too-large trials at the memory they held when they
-	// failed (memoryText), in GiB; NaN where that is unknown.
+	// failed (record.Trial.MemoryText), in GiB; NaN where that is unknown.
 	fails  plotter.XYs
 	others []int // crashed or canceled
 	xmax   float64
@@ -367,7 +367,7 @@ func memoryPointsOf(run *record.Run) memoryPoints {
 		case t.Outcome.TooLarge():
 			m.failed[t.Outcome] = true
 			held := math.NaN()
-			if b, more := trialMemory(t, allocatorOnly(run)); more {
+			if b, more := t.Memory(allocatorOnly(run)); more {
 				held = float64(b) / chartGiB
 			}
 			m.fails = append(m.fails, plotter.XY{X: float64(t.Size), Y: held})

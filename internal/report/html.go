@@ -344,9 +344,9 @@ func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
 		h.Throughput = fmt.Sprintf("%.0f", v)
 	}
 	if t.Outcome.TooLarge() {
-		// What it held when it failed, as everywhere (memoryText): no
-		// peaks of its own.
-		h.Allocated, h.Reserved, h.Device = memoryText(t, allocatorOnly(run), "> ", "–"), "–", "–"
+		// What it held when it failed, as everywhere
+		// (record.Trial.MemoryText): no peaks of its own.
+		h.Allocated, h.Reserved, h.Device = t.MemoryText(allocatorOnly(run), "> ", "–"), "–", "–"
 	}
 	for _, p := range []string{t.Stdout, t.Stderr} {
 		if p != "" {

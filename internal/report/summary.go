@@ -1,5 +1,6 @@
-// Package report shows a run to people: the terminal summary and progress
-// lines, and the HTML report and charts.
+// Package report shows a finished run to people: the terminal summary, the
+// --json document, and the HTML report and charts. The progress while a
+// search runs is package live's.
 package report
 
 import (
@@ -148,37 +149,13 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 		}
 		alloc, device := orDash(t.Allocated), orDash(t.Device)
 		if t.Outcome.TooLarge() {
-			// What it held when it failed, as everywhere (memoryText).
-			alloc, device = memoryText(t, allocatorOnly(run), "> ", "-"), "-"
+			// What it held when it failed, as everywhere (record.Trial.MemoryText).
+			alloc, device = t.MemoryText(allocatorOnly(run), "> ", "-"), "-"
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
 			alloc, device, share, throughput(t))
 	}
 	return tw.Flush()
-}
-
-// TrialLine is the one-line progress report of a finished trial, its
-// memory against capacity (allocatorOnly as for trialMemory).
-func TrialLine(t record.Trial, capacity uint64, allocatorOnly bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, units.Duration(t.Seconds))
-	if t.Retry {
-		b.WriteString(" (retry)")
-	}
-	if m, more := trialMemory(t, allocatorOnly); m > 0 {
-		word := "peak"
-		if more {
-			word = "needs more than"
-		}
-		fmt.Fprintf(&b, ", %s %s", word, units.Bytes(m))
-		if capacity > 0 {
-			fmt.Fprintf(&b, " of %s", units.Bytes(capacity))
-		}
-	}
-	if t.Reason != "" && !t.Outcome.Fits() {
-		fmt.Fprintf(&b, " (%s)", termtext.Line(t.Reason, 100))
-	}
-	return b.String()
 }
 
 // MarginText says a margin size in words, and how it is known: "with 5 %

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/units"
 )
@@ -127,14 +128,14 @@ func (s *session) checkGPUs(sampler *gpu.Sampler) error {
 	for _, p := range problems[1:] {
 		s.deps.Alert(p)
 	}
-	hint := "wait for it to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway"
+	fix := "wait for it to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway"
 	if len(busy) > 0 {
-		hint = "wait for them to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway, and the answer may be low"
+		fix = "wait for them to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway, and the answer may be low"
 		if s.limit == 0 {
-			hint += "\n--memory-limit searches within a share of the card that the others leave free"
+			fix += "\n--memory-limit searches within a share of the card that the others leave free"
 		}
 	}
-	return withHint(&BusyGPUError{msg: problems[0]}, hint)
+	return hint.With(&BusyGPUError{msg: problems[0]}, fix)
 }
 
 // claimGPUs claims devices for the run, in one step that no other search

@@ -10,6 +10,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/probe"
 )
 
@@ -114,11 +115,11 @@ func TestRunRefusesBusyGPU(t *testing.T) {
 				return
 			}
 			var busy *BusyGPUError
-			var ce *ConfigError
+			var ce *hint.ConfigError
 			if !errors.As(err, &busy) || errors.As(err, &ce) || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("error %v; want a BusyGPUError with %q", err, tt.msg)
 			}
-			if h := hintOf(err); !strings.Contains(h, "--allow-busy-gpu") {
+			if h := hint.Of(err); !strings.Contains(h, "--allow-busy-gpu") {
 				t.Errorf("hint %q does not name --allow-busy-gpu", h)
 			}
 			if run != nil || len(f.store.begun) != 0 || len(f.store.trials) != 0 {
@@ -139,14 +140,6 @@ func TestRunRefusesBusyGPU(t *testing.T) {
 			}
 		})
 	}
-}
-
-func hintOf(err error) string {
-	var h interface{ Hint() string }
-	if errors.As(err, &h) {
-		return h.Hint()
-	}
-	return ""
 }
 
 // heldBy returns GPU locks in which h holds devices until t ends.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/search"
 )
 
@@ -11,16 +12,16 @@ func checkWorker(cfg Config) error {
 	}
 	switch {
 	case cfg.Simulated:
-		return configError("the demo runs fresh processes; try --worker with a PyTorch Trial module", "--worker is not available in the demo")
+		return hint.Configf("the demo runs fresh processes; try --worker with a PyTorch Trial module", "--worker is not available in the demo")
 	case !cfg.Framework.Hooked():
-		return configError("run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial", "--worker needs a Python command")
+		return hint.Configf("run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial", "--worker needs a Python command")
 	case len(cfg.Group.Slots) > 1:
-		return configError("leave out --worker to run trials on several GPUs at once", "--worker runs one trial at a time; it cannot be combined with parallel --gpus")
+		return hint.Configf("leave out --worker to run trials on several GPUs at once", "--worker runs one trial at a time; it cannot be combined with parallel --gpus")
 	case cfg.Steps == 0:
-		return configError("give --worker a number of steps per trial, such as --steps 3", "--steps 0 (run to the program's end) does not apply to --worker: a Trial runs the steps it is given")
+		return hint.Configf("give --worker a number of steps per trial, such as --steps 3", "--steps 0 (run to the program's end) does not apply to --worker: a Trial runs the steps it is given")
 	case hasPlaceholder(cfg.Command):
 		// A script for fresh trials: the worker would get "{}" itself.
-		return configError("leave out --worker to run the script in fresh trials, or run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial",
+		return hint.Configf("leave out --worker to run the script in fresh trials, or run a Trial module: batchfit search --worker -- python -m batchfit.worker mymodule:Trial",
 			"--worker hands sizes to a Trial over its own channel; the command's {} would reach the program as it is")
 	}
 	return nil
@@ -30,11 +31,11 @@ func checkWorker(cfg Config) error {
 // which a margin needs.
 func validate(cfg search.Config) error {
 	if err := cfg.Validate(); err != nil {
-		hint := "check --min, --max, --start and --multiple-of"
+		fix := "check --min, --max, --start and --multiple-of"
 		if cfg.MarginPercent > 0 && cfg.Capacity == 0 {
-			hint = "--margin needs GPU memory figures: run where the NVIDIA driver is, or leave --margin out"
+			fix = "--margin needs GPU memory figures: run where the NVIDIA driver is, or leave --margin out"
 		}
-		return configError(hint, "%s", err)
+		return hint.Configf(fix, "%s", err)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/doctor"
+	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/logdir"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/units"
@@ -50,7 +52,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig, deps Deps) (*doctor.Report, e
 	if len(devices) > 0 {
 		total = devices[0].Total
 	}
-	logDir, keep, err := openLogDir(cfg.LogDir, "", time.Now())
+	logDir, keep, err := logdir.Open(cfg.LogDir, "", time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +112,7 @@ func startDoctorWorker(ctx context.Context, cfg DoctorConfig, run Config, deps D
 		if ctx.Err() != nil {
 			return nil, errWorkerInterrupted
 		}
-		return nil, withHint(err, startHint(err, "full log: "+stderrLog))
+		return nil, hint.With(err, startHint(err, "full log: "+stderrLog))
 	}
 	h := w.Hello()
 	deps.Notice(fmt.Sprintf("doctor: worker %d ready on %s after %.1fs (%d warm-up step(s) at batch size %d)",

@@ -12,36 +12,6 @@ import (
 	"github.com/batchfit/batchfit/internal/termtext"
 )
 
-// ConfigError is a search that cannot run as configured (bad bounds, a
-// limit the GPU cannot hold, an option that does not apply); nothing ran.
-// The CLI reports it as a usage error.
-type ConfigError struct {
-	Err  error
-	hint string
-}
-
-func configError(hint, format string, args ...any) error {
-	return &ConfigError{Err: fmt.Errorf(format, args...), hint: hint}
-}
-
-func (e *ConfigError) Error() string { return e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Hint says how to fix the configuration.
-func (e *ConfigError) Hint() string { return e.hint }
-
-// hinted is an error with a suggestion for the user.
-type hinted struct {
-	err  error
-	hint string
-}
-
-func withHint(err error, hint string) error { return &hinted{err: err, hint: hint} }
-
-func (e *hinted) Error() string { return e.err.Error() }
-func (e *hinted) Unwrap() error { return e.err }
-func (e *hinted) Hint() string  { return e.hint }
-
 // ErrInterrupted is a search stopped by its context (Ctrl-C) after every
 // trial process was stopped; errWorkerInterrupted is a doctor run's. Both
 // match context.Canceled.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -379,7 +380,7 @@ func newFixture(t fakeTrainer) *fixture {
 		Search:    search.Config{Min: 1, Max: 4096, MultipleOf: 1, Strategy: search.Model},
 		Steps:     3,
 		Timeout:   time.Minute,
-		Group:     Group{Name: "Fake GPU", Devices: []gpu.Device{f.gpu.device}},
+		Group:     gpugroup.Group{Name: "Fake GPU", Devices: []gpu.Device{f.gpu.device}},
 		LogBase:   "",
 		Version:   "test",
 
@@ -393,7 +394,7 @@ func (f *fixture) deps() Deps {
 		GPU:      f.gpu,
 		Store:    f.store,
 		Claims:   f.claims,
-		Executor: func(Group) (probe.Executor, error) { return f.exec, nil },
+		Executor: func(gpugroup.Group) (probe.Executor, error) { return f.exec, nil },
 		Progress: func(info ProgressInfo) Progress { f.progress.info = info; return f.progress },
 		Notice:   func(msg string) { f.notices = append(f.notices, msg) },
 		Now:      f.clock.Now,

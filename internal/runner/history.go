@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -20,7 +21,7 @@ func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
 	if !s.cfg.Fresh && s.cfg.CacheMaxAge > 0 && s.cfg.Soak == 0 { // an answer from the history was not soaked now
 		cached, err := s.deps.Store.Cached(ctx, store.Fingerprint(s.run))
 		if err != nil {
-			return nil, withHint(fmt.Errorf("read the history: %w", err), "pass --no-db to search without the history")
+			return nil, hint.With(fmt.Errorf("read the history: %w", err), "pass --no-db to search without the history")
 		}
 		if cached != nil {
 			if why := s.stale(cached); why != "" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/cards"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/units"
 )
@@ -46,7 +47,7 @@ func ParseLimit(s string) (Limit, error) {
 	}
 	t := strings.TrimSpace(s)
 	if t != "" && strings.Trim(t, "0123456789.") == "" {
-		return Limit{}, configError(fmt.Sprintf("write %sGiB for a size, %s%% for a share of the GPU, or a GPU's name (batchfit cards)", t, t),
+		return Limit{}, hint.Configf(fmt.Sprintf("write %sGiB for a size, %s%% for a share of the GPU, or a GPU's name (batchfit cards)", t, t),
 			"--memory-limit %s is a number without a unit", t)
 	}
 	b, p, err := units.ParseSize(s)
@@ -54,7 +55,7 @@ func ParseLimit(s string) (Limit, error) {
 		if t != "" && (t[0] < '0' || t[0] > '9') && t[0] != '.' {
 			err = fmt.Errorf("not a GPU batchfit knows")
 		}
-		return Limit{}, configError(limitHint, "--memory-limit %q: %v", s, err)
+		return Limit{}, hint.Configf(limitHint, "--memory-limit %q: %v", s, err)
 	}
 	if p == 0 && b < MinLimit {
 		return Limit{}, tooSmall(b)
@@ -64,7 +65,7 @@ func ParseLimit(s string) (Limit, error) {
 
 // tooSmall is the error for a limit below MinLimit.
 func tooSmall(b uint64) error {
-	return configError(fmt.Sprintf("a GPU program needs %s at least; give the card's memory, such as 24GiB", units.Bytes(MinLimit)),
+	return hint.Configf(fmt.Sprintf("a GPU program needs %s at least; give the card's memory, such as 24GiB", units.Bytes(MinLimit)),
 		"--memory-limit %s is too small for any GPU program", units.Bytes(b))
 }
 
@@ -77,7 +78,7 @@ func (l Limit) Resolve(devices []gpu.Device) (uint64, error) {
 		return 0, nil
 	}
 	if len(devices) == 0 {
-		return 0, configError("--memory-limit needs the GPU's total memory, read through the NVIDIA driver; run where the driver is installed", "--memory-limit: no GPU found")
+		return 0, hint.Configf("--memory-limit needs the GPU's total memory, read through the NVIDIA driver; run where the driver is installed", "--memory-limit: no GPU found")
 	}
 	total := devices[0].Total
 	bytes := l.Bytes
@@ -88,7 +89,7 @@ func (l Limit) Resolve(devices []gpu.Device) (uint64, error) {
 		return 0, tooSmall(bytes)
 	}
 	if bytes > total {
-		return 0, configError(fmt.Sprintf("%s has %s; choose a smaller limit", devices[0].Name, units.Bytes(total)),
+		return 0, hint.Configf(fmt.Sprintf("%s has %s; choose a smaller limit", devices[0].Name, units.Bytes(total)),
 			"--memory-limit %s is more than the GPU's memory", units.Bytes(bytes))
 	}
 	return bytes, nil

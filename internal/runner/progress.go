@@ -5,7 +5,7 @@ import (
 	"github.com/batchfit/batchfit/internal/search"
 )
 
-// Progress shows a search as it runs (report.Progress is the terminal's).
+// Progress shows a search as it runs (package live shows it on stderr).
 // Its methods may be called from several goroutines: the search's events
 // and the prober's trial callbacks.
 type Progress interface {

@@ -13,6 +13,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -51,7 +52,7 @@ type Config struct {
 	MemoryLimit        Limit
 	LimitAllocatorOnly bool
 	// Group is the GPUs the search runs on and how trials share them.
-	Group Group
+	Group gpugroup.Group
 	// Worker runs trials in a warm PyTorch worker; nil runs each in a
 	// fresh process.
 	Worker *WorkerOptions
@@ -101,7 +102,7 @@ type Deps struct {
 	// (or a nil result) runs them here as local process groups, watched
 	// through GPU. A non-nil one runs them elsewhere (Slurm), where NVML
 	// here cannot see them.
-	Executor func(Group) (probe.Executor, error)
+	Executor func(gpugroup.Group) (probe.Executor, error)
 	// Progress starts the display of a search that runs trials; nil shows
 	// nothing.
 	Progress func(ProgressInfo) Progress
@@ -175,7 +176,7 @@ func withDefaults(cfg Config, deps Deps) (Config, Deps) {
 		deps.Claims = claim.None{}
 	}
 	if deps.Executor == nil {
-		deps.Executor = func(Group) (probe.Executor, error) { return nil, nil }
+		deps.Executor = func(gpugroup.Group) (probe.Executor, error) { return nil, nil }
 	}
 	if deps.Progress == nil {
 		deps.Progress = func(ProgressInfo) Progress { return nopProgress{} }
@@ -197,7 +198,7 @@ func withDefaults(cfg Config, deps Deps) (Config, Deps) {
 
 // Run runs one search, or answers it from the history. The run it returns
 // is complete whatever the error says; it is nil only when the search could
-// not begin (a *ConfigError, or the history could not be read or written).
+// not begin (a *hint.ConfigError, or the history could not be read or written).
 func Run(ctx context.Context, cfg Config, deps Deps) (*record.Run, error) {
 	cfg, deps = withDefaults(cfg, deps)
 	s, cached, err := prepare(ctx, cfg, deps)

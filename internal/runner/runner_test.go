@@ -13,6 +13,8 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -219,7 +221,7 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(f *fixture, d *Deps)
-		config bool   // a *ConfigError
+		config bool   // a *hint.ConfigError
 		want   string // in the message
 		hint   string // in the hint
 	}{
@@ -246,8 +248,8 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 			f.cfg.Group.Slots = [][]int{{0}, {1}}
 		}, true, "cannot be combined with parallel --gpus", "leave out --worker"},
 		{"executor refused", func(f *fixture, d *Deps) {
-			d.Executor = func(Group) (probe.Executor, error) {
-				return nil, withHint(errors.New("sbatch not found"), "install Slurm")
+			d.Executor = func(gpugroup.Group) (probe.Executor, error) {
+				return nil, hint.With(errors.New("sbatch not found"), "install Slurm")
 			}
 		}, false, "sbatch not found", "install Slurm"},
 		{"history not writable", func(f *fixture, d *Deps) { f.store.beginErr = errors.New("disk full") }, false,
@@ -264,7 +266,7 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 			deps := f.deps()
 			tc.change(f, &deps)
 			run, err := Run(context.Background(), f.cfg, deps)
-			var ce *ConfigError
+			var ce *hint.ConfigError
 			if err == nil || errors.As(err, &ce) != tc.config || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v (config error %v), want %q (config error %v)", err, errors.As(err, &ce), tc.want, tc.config)
 			}
@@ -337,7 +339,7 @@ func TestRunWithoutOptionalDeps(t *testing.T) {
 	cfg := newFixture(plain).cfg
 	cfg.LogBase = t.TempDir()
 	exec := &fakeExecutor{trainer: plain}
-	run, err := Run(context.Background(), cfg, Deps{Executor: func(Group) (probe.Executor, error) { return exec, nil }})
+	run, err := Run(context.Background(), cfg, Deps{Executor: func(gpugroup.Group) (probe.Executor, error) { return exec, nil }})
 	if err != nil || run.Answer != plain.truth(4096) || run.ID != "" {
 		t.Fatalf("answer %d, id %q, err %v", run.Answer, run.ID, err)
 	}

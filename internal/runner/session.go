@@ -11,10 +11,13 @@ import (
 	"sync"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/caveat"
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/forkserver"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/inputs"
+	"github.com/batchfit/batchfit/internal/logdir"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -54,7 +57,7 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (s *session, cached *re
 	if err := checkWorker(cfg); err != nil {
 		return nil, nil, err
 	}
-	if err := checkLogDir(cfg.LogDir); err != nil {
+	if err := logdir.Check(cfg.LogDir); err != nil {
 		return nil, nil, err
 	}
 	s = &session{cfg: cfg, deps: deps, scfg: cfg.Search, claim: &claim.Claim{}}
@@ -130,7 +133,7 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 // begin makes the log folder, the prober and the display, and records the
 // run's start.
 func (s *session) begin(ctx context.Context) error {
-	dir, keep, err := openLogDir(s.cfg.LogDir, s.cfg.LogBase, s.run.Started)
+	dir, keep, err := logdir.Open(s.cfg.LogDir, s.cfg.LogBase, s.run.Started)
 	if err != nil {
 		return err
 	}
@@ -149,7 +152,7 @@ func (s *session) begin(ctx context.Context) error {
 		pcfg.ForeignLimit = foreignLimit(s.cfg.Group.Devices, s.held, s.limit, perGPU)
 	}
 	if err := s.deps.Store.BeginRun(ctx, s.run); err != nil {
-		return withHint(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")
+		return hint.With(fmt.Errorf("record the run: %w", err), "pass --no-db to search without the history")
 	}
 	if err := s.claim.Recorded(s.run.ID); err != nil {
 		s.deps.Notice("warning: " + err.Error())
@@ -251,11 +254,11 @@ func (s *session) probeConfig() (probe.Config, error) {
 	if cfg.Framework.Hooked() {
 		pp, err := adapter.Install(filepath.Join(s.run.LogDir, "adapter"))
 		if err != nil {
-			hint := "the adapter goes into the log folder: make room there, or give --log-dir elsewhere"
+			fix := "the adapter goes into the log folder: make room there, or give --log-dir elsewhere"
 			if !s.keepLogs {
-				hint = "the adapter goes into a temporary folder: make room in it, or give --log-dir elsewhere"
+				fix = "the adapter goes into a temporary folder: make room in it, or give --log-dir elsewhere"
 			}
-			return probe.Config{}, withHint(err, hint)
+			return probe.Config{}, hint.With(err, fix)
 		}
 		pcfg.PythonPath = pp
 	}
@@ -314,7 +317,7 @@ func (s *session) runSearch(ctx context.Context) (search.Result, error) {
 		case search.EventPlan:
 			s.prober.SetPhase(string(ev.Phase))
 		case search.EventConflict, search.EventRisk:
-			s.prog.Warn(eventWarning(ev))
+			s.prog.Warn(caveat.Event(ev))
 		}
 		s.prog.Event(ev)
 	}
@@ -409,10 +412,10 @@ func (s *session) record(res search.Result) {
 	if w := s.unusedSizeWarning(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
-	if w := riskWarning(res); w != "" {
+	if w := caveat.Risk(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
-	if w := fragmentationWarning(run.Trials, res.FirstFailure, s.capacity()); w != "" {
+	if w := caveat.Fragmentation(run.Trials, res.FirstFailure, s.capacity()); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
 	run.Soaks = s.soaks
@@ -428,7 +431,7 @@ func (s *session) record(res search.Result) {
 func (s *session) finish(serr error) error {
 	run := s.run
 	var crash *search.CrashError
-	var ignored *IgnoresBatchSizeError
+	var ignored *caveat.IgnoresBatchSizeError
 	switch {
 	case serr == nil:
 		run.Status = record.Found
@@ -450,15 +453,15 @@ func (s *session) finish(serr error) error {
 		run.Status = record.Interrupted
 		run.Error = "interrupted"
 		if best := largestRan(run.Trials); best > 0 {
-			return withHint(ErrInterrupted, fmt.Sprintf("the largest size seen to run was %d; it is not proven the largest, as the search did not finish", best))
+			return hint.With(ErrInterrupted, fmt.Sprintf("the largest size seen to run was %d; it is not proven the largest, as the search did not finish", best))
 		}
 		return ErrInterrupted
 	default:
 		run.Status = record.Failed
 		run.Error = serr.Error()
-		if hint := startHint(serr, "full logs: "+filepath.Join(s.run.LogDir, "worker-*.err")); hint != "" {
+		if fix := startHint(serr, "full logs: "+filepath.Join(s.run.LogDir, "worker-*.err")); fix != "" {
 			// A warm worker that did not start: show why, as doctor does.
-			return withHint(serr, hint)
+			return hint.With(serr, fix)
 		}
 		return serr
 	}

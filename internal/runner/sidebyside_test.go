@@ -6,6 +6,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 )
@@ -19,15 +20,15 @@ import (
 func TestSideBySideSlots(t *testing.T) {
 	h200 := func(i int) gpu.Device { return gpu.Device{Index: i, Name: "H200", Total: 141 * gib} }
 	small := gpu.Device{Index: 1, Name: "H200", Total: 48 * gib}
-	local := func(Group) (probe.Executor, error) { return nil, nil }
-	remote := func(Group) (probe.Executor, error) { return &fakeExecutor{}, nil }
+	local := func(gpugroup.Group) (probe.Executor, error) { return nil, nil }
+	remote := func(gpugroup.Group) (probe.Executor, error) { return &fakeExecutor{}, nil }
 	for _, tc := range []struct {
 		name       string
 		devices    []gpu.Device
 		slots      [][]int
 		limit      uint64
 		held       map[int]uint64 // by others, before the search
-		executor   func(Group) (probe.Executor, error)
+		executor   func(gpugroup.Group) (probe.Executor, error)
 		want       [][]int
 		sideBySide int
 		alongside  bool
@@ -56,7 +57,7 @@ func TestSideBySideSlots(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(plain)
 			f.cfg.Framework = adapter.None{}
-			f.cfg.Group = Group{Name: "H200", Devices: tc.devices, Slots: tc.slots}
+			f.cfg.Group = gpugroup.Group{Name: "H200", Devices: tc.devices, Slots: tc.slots}
 			d := f.deps()
 			d.Executor = tc.executor
 			s := &session{cfg: f.cfg, deps: d, limit: tc.limit, held: tc.held, total: tc.devices[0].Total, run: &record.Run{LogDir: t.TempDir()}}

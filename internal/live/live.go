@@ -1,8 +1,11 @@
-package report
+// Package live shows a search to the person running it while it runs, on
+// stderr: a live display on a terminal (TTY), plain lines otherwise (Plain).
+// Both are the runner's Progress; this package declares no interface of its
+// own.
+package live
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"time"
@@ -11,13 +14,10 @@ import (
 	"github.com/batchfit/batchfit/internal/search"
 )
 
-// ProgressOptions say what a live progress display shows and how.
-type ProgressOptions struct {
-	// TTY selects the live terminal display; without it progress is plain
-	// lines, one per finished trial and one per phase change.
-	TTY bool
+// Options say what a progress display shows and how.
+type Options struct {
 	// Color allows colour on a TTY. Callers set it false when NO_COLOR is
-	// set; it has no effect without TTY.
+	// set; plain lines have none.
 	Color bool
 	// Capacity is the GPU's memory in bytes (the whole card, not the
 	// --memory-limit); 0 when unknown, and then no memory bars are drawn.
@@ -41,40 +41,14 @@ type ProgressOptions struct {
 	Now func() time.Time
 }
 
-// Progress shows a search as it runs. Its methods may be called from
-// several goroutines: the search's OnEvent and the prober's trial callbacks.
-type Progress interface {
-	// Event reports a step of the search.
-	Event(search.Event)
-	// TrialStarted reports a trial that began (probe.Config.OnStart).
-	TrialStarted(n, size int, gpus []int)
-	// TrialDone reports a finished trial (probe.Config.OnDone).
-	TrialDone(t record.Trial)
-	// Warn shows a warning without breaking the display.
-	Warn(msg string)
-	// Close ends the display, leaving its last frame on the screen, and
-	// returns when the terminal is back to normal. Later calls do nothing,
-	// and the other methods do nothing after it.
-	Close()
-}
-
-// NewProgress returns the live display on w (the TTY) or plain lines. To show
-// nothing (--quiet), pass io.Discard with TTY false.
-func NewProgress(w io.Writer, opts ProgressOptions) Progress {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MultipleOf < 1 {
-		opts.MultipleOf = 1
-	}
-	if !opts.TTY {
-		return &plainProgress{w: w, capacity: opts.memoryCap(), allocatorOnly: opts.AllocatorOnly}
-	}
-	return newTTYProgress(w, opts)
-}
+// The methods of Plain and TTY may be called from several goroutines: the
+// search's OnEvent and the prober's trial callbacks. Close ends the display,
+// leaving its last frame on the screen, and returns when the terminal is
+// back to normal; later calls do nothing, and the other methods do nothing
+// after it.
 
 // memoryCap is what a trial may use: the limit where one is set.
-func (o ProgressOptions) memoryCap() uint64 {
+func (o Options) memoryCap() uint64 {
 	if o.Limit > 0 {
 		return o.Limit
 	}

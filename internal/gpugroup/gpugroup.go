@@ -1,4 +1,8 @@
-package runner
+// Package gpugroup splits the GPUs a run may use into groups, one search
+// each, and a group into slots, one trial each: from --gpus,
+// --gpus-per-trial and --per-gpu-model here, or from --constraint and
+// --jobs on Slurm.
+package gpugroup
 
 import (
 	"fmt"
@@ -7,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 )
 
 // Group is a set of GPUs of one model that one search runs on, split into
@@ -29,9 +34,9 @@ func (g Group) Indexes() []int {
 	return out
 }
 
-// GPUSpec is how a search asks for GPUs here: --gpus, --gpus-per-trial and
+// Spec is how a search asks for GPUs here: --gpus, --gpus-per-trial and
 // --per-gpu-model.
-type GPUSpec struct {
+type Spec struct {
 	List     string // "all", "0,1,2,3", or "" for one trial at a time on whatever CUDA picks
 	PerTrial int    // GPUs one trial spans; the batch size is per GPU
 	PerModel bool   // one search per GPU model in List
@@ -41,15 +46,15 @@ type GPUSpec struct {
 	Inherited bool
 }
 
-// LocalGroups splits the machine's devices into the searches spec asks
-// for: one group, or one per GPU model with PerModel.
-func LocalGroups(devices []gpu.Device, spec GPUSpec) ([]Group, error) {
+// Local splits the machine's devices into the searches spec asks for: one
+// group, or one per GPU model with PerModel.
+func Local(devices []gpu.Device, spec Spec) ([]Group, error) {
 	if spec.PerTrial < 1 {
-		return nil, configError("--gpus-per-trial counts the GPUs one trial spans: 1 or more", "--gpus-per-trial must be at least 1, got %d", spec.PerTrial)
+		return nil, hint.Configf("--gpus-per-trial counts the GPUs one trial spans: 1 or more", "--gpus-per-trial must be at least 1, got %d", spec.PerTrial)
 	}
 	if spec.List == "" {
 		if spec.PerTrial > 1 || spec.PerModel {
-			return nil, configError("name the GPUs with --gpus 0,1 or --gpus all", "--gpus-per-trial and --per-gpu-model need --gpus")
+			return nil, hint.Configf("name the GPUs with --gpus 0,1 or --gpus all", "--gpus-per-trial and --per-gpu-model need --gpus")
 		}
 		g := Group{Devices: devices}
 		if len(devices) > 0 {
@@ -75,7 +80,7 @@ func LocalGroups(devices []gpu.Device, spec GPUSpec) ([]Group, error) {
 		for i, g := range groups {
 			names[i] = g.Name
 		}
-		return nil, configError("the answer differs between models: pass --per-gpu-model for one search per model, or list GPUs of one model",
+		return nil, hint.Configf("the answer differs between models: pass --per-gpu-model for one search per model, or list GPUs of one model",
 			"--gpus mixes GPU models: %s", strings.Join(names, ", "))
 	}
 	for i := range groups {
@@ -104,7 +109,7 @@ func byModel(devices []gpu.Device) []Group {
 func (g *Group) split(perTrial int) error {
 	n := len(g.Devices)
 	if n%perTrial != 0 {
-		return configError(fmt.Sprintf("list a multiple of %d GPUs of each model", perTrial),
+		return hint.Configf(fmt.Sprintf("list a multiple of %d GPUs of each model", perTrial),
 			"%d GPUs of %s do not split into trials of %d", n, g.Name, perTrial)
 	}
 	for j := 0; j < n; j += perTrial {
@@ -120,7 +125,7 @@ func (g *Group) split(perTrial int) error {
 // parseGPUList reads "all" or a comma-separated list of GPU indexes.
 func parseGPUList(s string, devices []gpu.Device) ([]gpu.Device, error) {
 	if len(devices) == 0 {
-		return nil, configError("--gpus pins trials to GPUs that NVML lists; run where the NVIDIA driver is", "--gpus: no GPU found")
+		return nil, hint.Configf("--gpus pins trials to GPUs that NVML lists; run where the NVIDIA driver is", "--gpus: no GPU found")
 	}
 	if s == "all" {
 		return devices, nil
@@ -130,14 +135,14 @@ func parseGPUList(s string, devices []gpu.Device) ([]gpu.Device, error) {
 	for _, f := range strings.Split(s, ",") {
 		i, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || i < 0 {
-			return nil, configError("give --gpus as GPU indexes such as 0,1,2,3, or all", "--gpus %q: %q is not a GPU index", s, f)
+			return nil, hint.Configf("give --gpus as GPU indexes such as 0,1,2,3, or all", "--gpus %q: %q is not a GPU index", s, f)
 		}
 		j := slices.IndexFunc(devices, func(d gpu.Device) bool { return d.Index == i })
 		if j < 0 {
-			return nil, configError(fmt.Sprintf("this machine has GPUs 0 to %d", len(devices)-1), "--gpus: there is no GPU %d", i)
+			return nil, hint.Configf(fmt.Sprintf("this machine has GPUs 0 to %d", len(devices)-1), "--gpus: there is no GPU %d", i)
 		}
 		if seen[i] {
-			return nil, configError("list each GPU once", "--gpus: GPU %d is listed twice", i)
+			return nil, hint.Configf("list each GPU once", "--gpus: GPU %d is listed twice", i)
 		}
 		seen[i] = true
 		out = append(out, devices[j])
@@ -145,10 +150,10 @@ func parseGPUList(s string, devices []gpu.Device) ([]gpu.Device, error) {
 	return out, nil
 }
 
-// SlurmGroups are the searches of a Slurm run: one per GPU type in
-// constraint (comma-separated) with perModel, else one. Slots only count
-// the jobs that run at once: Slurm picks the GPUs.
-func SlurmGroups(constraint string, jobs int, perModel bool) ([]Group, error) {
+// Slurm are the searches of a Slurm run: one per GPU type in constraint
+// (comma-separated) with perModel, else one. Slots only count the jobs
+// that run at once: Slurm picks the GPUs.
+func Slurm(constraint string, jobs int, perModel bool) ([]Group, error) {
 	constraints := []string{constraint}
 	if perModel && constraint != "" {
 		constraints = nil
@@ -168,7 +173,7 @@ func SlurmGroups(constraint string, jobs int, perModel bool) ([]Group, error) {
 		groups = append(groups, g)
 	}
 	if perModel && len(groups) < 2 {
-		return nil, configError("list the GPU types to compare: --constraint a100,h100", "--per-gpu-model with --executor slurm needs several types in --constraint")
+		return nil, hint.Configf("list the GPU types to compare: --constraint a100,h100", "--per-gpu-model with --executor slurm needs several types in --constraint")
 	}
 	return groups, nil
 }

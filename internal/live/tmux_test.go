@@ -1,4 +1,4 @@
-package report
+package live
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/testutil"
 )
@@ -57,13 +58,16 @@ func playScript(pause string) int {
 }
 
 // scriptProgress is the Progress as the CLI sets it up on stderr.
-func scriptProgress() Progress {
+func scriptProgress() runner.Progress {
 	tty := isatty.IsTerminal(os.Stderr.Fd())
-	return NewProgress(os.Stderr, ProgressOptions{
-		TTY: tty, Color: tty && os.Getenv("NO_COLOR") == "",
-		Capacity: 80 << 30, Limit: 24 << 30, Simulated: true, GPU: "NVIDIA H100 80GB HBM3",
+	opts := Options{
+		Color: tty && os.Getenv("NO_COLOR") == "", Capacity: 80 << 30, Limit: 24 << 30, Simulated: true, GPU: "NVIDIA H100 80GB HBM3",
 		Title: "batchfit demo", Confirm: 1,
-	})
+	}
+	if tty {
+		return NewTTY(os.Stderr, opts)
+	}
+	return NewPlain(os.Stderr, opts)
 }
 
 // playInterrupted starts a trial and waits for Ctrl-C the way batchfit does,
@@ -94,9 +98,9 @@ func playInterrupted() int {
 
 // scriptSteps is a search on a 24 GiB limit: bracket 64..512, a model
 // prediction refined by two trials side by side on two GPUs, a confirmation.
-func scriptSteps() []func(Progress) {
-	var steps []func(Progress)
-	add := func(f func(Progress)) { steps = append(steps, f) }
+func scriptSteps() []func(runner.Progress) {
+	var steps []func(runner.Progress)
+	add := func(f func(runner.Progress)) { steps = append(steps, f) }
 	lo, hi := 0, 0
 	n := 0
 	phase := search.Phase("")
@@ -104,7 +108,7 @@ func scriptSteps() []func(Progress) {
 		return search.Event{Kind: k, Phase: phase, Lo: lo, Hi: hi, Sizes: sizes, Predicted: pred}
 	}
 	round := func(ph search.Phase, pred float64, trials ...record.Trial) {
-		add(func(p Progress) {
+		add(func(p runner.Progress) {
 			if phase != ph {
 				phase = ph
 				p.Event(event(search.EventPhase, nil, 0))
@@ -116,23 +120,23 @@ func scriptSteps() []func(Progress) {
 			p.Event(event(search.EventPlan, sizes, pred))
 		})
 		for i := range trials {
-			add(func(p Progress) {
+			add(func(p runner.Progress) {
 				n++
 				trials[i].N = n
 				trials[i].Phase = string(ph)
 				p.TrialStarted(n, trials[i].Size, []int{i})
 			})
 		}
-		add(func(Progress) {}) // let the spinner turn
+		add(func(runner.Progress) {}) // let the spinner turn
 		for i := range trials {
-			add(func(p Progress) {
+			add(func(p runner.Progress) {
 				p.TrialDone(trials[i])
 				p.Event(search.Event{Kind: search.EventObservation, Phase: phase, Lo: lo, Hi: hi})
 			})
 		}
 	}
 	bracket := func(l, h int) {
-		add(func(p Progress) {
+		add(func(p runner.Progress) {
 			lo, hi = l, h
 			p.Event(event(search.EventBracket, nil, 0))
 		})
@@ -149,7 +153,7 @@ func scriptSteps() []func(Progress) {
 	bracket(64, 0)
 	round(search.PhaseBracket, 0, ok(128, 10.7, 11.9))
 	bracket(128, 0)
-	add(func(p Progress) { p.Warn("trial 2: the adapter's report was unreadable (1 bad lines)") })
+	add(func(p runner.Progress) { p.Warn("trial 2: the adapter's report was unreadable (1 bad lines)") })
 	round(search.PhaseBracket, 0, ok(256, 21.5, 13.4))
 	bracket(256, 0)
 	round(search.PhaseBracket, 0, oom(512, 23.9, 9.8))

@@ -1,4 +1,4 @@
-package runner
+package caveat
 
 import (
 	"strings"
@@ -32,18 +32,18 @@ func TestFragmentationWarning(t *testing.T) {
 		{"SimCLR, whole card", oom(1678, 421527552, 148638879232, 149071855616, 231866368, false, true), card, ""},
 		{"a message's rounded figures", oom(151, 19792920576, 111748306432, 130830827520, 18474991616, false, false), card, ""},
 	} {
-		got := fragmentationWarning([]record.Trial{{Size: tc.trial.Size - 1}, tc.trial}, tc.trial.Size, tc.capacity)
+		got := Fragmentation([]record.Trial{{Size: tc.trial.Size - 1}, tc.trial}, tc.trial.Size, tc.capacity)
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 	lm := oom(151, 19792920576, 111748306432, 130830827520, 18474991616, false, true)
 	t.Setenv("PYTORCH_CUDA_ALLOC_CONF", "")
-	if got := fragmentationWarning([]record.Trial{lm}, 151, card); !strings.HasSuffix(got, "expandable_segments:True may fit more") {
+	if got := Fragmentation([]record.Trial{lm}, 151, card); !strings.HasSuffix(got, "expandable_segments:True may fit more") {
 		t.Errorf("no tip: %q", got)
 	}
 	t.Setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
-	if got := fragmentationWarning([]record.Trial{lm}, 151, card); strings.Contains(got, "expandable") || got == "" {
+	if got := Fragmentation([]record.Trial{lm}, 151, card); strings.Contains(got, "expandable") || got == "" {
 		t.Errorf("with expandable segments set: %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package report
+package live
 
 import (
 	"fmt"
@@ -20,10 +20,10 @@ import (
 	"github.com/batchfit/batchfit/internal/units"
 )
 
-// ttyProgress is the live display: a bubbletea program whose small live
+// TTY is the live display: a bubbletea program whose small live
 // area (the running trials and a status line) sits under the finished
 // trials, which are printed above it once and so stay in the scrollback.
-type ttyProgress struct {
+type TTY struct {
 	// mu keeps the messages of one call together and in order: a finished
 	// trial's row must be printed in the order the trials finished, and
 	// nothing may be sent after Close.
@@ -35,9 +35,16 @@ type ttyProgress struct {
 	done   chan struct{}
 }
 
-func newTTYProgress(w io.Writer, opts ProgressOptions) *ttyProgress {
+// NewTTY starts the live display on w, the terminal.
+func NewTTY(w io.Writer, opts Options) *TTY {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MultipleOf < 1 {
+		opts.MultipleOf = 1
+	}
 	l := newLook(opts)
-	t := &ttyProgress{look: l, now: opts.Now, done: make(chan struct{})}
+	t := &TTY{look: l, now: opts.Now, done: make(chan struct{})}
 	teaOpts := []tea.ProgramOption{
 		tea.WithOutput(w),
 		// No input: the terminal stays out of raw mode, so Ctrl-C is a
@@ -63,7 +70,7 @@ func newTTYProgress(w io.Writer, opts ProgressOptions) *ttyProgress {
 }
 
 // send delivers msgs to the program in order, unless it is closed.
-func (t *ttyProgress) send(msgs ...tea.Msg) {
+func (t *TTY) send(msgs ...tea.Msg) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -78,25 +85,25 @@ func (t *ttyProgress) send(msgs ...tea.Msg) {
 // message is sent directly rather than returned as a command from Update,
 // because commands run on goroutines of their own and could reorder rows or
 // arrive after the program quit.
-func (t *ttyProgress) print(s string) { t.send(tea.Println(s)()) }
+func (t *TTY) print(s string) { t.send(tea.Println(s)()) }
 
-func (t *ttyProgress) Event(ev search.Event) {
+func (t *TTY) Event(ev search.Event) {
 	t.send(eventMsg{ev: ev, at: t.now()})
 }
 
-func (t *ttyProgress) TrialStarted(n, size int, gpus []int) {
+func (t *TTY) TrialStarted(n, size int, gpus []int) {
 	t.send(startMsg{n: n, size: size, gpus: slices.Clone(gpus), at: t.now()})
 }
 
-func (t *ttyProgress) TrialDone(tr record.Trial) {
+func (t *TTY) TrialDone(tr record.Trial) {
 	t.send(doneMsg{t: tr, at: t.now()}, tea.Println(t.look.row(tr))())
 }
 
-func (t *ttyProgress) Warn(msg string) {
+func (t *TTY) Warn(msg string) {
 	t.print(t.look.warning(termtext.Line(msg, termtext.Width)))
 }
 
-func (t *ttyProgress) Close() {
+func (t *TTY) Close() {
 	t.mu.Lock()
 	if !t.closed {
 		t.prog.Send(closeMsg{at: t.now()})
@@ -146,7 +153,7 @@ type runningTrial struct {
 type liveModel struct {
 	look  *look
 	clock func() time.Time
-	opts  ProgressOptions
+	opts  Options
 
 	start, now time.Time
 	frame      int
@@ -166,7 +173,7 @@ type liveModel struct {
 	busy     time.Duration
 }
 
-func newLiveModel(l *look, opts ProgressOptions) *liveModel {
+func newLiveModel(l *look, opts Options) *liveModel {
 	now := opts.Now()
 	return &liveModel{look: l, clock: opts.Now, opts: opts, start: now, now: now}
 }
@@ -304,7 +311,7 @@ func plural(n int, what string) string {
 
 // look holds the styles and the column layout of the live display.
 type look struct {
-	opts ProgressOptions
+	opts Options
 	// Colours are the terminal's own 16, so they follow its theme; OOM is
 	// an expected answer in a search, so it is yellow, not an alarm.
 	ok, tooLarge, crash, dim, title, phase, mark, spin lipgloss.Style
@@ -312,7 +319,7 @@ type look struct {
 
 // newLook returns the styles; without colour every style is plain, so that
 // nothing but text is ever written (NO_COLOR means no bold or faint either).
-func newLook(opts ProgressOptions) *look {
+func newLook(opts Options) *look {
 	if !opts.Color {
 		return &look{opts: opts}
 	}
@@ -401,9 +408,9 @@ func (l *look) columns(n, size, outcome, bar, peak, step, dur, phase string) str
 // row is a finished trial's line.
 func (l *look) row(t record.Trial) string {
 	st := l.outcomeStyle(t.Outcome)
-	peak, _ := trialMemory(t, l.opts.AllocatorOnly)
+	peak, _ := t.Memory(l.opts.AllocatorOnly)
 	return l.columns(fmt.Sprint(t.N), fmt.Sprint(t.Size), st.Render(padRight(string(t.Outcome), colOutcome)),
-		l.bar(peak, st), memoryText(t, l.opts.AllocatorOnly, ">", "-"), stepTime(t), units.Duration(t.Seconds), l.dim.Render(t.Phase))
+		l.bar(peak, st), t.MemoryText(l.opts.AllocatorOnly, ">", "-"), stepTime(t), units.Duration(t.Seconds), l.dim.Render(t.Phase))
 }
 
 // runningRow is a running trial's line: a spinner where the outcome will be

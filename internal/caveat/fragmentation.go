@@ -1,4 +1,4 @@
-package runner
+package caveat
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/batchfit/batchfit/internal/units"
 )
 
-// fragmentationWarning is the warning for a boundary that fragmentation
+// Fragmentation is the warning for a boundary that fragmentation
 // decided: the last failure at the first failing size had more memory
 // free in all (what PyTorch reserved but had not allocated, and what it
 // could still take) than it asked for, by at least a hundredth of the
@@ -20,7 +20,7 @@ import (
 // HF Trainer (72 under a 24 GiB cap: 4.4 GiB asked, 6.2 GiB free) warn;
 // SimCLR (283: 0.12 GiB to spare) and Lightning (2004: too little) do not.
 // "" when there is nothing to warn about: no exact figures, no capacity.
-func fragmentationWarning(trials []record.Trial, firstFailure int, capacity uint64) string {
+func Fragmentation(trials []record.Trial, firstFailure int, capacity uint64) string {
 	var f *record.OOMFigures
 	for _, t := range trials {
 		if t.Size == firstFailure && t.OOM != nil {

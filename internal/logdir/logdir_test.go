@@ -1,13 +1,15 @@
-package runner
+package logdir
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/batchfit/batchfit/internal/hint"
 )
 
-func TestCheckLogDir(t *testing.T) {
+func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -25,13 +27,13 @@ func TestCheckLogDir(t *testing.T) {
 		{"unwritable", "/proc/batchfit-logs", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkLogDir(tc.dir)
-			var ce *ConfigError
+			err := Check(tc.dir)
+			var ce *hint.ConfigError
 			switch {
 			case tc.ok && err != nil:
 				t.Fatalf("refused: %v", err)
 			case !tc.ok && !errors.As(err, &ce):
-				t.Fatalf("got %v, want a *ConfigError", err)
+				t.Fatalf("got %v, want a *hint.ConfigError", err)
 			}
 		})
 	}

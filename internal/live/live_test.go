@@ -1,4 +1,4 @@
-package report
+package live
 
 import (
 	"bytes"
@@ -11,7 +11,14 @@ import (
 
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
+	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
+)
+
+// Both displays are the runner's Progress.
+var (
+	_ runner.Progress = (*Plain)(nil)
+	_ runner.Progress = (*TTY)(nil)
 )
 
 // fakeClock is a clock the test moves.
@@ -50,7 +57,7 @@ func failTrial(n, size int, o classify.Outcome, peakGiB, secs float64, phase sea
 
 func TestPlainProgress(t *testing.T) {
 	var buf bytes.Buffer
-	p := NewProgress(&buf, ProgressOptions{Capacity: 80 * gib, Limit: 24 * gib})
+	p := NewPlain(&buf, Options{Capacity: 80 * gib, Limit: 24 * gib})
 	p.Event(search.Event{Kind: search.EventPhase, Phase: search.PhaseBracket})
 	p.Event(search.Event{Kind: search.EventPlan, Phase: search.PhaseBracket, Sizes: []int{256}})
 	p.TrialStarted(1, 256, []int{0})
@@ -99,7 +106,7 @@ func TestPlainPhaseLines(t *testing.T) {
 // Trials finish on several goroutines at once: every line is whole.
 func TestPlainProgressConcurrent(t *testing.T) {
 	var buf bytes.Buffer
-	p := NewProgress(&buf, ProgressOptions{})
+	p := NewPlain(&buf, Options{})
 	var wg sync.WaitGroup
 	for i := 1; i <= 50; i++ {
 		wg.Go(func() {
@@ -122,8 +129,8 @@ func TestPlainProgressConcurrent(t *testing.T) {
 	}
 }
 
-// testModel is the live model as NewProgress builds it.
-func testModel(opts ProgressOptions) *liveModel {
+// testModel is the live model as NewTTY builds it.
+func testModel(opts Options) *liveModel {
 	if opts.MultipleOf == 0 {
 		opts.MultipleOf = 1
 	}
@@ -136,7 +143,7 @@ func testModel(opts ProgressOptions) *liveModel {
 // TestLiveModel drives the live model through a search and reads its frames.
 func TestLiveModel(t *testing.T) {
 	clk := newFakeClock()
-	m := testModel(ProgressOptions{TTY: true, Capacity: 80 * gib, Limit: 24 * gib, Confirm: 1, Now: clk.Now})
+	m := testModel(Options{Capacity: 80 * gib, Limit: 24 * gib, Confirm: 1, Now: clk.Now})
 	send := func(msg any) { m.Update(msg) }
 	tick := func(d time.Duration) {
 		clk.Advance(d)
@@ -229,7 +236,7 @@ func TestLiveModel(t *testing.T) {
 // running at Close are shown as unfinished, without a spinner.
 func TestLiveModelInterrupted(t *testing.T) {
 	clk := newFakeClock()
-	m := testModel(ProgressOptions{TTY: true, Now: clk.Now})
+	m := testModel(Options{Now: clk.Now})
 	m.Update(eventMsg{ev: search.Event{Kind: search.EventPhase, Phase: search.PhaseRefine, Lo: 8, Hi: 16}, at: clk.Now()})
 	m.Update(eventMsg{ev: search.Event{Kind: search.EventPlan, Phase: search.PhaseRefine, Lo: 8, Hi: 16, Sizes: []int{10, 12}}, at: clk.Now()})
 	m.Update(startMsg{n: 1, size: 10, at: clk.Now()})
@@ -254,26 +261,26 @@ var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 func TestRows(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts ProgressOptions
+		opts Options
 		t    record.Trial
 		want string
 	}{
-		{"ok", ProgressOptions{Capacity: 80 * gib},
+		{"ok", Options{Capacity: 80 * gib},
 			okTrial(1, 256, 20, 13.4, search.PhaseBracket),
 			"  1   256  ok          █████░░░░░░░░░░░░░░░  20.00 GiB  250ms   13.4s  bracket"},
-		{"oom at the limit", ProgressOptions{Capacity: 80 * gib, Limit: 24 * gib},
+		{"oom at the limit", Options{Capacity: 80 * gib, Limit: 24 * gib},
 			failTrial(12, 65536, classify.OOM, 24, 9.8, search.PhaseRefine),
 			" 12 65536  oom         ████████████████│░░░ >24.00 GiB      -    9.8s  refine"},
-		{"peak above the limit", ProgressOptions{Capacity: 80 * gib, Limit: 24 * gib},
+		{"peak above the limit", Options{Capacity: 80 * gib, Limit: 24 * gib},
 			failTrial(3, 300, classify.OOM, 27, 4, search.PhaseRefine),
 			"  3   300  oom         ████████████████│█░░ >27.00 GiB      -    4.0s  refine"},
-		{"no peak measured", ProgressOptions{Capacity: 80 * gib},
+		{"no peak measured", Options{Capacity: 80 * gib},
 			record.Trial{N: 2, Size: 8, Outcome: classify.Crash, Seconds: 75, Phase: "bracket"},
 			"  2     8  crash       ░░░░░░░░░░░░░░░░░░░░          -      -   1m15s  bracket"},
-		{"no GPU figures", ProgressOptions{},
+		{"no GPU figures", Options{},
 			record.Trial{N: 4, Size: 96, Outcome: classify.SizeLimit, Seconds: 2, Phase: "refine"},
 			"  4    96  size_limit           -      -    2.0s  refine"},
-		{"slow steps", ProgressOptions{Capacity: 80 * gib},
+		{"slow steps", Options{Capacity: 80 * gib},
 			record.Trial{N: 5, Size: 64, Outcome: classify.OK, Seconds: 30, Device: 512 << 20, StepTimes: []float64{3, 2.5}, Phase: "confirm"},
 			"  5    64  ok          ▏░░░░░░░░░░░░░░░░░░░  512.0 MiB  2.75s   30.0s  confirm"},
 	} {
@@ -298,7 +305,7 @@ func TestRows(t *testing.T) {
 // The columns of the heading, the finished rows and the running rows line
 // up, whatever the outcome.
 func TestColumnsAlign(t *testing.T) {
-	m := testModel(ProgressOptions{Capacity: 80 * gib, Limit: 40 * gib})
+	m := testModel(Options{Capacity: 80 * gib, Limit: 40 * gib})
 	header := strings.Split(m.look.header(), "\n")
 	lines := []string{header[1]}
 	for _, o := range []classify.Outcome{classify.OK, classify.OOM, classify.HostOOM, classify.SizeLimit, classify.Timeout, classify.Crash, classify.Canceled} {
@@ -316,19 +323,19 @@ func TestColumnsAlign(t *testing.T) {
 
 func TestHeader(t *testing.T) {
 	for _, tc := range []struct {
-		opts ProgressOptions
+		opts Options
 		want string
 	}{
-		{ProgressOptions{Title: "batchfit demo", Simulated: true, GPU: "NVIDIA H100 80GB HBM3", Capacity: 80 * gib},
+		{Options{Title: "batchfit demo", Simulated: true, GPU: "NVIDIA H100 80GB HBM3", Capacity: 80 * gib},
 			"batchfit demo · simulated NVIDIA H100 80GB HBM3 · 80.00 GiB"},
-		{ProgressOptions{Title: "batchfit search", GPU: "NVIDIA H200", Capacity: 140 * gib, Limit: 24 * gib},
+		{Options{Title: "batchfit search", GPU: "NVIDIA H200", Capacity: 140 * gib, Limit: 24 * gib},
 			"batchfit search · NVIDIA H200 · 140.00 GiB · │ limit 24.00 GiB"},
-		{ProgressOptions{Title: "batchfit demo", Simulated: true, GPU: "NVIDIA H100 80GB HBM3 (simulated)", Capacity: 80 * gib},
+		{Options{Title: "batchfit demo", Simulated: true, GPU: "NVIDIA H100 80GB HBM3 (simulated)", Capacity: 80 * gib},
 			"batchfit demo · NVIDIA H100 80GB HBM3 (simulated) · 80.00 GiB"},
-		{ProgressOptions{Title: "batchfit demo", Simulated: true},
+		{Options{Title: "batchfit demo", Simulated: true},
 			"batchfit demo · simulated"},
-		{ProgressOptions{}, "batchfit · no GPU memory figures"},
-		{ProgressOptions{Title: "batchfit search -- python examples/simclr/train.py --batch-size {} --max-steps 3", Capacity: 80 * gib},
+		{Options{}, "batchfit · no GPU memory figures"},
+		{Options{Title: "batchfit search -- python examples/simclr/train.py --batch-size {} --max-steps 3", Capacity: 80 * gib},
 			"batchfit search -- python examples/simclr/train… · 80.00 GiB"},
 	} {
 		got := strings.Split(testModel(tc.opts).look.header(), "\n")[0]
@@ -423,7 +430,7 @@ func (s *syncBuffer) String() string {
 func TestTTYProgress(t *testing.T) {
 	var out syncBuffer
 	clk := newFakeClock()
-	p := NewProgress(&out, ProgressOptions{TTY: true, Capacity: 80 * gib, Title: "batchfit demo", Now: clk.Now})
+	p := NewTTY(&out, Options{Capacity: 80 * gib, Title: "batchfit demo", Now: clk.Now})
 	p.Event(search.Event{Kind: search.EventPhase, Phase: search.PhaseRefine, Lo: 1, Hi: 1000})
 	var mu sync.Mutex
 	var order []int
