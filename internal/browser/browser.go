@@ -257,7 +257,7 @@ func (b *browser) resize(ctx context.Context, session string, height int) error 
 	}, nil)
 }
 
-// watcher gathers one session's events.
+// watcher gathers the events of one attached target.
 type watcher struct {
 	loaded     chan struct{}
 	loadedOnce bool

@@ -196,7 +196,7 @@ func (b *browser) call(ctx context.Context, session, method string, params any, 
 	}
 }
 
-// watch starts collecting a session's events.
+// watch starts collecting the events of one attached target.
 func (b *browser) watch(session string) *watcher {
 	w := &watcher{loaded: make(chan struct{}), seen: map[string]bool{}}
 	b.mu.Lock()

@@ -421,28 +421,8 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	}
 	device := perGPUPeak(peak, gpus)
 
-	events, bad, rerr := adapter.Read(base + ".report.jsonl")
-	var cut *adapter.ReportError
-	errors.As(rerr, &cut)
-	lost, lostReport := lostOutput(res, logErr, cut)
-	if lost == nil && (rerr != nil || bad > 0) {
-		p.warn(fmt.Sprintf("trial %d: the adapter's report was unreadable (%d bad lines); classified from exit status and output", n, bad))
-	}
-	sum := adapter.Summarize(events)
-	c := classifyTrial(res, events, sum, sp.soak)
-	peaks := p.cfg.Framework.Peaks(sum)
-	p.noteDevice(peaks, device, sum.DeviceTotal, sum.Framework)
-	c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
-	if why := adapter.CapNotHeld(spec.Env, sum); why != "" && p.cfg.MemoryLimit > 0 {
-		// Measured against a limit it did not keep: no outcome to believe.
-		// (Without --memory-limit a fraction is the user's own business.)
-		c = classify.Result{Outcome: classify.Crash, Reason: why}
-	}
-	if lostReport {
-		// Without its report the trial may have hidden an OOM it caught:
-		// no outcome to believe, as above.
-		c = classify.Result{Outcome: classify.Crash, Reason: lost.Error()}
-	}
+	j := p.judge(n, res, logErr, base, spec.Env, sp.soak, device, allocCap)
+	c, sum, peaks := j.result, j.sum, j.peaks
 
 	t := record.Trial{
 		N:            n,
@@ -481,10 +461,50 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Memory:  search.Memory{Allocated: peaks.Allocated, Reserved: peaks.Reserved, Device: device, Limit: p.poolLimit(peaks, allocCap, sum)},
 		Failure: failure,
 	}
-	if lost != nil {
-		return o, t, false, &OutputError{N: n, Size: size, Err: lost}
+	if j.lost != nil {
+		return o, t, false, &OutputError{N: n, Size: size, Err: j.lost}
 	}
-	return o, t, recap, nil
+	return o, t, j.recap, nil
+}
+
+// judgement is what a finished trial's output, its adapter's report and
+// its memory figures say of it.
+type judgement struct {
+	result classify.Result
+	recap  bool // the outcome came from the limit held against its peaks
+	sum    adapter.Summary
+	peaks  adapter.Peaks
+	// lost is the log or report that could not be written whole, if any
+	// (a *trial.LogError or an *adapter.ReportError).
+	lost error
+}
+
+// judge classifies trial n from its result, the report at base, and its
+// peak on the device (per GPU), against the limit it ran under.
+func (p *Prober) judge(n int, res trial.Result, logErr *trial.LogError, base string, env []string, soak time.Duration, device, allocCap uint64) judgement {
+	events, bad, rerr := adapter.Read(base + ".report.jsonl")
+	var cut *adapter.ReportError
+	errors.As(rerr, &cut)
+	lost, lostReport := lostOutput(res, logErr, cut)
+	if lost == nil && (rerr != nil || bad > 0) {
+		p.warn(fmt.Sprintf("trial %d: the adapter's report was unreadable (%d bad lines); classified from exit status and output", n, bad))
+	}
+	sum := adapter.Summarize(events)
+	c := classifyTrial(res, events, sum, soak)
+	peaks := p.cfg.Framework.Peaks(sum)
+	p.noteDevice(peaks, device, sum.DeviceTotal, sum.Framework)
+	c, recap := p.holdToLimit(c, peaks, sum, device, allocCap)
+	if why := adapter.CapNotHeld(env, sum); why != "" && p.cfg.MemoryLimit > 0 {
+		// Measured against a limit it did not keep: no outcome to believe.
+		// (Without --memory-limit a fraction is the user's own business.)
+		c = classify.Result{Outcome: classify.Crash, Reason: why}
+	}
+	if lostReport {
+		// Without its report the trial may have hidden an OOM it caught:
+		// no outcome to believe, as above.
+		c = classify.Result{Outcome: classify.Crash, Reason: lost.Error()}
+	}
+	return judgement{result: c, recap: recap, sum: sum, peaks: peaks, lost: lost}
 }
 
 // OutputError is a trial whose log or adapter report could not be written

@@ -50,11 +50,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	procgroup.BecomeSubreaper()
 
 	cookie := newCookie()
-	counter := spec.OOMKills
-	if counter == nil {
-		counter = hostOOMCounter{root: "/"}
-	}
-	oomBefore, oomOK := counter.OOMKills()
+	oomKills := countOOMKills(spec.OOMKills)
 
 	start := time.Now()
 	lead, cg, err := launch(spec, path, withCookie(env, cookie), out, newCgroup(cookie))
@@ -92,10 +88,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 	stopWatch()
 
-	if oomOK {
-		after, ok := counter.OOMKills()
-		res.HostOOMEvidence = ok && after > oomBefore
-	}
+	res.HostOOMEvidence = oomKills()
 	// No process of the trial is left to write to its streams.
 	logErr := out.finish()
 	res.StdoutTail = out.stdout.tail.bytes()
@@ -105,6 +98,23 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 		return res, logErr
 	}
 	return res, nil
+}
+
+// countOOMKills reads counter's count of kernel OOM kills now (nil: the
+// kernel's, or batchfit's cgroup's) and returns a function that says, once the trial
+// is over, whether it rose meanwhile.
+func countOOMKills(counter OOMCounter) (rose func() bool) {
+	if counter == nil {
+		counter = hostOOMCounter{root: "/"}
+	}
+	before, ok := counter.OOMKills()
+	return func() bool {
+		if !ok {
+			return false
+		}
+		after, ok := counter.OOMKills()
+		return ok && after > before
+	}
 }
 
 // commandMaker returns how to make the trial's command, in cgroup cg when
