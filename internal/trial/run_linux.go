@@ -101,8 +101,8 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 }
 
 // countOOMKills reads counter's count of kernel OOM kills now (nil: the
-// kernel's, or batchfit's cgroup's) and returns a function that says, once the trial
-// is over, whether it rose meanwhile.
+// kernel's, or batchfit's cgroup's) and returns a function that says, once
+// the trial is over, whether it rose meanwhile.
 func countOOMKills(counter OOMCounter) (rose func() bool) {
 	if counter == nil {
 		counter = hostOOMCounter{root: "/"}
