@@ -51,11 +51,7 @@ func (s *Store) JobSubmitted(ctx context.Context, id int64, jobID string) error 
 
 // ClearJob removes the record of a job that has left the queue.
 func (s *Store) ClearJob(ctx context.Context, id int64) error {
-	ctx = context.WithoutCancel(ctx)
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM live_jobs WHERE id = ?`, id); err != nil {
-		return s.fail(ctx, fmt.Sprintf("clear trial job record %d", id), err)
-	}
-	return nil
+	return s.clearLive(ctx, `DELETE FROM live_jobs WHERE id = ?`, id, fmt.Sprintf("clear trial job record %d", id))
 }
 
 // LeftJobs lists the trial jobs recorded as queued whose batchfit has died

@@ -50,9 +50,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
 // ClearTrial removes the record of a trial whose processes are gone.
 func (s *Store) ClearTrial(ctx context.Context, id int64) error {
+	return s.clearLive(ctx, `DELETE FROM live_trials WHERE id = ?`, id, fmt.Sprintf("clear trial record %d", id))
+}
+
+// clearLive runs del, which deletes the live record id, doing what. It
+// completes even if ctx is canceled: what it records is gone either way.
+func (s *Store) clearLive(ctx context.Context, del string, id int64, what string) error {
 	ctx = context.WithoutCancel(ctx)
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM live_trials WHERE id = ?`, id); err != nil {
-		return s.fail(ctx, fmt.Sprintf("clear trial record %d", id), err)
+	if _, err := s.db.ExecContext(ctx, del, id); err != nil {
+		return s.fail(ctx, what, err)
 	}
 	return nil
 }
