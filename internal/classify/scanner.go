@@ -205,37 +205,36 @@ func (s *Scanner) match(seg []byte, midLine bool) {
 	}
 }
 
-// errorFormRes are the shapes of a line that reports an error, as opposed
-// to one that mentions its words (a note, a tip, a quoted config value):
-//   - the exception's own line, which is also a traceback's last line
-//     ("torch.OutOfMemoryError: CUDA out of memory. ...", "RuntimeError:
-//     CUDA error: out of memory"), after torchrun's rank prefix;
-//   - a log line of level ERROR, CRITICAL or FATAL;
-//   - PyTorch's allocator message with its figures ("out of memory. Tried
-//     to allocate 2.00 GiB"), which only the allocator writes, wherever a
-//     program that caught it logs it.
-var errorFormRes = []*regexp.Regexp{
-	regexp.MustCompile(`^\s*` + rankPrefix + `(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)\b`),
-	regexp.MustCompile(`(?:^|[\s\[|])(?:ERROR|CRITICAL|FATAL)(?:[\s\]|:]|$)`),
-	regexp.MustCompile(`out of memory\. Tried to allocate \d`),
-}
+// The shapes of a line that reports an error, as opposed to one that
+// mentions its words (a note, a tip, a quoted config value):
+//   - exceptionLine: the exception's own line, which is also a traceback's
+//     last line ("torch.OutOfMemoryError: CUDA out of memory. ...",
+//     "RuntimeError: CUDA error: out of memory"), after torchrun's rank
+//     prefix;
+//   - errorLogLine: a log line of level ERROR, CRITICAL or FATAL;
+//   - allocatorMessage: PyTorch's allocator message with its figures ("out
+//     of memory. Tried to allocate 2.00 GiB"), which only the allocator
+//     writes, wherever a program that caught it logs it.
+var (
+	exceptionLine    = regexp.MustCompile(`^\s*` + rankPrefix + `(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)\b`)
+	errorLogLine     = regexp.MustCompile(`(?:^|[\s\[|])(?:ERROR|CRITICAL|FATAL)(?:[\s\]|:]|$)`)
+	allocatorMessage = regexp.MustCompile(`out of memory\. Tried to allocate \d`)
+)
 
 // errorForm reports whether line, which holds a signature's match from
 // byte a, reports the error rather than mentions it: it has one of the
-// errorFormRes shapes, or the match starts the line (a status line such
-// as "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory", after a
+// shapes above, or the match starts the line (a status line such as
+// "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory", after a
 // source location "file.cu:12:"). A piece of a long line past its start
 // has only the allocator's figures to tell.
 func errorForm(line []byte, a int, midLine bool) bool {
-	for i, re := range errorFormRes {
-		if midLine && i < len(errorFormRes)-1 {
-			continue
-		}
-		if re.Match(line) {
-			return true
-		}
+	if allocatorMessage.Match(line) {
+		return true
 	}
-	return !midLine && statusStart.Match(line[:a])
+	if midLine {
+		return false
+	}
+	return exceptionLine.Match(line) || errorLogLine.Match(line) || statusStart.Match(line[:a])
 }
 
 // statusStart is what may come before a status line's text: spaces,
