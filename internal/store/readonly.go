@@ -56,12 +56,10 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return s.fail(ctx, op, err)
 	}
-	switch {
-	case app != applicationID:
-		return fmt.Errorf("%s %s: %w: application id %#x", op, s.path, ErrCorrupt, app)
-	case version > len(migrations):
-		return fmt.Errorf("%s %s: %w (schema version %d, this one knows %d)", op, s.path, ErrNewer, version, len(migrations))
-	case version < len(migrations):
+	if err := s.notOurs(op, app, version, false); err != nil {
+		return err
+	}
+	if version < len(migrations) {
 		return fmt.Errorf("%s %s: %w (schema version %d): open it once where it can be written, to bring it up to date", op, s.path, ErrOlder, version)
 	}
 	// A query of a table makes SQLite read the file for real: a WAL

@@ -221,12 +221,10 @@ func (s *Store) migrate(ctx context.Context) error {
 		return s.fail(ctx, op, err)
 	}
 	fresh := app == 0 && version == 0 && objects == 0
-	switch {
-	case !fresh && app != applicationID:
-		return fmt.Errorf("%s %s: %w: application id %#x, schema of another program", op, s.path, ErrCorrupt, app)
-	case version > len(migrations):
-		return fmt.Errorf("%s %s: %w (schema version %d, this one knows %d)", op, s.path, ErrNewer, version, len(migrations))
-	case version == len(migrations):
+	if err := s.notOurs(op, app, version, fresh); err != nil {
+		return err
+	}
+	if version == len(migrations) {
 		return nil
 	}
 	for v := version; v < len(migrations); v++ {
@@ -240,6 +238,20 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return s.fail(ctx, op, err)
+	}
+	return nil
+}
+
+// notOurs is the error for a database that this batchfit must not use: one
+// of another program (unless fresh: an empty file, which becomes batchfit's)
+// or of a newer batchfit's schema. It is nil for batchfit's own, of this
+// schema or an older one.
+func (s *Store) notOurs(op string, app, version int, fresh bool) error {
+	switch {
+	case !fresh && app != applicationID:
+		return fmt.Errorf("%s %s: %w: application id %#x, schema of another program", op, s.path, ErrCorrupt, app)
+	case version > len(migrations):
+		return fmt.Errorf("%s %s: %w (schema version %d, this one knows %d)", op, s.path, ErrNewer, version, len(migrations))
 	}
 	return nil
 }
