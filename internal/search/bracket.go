@@ -1,8 +1,10 @@
 package search
 
+import "github.com/batchfit/batchfit/internal/search/plan"
+
 // bracket returns the largest size believed to fit below every flaky size
-// (g.min-step when none) and the smallest believed not to above it
-// (g.max+step when none): the highest boundary the trials have found
+// (g.Min-step when none) and the smallest believed not to above it
+// (g.Max+step when none): the highest boundary the trials have found
 // below the first size that failed at random. A flaky size bounds the
 // answer (the safe side: sizes above it likely fail at random too), but a
 // failure below a size that ran, both holding when re-run (a conflict: a
@@ -17,8 +19,8 @@ func (d *driver) bracket() (lo, hi int) {
 
 // bracketOf computes the bracket of beliefs below top, ignoring the size
 // skip: top bounds it as a failure would.
-func bracketOf(belief map[int]Observation, g grid, top, skip int) (lo, hi int) {
-	lo, hi = g.min-g.step, min(top, g.max+g.step)
+func bracketOf(belief map[int]Observation, g plan.Grid, top, skip int) (lo, hi int) {
+	lo, hi = g.Min-g.Step, min(top, g.Max+g.Step)
 	for s, o := range belief {
 		if s != skip && fits(o) && s > lo && s < top {
 			lo = s

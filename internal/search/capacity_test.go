@@ -84,8 +84,8 @@ func TestCapacityWindow(t *testing.T) {
 			}
 			lo, hi := d.bracket()
 			v := d.view(lo, hi)
-			if v.cLo != tc.cLo || v.cHi != tc.cHi {
-				t.Errorf("window = [%.0f, %.0f] MiB, want [%.0f, %.0f] MiB", v.cLo/mib, v.cHi/mib, tc.cLo/mib, tc.cHi/mib)
+			if v.PeakLo != tc.cLo || v.PeakHi != tc.cHi {
+				t.Errorf("window = [%.0f, %.0f] MiB, want [%.0f, %.0f] MiB", v.PeakLo/mib, v.PeakHi/mib, tc.cLo/mib, tc.cHi/mib)
 			}
 		})
 	}
@@ -156,11 +156,11 @@ func TestFailureMovesWindow(t *testing.T) {
 			}
 			lo, hi := d.bracket()
 			v := d.planView(lo, hi)
-			if math.Abs(v.cLo/gib-tc.cLo) > 0.01 || math.Abs(v.cHi/gib-tc.cHi) > 0.01 {
-				t.Errorf("window = [%.2f, %.2f] GiB, want [%.2f, %.2f]", v.cLo/gib, v.cHi/gib, tc.cLo, tc.cHi)
+			if math.Abs(v.PeakLo/gib-tc.cLo) > 0.01 || math.Abs(v.PeakHi/gib-tc.cHi) > 0.01 {
+				t.Errorf("window = [%.2f, %.2f] GiB, want [%.2f, %.2f]", v.PeakLo/gib, v.PeakHi/gib, tc.cLo, tc.cHi)
 			}
-			if c := d.view(lo, hi); c.cLo != 24*gib-allocatorSlackHi || c.cHi != 24*gib {
-				t.Errorf("the proof's window = [%.2f, %.2f] GiB, want the capacity's", c.cLo/gib, c.cHi/gib)
+			if c := d.view(lo, hi); c.PeakLo != 24*gib-allocatorSlackHi || c.PeakHi != 24*gib {
+				t.Errorf("the proof's window = [%.2f, %.2f] GiB, want the capacity's", c.PeakLo/gib, c.PeakHi/gib)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package search
 import (
 	"errors"
 	"fmt"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // Strategy names how the search chooses the sizes to try.
@@ -99,36 +101,19 @@ func (c Config) Validate() error {
 		return errors.New("a margin needs the memory capacity, which is unknown")
 	}
 	g := c.grid()
-	if g.min > g.max {
-		return fmt.Errorf("no multiple of %d lies in [%d, %d]", g.step, c.Min, c.Max)
+	if g.Min > g.Max {
+		return fmt.Errorf("no multiple of %d lies in [%d, %d]", g.Step, c.Min, c.Max)
 	}
 	return nil
 }
 
-// grid is the set of sizes the search may try: multiples of step in
-// [min, max].
-type grid struct{ min, max, step int }
-
-func (c Config) grid() grid {
+// grid is the set of sizes the search may try: multiples of MultipleOf
+// in [Min, Max], Min rounded up to it and Max down.
+func (c Config) grid() plan.Grid {
 	step := max(c.MultipleOf, 1)
-	return grid{
-		min:  (c.Min + step - 1) / step * step,
-		max:  c.Max / step * step,
-		step: step,
+	return plan.Grid{
+		Min:  (c.Min + step - 1) / step * step,
+		Max:  c.Max / step * step,
+		Step: step,
 	}
 }
-
-// floor returns the largest grid size at or below x (which may be outside
-// the range).
-func (g grid) floor(x int) int {
-	if x >= 0 {
-		return x / g.step * g.step
-	}
-	return -((-x + g.step - 1) / g.step * g.step)
-}
-
-// ceil returns the smallest grid size at or above x.
-func (g grid) ceil(x int) int { return g.floor(x + g.step - 1) }
-
-// clamp puts a grid size into [min, max].
-func (g grid) clamp(x int) int { return min(max(x, g.min), g.max) }

@@ -47,15 +47,15 @@ func checkProof(t *testing.T, res Result, cfg Config, answer int) {
 	var sawOK, sawFail bool
 	for _, o := range res.Trials {
 		sawOK = sawOK || (o.Size == answer && o.Outcome.Fits())
-		sawFail = sawFail || (o.Size == answer+g.step && o.Outcome.TooLarge())
+		sawFail = sawFail || (o.Size == answer+g.Step && o.Outcome.TooLarge())
 	}
 	if !sawOK {
 		t.Errorf("answer %d was never seen ok", answer)
 	}
-	if answer < g.max && (!sawFail || res.FirstFailure != answer+g.step) {
+	if answer < g.Max && (!sawFail || res.FirstFailure != answer+g.Step) {
 		t.Errorf("answer %d: first failure %d, seen failing %v", answer, res.FirstFailure, sawFail)
 	}
-	if answer == g.max && res.FirstFailure != 0 {
+	if answer == g.Max && res.FirstFailure != 0 {
 		t.Errorf("answer is the top, first failure %d, want 0", res.FirstFailure)
 	}
 	seen := map[int]bool{}

@@ -82,7 +82,7 @@ func (w workload) failure(size int) Failure {
 func (w workload) truth(cfg Config) int {
 	g := cfg.grid()
 	best := 0
-	for s := g.min; s <= g.max && w.fits(s); s += g.step {
+	for s := g.Min; s <= g.Max && w.fits(s); s += g.Step {
 		best = s
 	}
 	return best

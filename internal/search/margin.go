@@ -1,5 +1,7 @@
 package search
 
+import "github.com/batchfit/batchfit/internal/search/plan"
+
 // marginLimit is the peak, in units of the memory figure, that leaves
 // MarginPercent of the capacity free.
 func (d *driver) marginLimit() float64 {
@@ -8,7 +10,7 @@ func (d *driver) marginLimit() float64 {
 }
 
 // marginBracket returns the margin's bracket: mlo, the largest size below
-// mhi whose measured peak is within the limit (g.min-step when none), and
+// mhi whose measured peak is within the limit (g.Min-step when none), and
 // mhi, the smallest size that does not fit or whose peak is above it. ok is
 // false when no margin was asked for or it cannot be measured.
 func (d *driver) marginBracket() (mlo, mhi int, ok bool) {
@@ -31,7 +33,7 @@ func (d *driver) marginBracket() (mlo, mhi int, ok bool) {
 			mhi = s
 		}
 	}
-	mlo = d.g.min - d.g.step
+	mlo = d.g.Min - d.g.Step
 	for s, o := range d.belief {
 		if fits(o) && s < mhi && s > mlo {
 			mlo = s
@@ -42,28 +44,10 @@ func (d *driver) marginBracket() (mlo, mhi int, ok bool) {
 
 // marginView shows the margin planner its bracket, with the margin limit
 // as the expected peak.
-func (d *driver) marginView(mlo, mhi int) view {
+func (d *driver) marginView(mlo, mhi int) plan.View {
 	// Fit on every size that ran: the peaks above the limit help place it.
 	v := d.view(d.bracket())
-	v.lo, v.hi = mlo, mhi
-	v.cLo, v.cHi = d.marginLimit(), d.marginLimit()
+	v.Lo, v.Hi = mlo, mhi
+	v.PeakLo, v.PeakHi = d.marginLimit(), d.marginLimit()
 	return v
-}
-
-// marginPlanner looks for the largest size whose peak is within the margin
-// limit. The limit is exact (no unseen overhead), so the window is the
-// fit's prediction and its bound.
-type marginPlanner struct{ misses int }
-
-func (m *marginPlanner) next(v view) ([]int, float64) {
-	if v.fit == nil {
-		return spread(v.g, v.lo, v.hi, v.k), 0
-	}
-	sizes, hit, predicted, _ := windowPlan(v, m.misses)
-	if hit {
-		m.misses = 0
-	} else {
-		m.misses++
-	}
-	return sizes, predicted
 }

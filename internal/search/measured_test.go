@@ -142,7 +142,7 @@ func lmCurve(room float64, answer int, context float64) curve {
 // sizes, above or below, and the answer must still be exact. The counts
 // (search trials) are the search's current ones, as a guard against getting
 // slower: a window top that failed turns the reach window's top rule off
-// (modelPlanner.reachTopFailed).
+// (plan's modelPlanner.reachTopFailed).
 func TestShiftedCardBoundaries(t *testing.T) {
 	cfg := Config{Min: 1, Max: 1 << 16, Capacity: h200Total}
 	for _, tc := range []struct {
@@ -206,7 +206,7 @@ func countedRun(cfg Config, p Prober) (res Result, search int, err error) {
 		switch {
 		case e.Kind == EventObservation:
 			observed++
-		case e.Kind == EventBracket && search < 0 && e.Lo > 0 && (e.Hi == e.Lo+g.step || e.Hi == 0 && e.Lo == g.max):
+		case e.Kind == EventBracket && search < 0 && e.Lo > 0 && (e.Hi == e.Lo+g.Step || e.Hi == 0 && e.Lo == g.Max):
 			search = observed
 		}
 	}
@@ -591,7 +591,7 @@ func TestJAXPlannedTwoWays(t *testing.T) {
 // one of them failed next to a size that ran, or two whose limits agree
 // (corroborated); with three trials side by side the answer's second run,
 // its proof, rides with its first. The step from the first failure is its
-// plan's limit (planLimit): 671 from 706's, 700's and 707's failures.
+// plan's limit (Failure.PlanLimit): 671 from 706's, 700's and 707's failures.
 // The tenth doubled to 918 once the peaks bent (not
 // kept): the buffer asked 40.9 MB a sample there, and its limit, 620, lay
 // far below; it took 22 trials. The twelfth took the plans' limits down from

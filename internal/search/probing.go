@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // probing makes a search's Probe calls: it marks the fresh ones, holds the
@@ -14,7 +15,7 @@ import (
 // that their trials are checked and shown the same way.
 type probing struct {
 	p       Prober
-	g       grid
+	g       plan.Grid
 	onEvent func(Event)
 	// settling makes every round fresh and reports it in PhaseConfirm:
 	// Settle searches in fresh trials only, as a confirmation.
@@ -100,10 +101,10 @@ func (pr *probing) notePhase(p Phase) {
 
 // noteBracket reports the bracket, with 0 for an unknown side.
 func (pr *probing) noteBracket(lo, hi int) {
-	if lo < pr.g.min {
+	if lo < pr.g.Min {
 		lo = 0
 	}
-	if hi > pr.g.max {
+	if hi > pr.g.Max {
 		hi = 0
 	}
 	if lo != pr.lastLo || hi != pr.lastHi {

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // proofAlongside returns the proof's re-checks to run beside a round that
@@ -14,34 +16,34 @@ import (
 // the two grid neighbours where fitting stops. A round that closes the
 // bracket whatever it finds (its sizes fill it) proves every pair it may
 // close, when room allows; any round proves the pair that a failure's own
-// shortfall names (shortfallAnswer: the failure missed by less than a
+// shortfall names (plan.ShortfallAnswer: the failure missed by less than a
 // sample), when the round can close on it, the failing side as often as
 // room allows. A right guess costs no round; a wrong one costs trials that
 // ran beside it, and no round.
-func (d *driver) proofAlongside(v view, sizes []int) []int {
+func (d *driver) proofAlongside(v plan.View, sizes []int) []int {
 	room := d.cfg.SideBySide - len(sizes)
-	if !d.cfg.ProofAlongside || room < 1 || v.growing() {
+	if !d.cfg.ProofAlongside || room < 1 || v.Growing() {
 		return nil
 	}
-	ends := slices.Concat([]int{v.lo}, slices.Sorted(slices.Values(sizes)), []int{v.hi})
+	ends := slices.Concat([]int{v.Lo}, slices.Sorted(slices.Values(sizes)), []int{v.Hi})
 	var pairs [][2]int
 	closes := true
 	for i := range len(ends) - 1 {
 		a, b := ends[i], ends[i+1]
-		if b != a+d.g.step {
+		if b != a+d.g.Step {
 			closes = false
-		} else if a >= d.g.min {
+		} else if a >= d.g.Min {
 			pairs = append(pairs, [2]int{a, b})
 		}
 	}
 	if all := d.proving(pairs, sizes); closes && len(all) <= room {
 		return all
 	}
-	s, ok := shortfallAnswer(v)
-	if !ok || room < 2 || !slices.Contains(pairs, [2]int{s, s + d.g.step}) {
+	s, ok := plan.ShortfallAnswer(v)
+	if !ok || room < 2 || !slices.Contains(pairs, [2]int{s, s + d.g.Step}) {
 		return nil
 	}
-	named := d.proving([][2]int{{s, s + d.g.step}}, sizes)
+	named := d.proving([][2]int{{s, s + d.g.Step}}, sizes)
 	return named[:min(len(named), room)]
 }
 
@@ -93,12 +95,12 @@ func (d *driver) failuresWanted(s int, planned bool) int {
 }
 
 // failuresCaptureState says whether the workload's last failure gave its
-// allocator's whole state (Failure.capturedState): its next failure
+// allocator's whole state (capturedState): its next failure
 // most likely will too, so two alike prove a size (failuresRepeat).
 func (d *driver) failuresCaptureState() bool {
 	for i := len(d.trials) - 1; i >= 0; i-- {
 		if o := d.trials[i]; tooLarge(o) {
-			return o.Failure.capturedState()
+			return capturedState(o.Failure)
 		}
 	}
 	return false
@@ -120,7 +122,7 @@ func (d *driver) proofRecheck(lo, hi int) (sizes []int, proven bool) {
 	if okLo < 2 {
 		sizes = append(sizes, lo)
 	}
-	if hi <= d.g.max && !d.flaky[hi] && !d.atRisk(hi) {
+	if hi <= d.g.Max && !d.flaky[hi] && !d.atRisk(hi) {
 		okHi, failHi := d.tally(hi)
 		if okHi > 0 {
 			d.markFlaky(hi)
@@ -173,7 +175,7 @@ func (d *driver) failuresRepeat(s int) bool {
 		return false
 	}
 	a, b := seen[n-2], seen[n-1]
-	return a.capturedState() && a == b
+	return capturedState(a) && a == b
 }
 
 // exactFailure reports whether the last failure at s gave its
@@ -182,7 +184,7 @@ func (d *driver) failuresRepeat(s int) bool {
 func (d *driver) exactFailure(s int) bool {
 	for i := len(d.trials) - 1; i >= 0; i-- {
 		if o := d.trials[i]; o.Size == s && tooLarge(o) {
-			return o.Failure.capturedState()
+			return capturedState(o.Failure)
 		}
 	}
 	return false
@@ -203,11 +205,11 @@ func (d *driver) modelRulesOut(s int) bool {
 		}
 	}
 	v := d.view(d.bracket())
-	if v.fit == nil || v.cHi <= 0 {
+	if v.Fit == nil || v.PeakHi <= 0 {
 		return false
 	}
-	hi := uint64(v.cHi)
-	most := v.fit.MaxSize(hi) + v.fit.Bound(hi)
+	hi := uint64(v.PeakHi)
+	most := v.Fit.MaxSize(hi) + v.Fit.Bound(hi)
 	return !math.IsNaN(most) && float64(s) > most
 }
 
@@ -247,4 +249,16 @@ func (d *driver) confirm(ctx context.Context, size, n int) error {
 		return nil
 	}
 	return nil
+}
+
+// capturedState reports whether f is an allocator's whole state when it
+// refused, to the byte: what it asked for, held and had reserved, from its
+// own counters, and what it could still take: the cap's room, or, with no
+// cap, the device's free memory. Such a state decides the failure alone, so
+// the same state twice is no accident (driver.failuresRepeat): a failure at
+// random near the limit (fragmentation, a varying allocation, another
+// process's memory) leaves other figures.
+// docs/design/proof-and-flaky-boundaries.md has the measurements.
+func capturedState(f Failure) bool {
+	return f.Exact && f.Request > 0 && f.Allocated > 0 && f.Reserved > 0 && (f.Capped || f.Free > 0)
 }

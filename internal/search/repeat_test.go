@@ -68,45 +68,6 @@ func TestRepeatedFailureProves(t *testing.T) {
 	}
 }
 
-// A failure that missed by less than one sample's memory sends the next
-// probe just below it: SimCLR at 283 asked for 56 MiB with 5 MiB left under
-// its cap, about 80 MiB a sample, so 282 is tried next, not the middle of
-// the window.
-func TestNearMissProbesJustBelow(t *testing.T) {
-	const mib = 1 << 20
-	fit, err := estimate([]point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grid{min: 1, max: 65536, step: 1}
-	base := view{g: g, k: 1, lo: 156, hi: 283, fig: FigureAllocated, fit: &fit, growth: fit.Slope, cLo: 23.5 * 1024 * mib, cHi: 23.9 * 1024 * mib}
-	for _, tc := range []struct {
-		name   string
-		failed Failure
-		k      int
-		near   bool
-	}{
-		{"56 MiB asked, 5 MiB left under a cap", Failure{Request: 56 * mib, Free: 5 * mib, Capped: true}, 1, true},
-		{"1.4 GiB asked", Failure{Request: 1434 * mib, Free: 5 * mib, Capped: true}, 1, false},
-		{"nothing known of the failure", Failure{}, 1, false},
-		{"free memory unknown without a cap", Failure{Request: 56 * mib}, 1, false},
-		// The step's neighbour above is 283 itself: the size below runs
-		// beside it, the answer if the step is one too high.
-		{"three sizes a round", Failure{Request: 56 * mib, Free: 5 * mib, Capped: true}, 3, true},
-	} {
-		v := base
-		v.failed, v.k = tc.failed, tc.k
-		sizes, _ := (&modelPlanner{}).next(v)
-		want := []int{282}
-		if tc.k > 1 {
-			want = []int{281, 282}
-		}
-		if got := slices.Equal(sizes, want); got != tc.near {
-			t.Errorf("%s: next %v, want %v: %v", tc.name, sizes, want, tc.near)
-		}
-	}
-}
-
 // With room on the GPU for two capped trials, the proof's re-check runs its
 // pair side by side; the search before it still plans one size a round.
 func TestSideBySideRecheck(t *testing.T) {

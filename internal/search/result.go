@@ -3,6 +3,8 @@ package search
 import (
 	"errors"
 	"fmt"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // Result is what a search found, and the evidence for it.
@@ -37,7 +39,7 @@ type Result struct {
 	Margin int
 	// Model is the last fit of peak memory against batch size, in units of
 	// Figure; nil when none could be made.
-	Model  *Fit
+	Model  *plan.Fit
 	Figure Figure
 }
 

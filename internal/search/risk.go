@@ -4,6 +4,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // Risk says where a boundary's failures put sizes at risk: by what they
@@ -33,7 +35,7 @@ type Risk struct {
 //
 // Sizes from that limit up are at risk when a size above it ran: another
 // plan was drawn there, which the failing plan's size would not fit. The
-// limit must lie more than midStepSamples below the failure (a failure
+// limit must lie more than plan.MidStepSamples below the failure (a failure
 // next to its limit says nothing of plans), and the size that ran must be
 // the failure's neighbour below, or the limit corroborated by another
 // failure's (corroborated): a buffer that grows faster than the batch
@@ -48,7 +50,7 @@ func (d *driver) riskFromFailures() (Risk, bool) {
 	last := map[int]Failure{}
 	limits := map[int]float64{}
 	for _, o := range d.trials {
-		if limit, ok := o.Failure.planLimit(o.Size); tooLarge(o) && ok {
+		if limit, ok := o.Failure.PlanLimit(o.Size); tooLarge(o) && ok {
 			last[o.Size], limits[o.Size] = o.Failure, limit
 		}
 	}
@@ -56,19 +58,19 @@ func (d *driver) riskFromFailures() (Risk, bool) {
 	for _, from := range slices.Sorted(maps.Keys(last)) {
 		f, limit := last[from], limits[from]
 		if !d.flaky[from] {
-			if float64(from)-limit <= midStepSamples {
+			if float64(from)-limit <= plan.MidStepSamples {
 				continue
 			}
-			besideRan, _ := d.tally(from - d.g.step) // its neighbour below
+			besideRan, _ := d.tally(from - d.g.Step) // its neighbour below
 			if besideRan == 0 && !(corroborated(limits, from) && d.ranBetween(limit+1, from)) {
 				continue
 			}
 		}
-		safe := d.g.floor(toInt(math.Floor(limit), d.g))
-		if safe < d.g.min || (risk.Size != 0 && safe+d.g.step >= risk.Size) {
+		safe := d.g.Floor(plan.ToInt(math.Floor(limit), d.g))
+		if safe < d.g.Min || (risk.Size != 0 && safe+d.g.Step >= risk.Size) {
 			continue
 		}
-		risk = Risk{Size: safe + d.g.step, From: from, Shortfall: float64(f.Request - f.Free),
+		risk = Risk{Size: safe + d.g.Step, From: from, Shortfall: float64(f.Request - f.Free),
 			Slope: float64(f.Request) / float64(from)}
 	}
 	return risk, risk.Size != 0
@@ -124,10 +126,10 @@ func (d *driver) noteRisk(hi int) bool {
 }
 
 // top is the size the answer must lie below: the smallest flaky size, or
-// the smallest at risk (noteRisk), whichever is less; g.max+step when
+// the smallest at risk (noteRisk), whichever is less; g.Max+step when
 // neither. skip is left out of the flaky ones.
 func (d *driver) top(skip int) int {
-	top := d.g.max + d.g.step
+	top := d.g.Max + d.g.Step
 	for s := range d.flaky {
 		if s != skip && s < top {
 			top = s
@@ -157,8 +159,8 @@ func (d *driver) riskEdge(lo, hi int) (sizes []int, predicted float64, rechecks 
 	if !d.atRisk(hi) || !d.ranAtOrAbove(hi) {
 		return nil, 0, nil, false
 	}
-	edge := hi - d.g.step
-	sizes = append(spread(d.g, lo, edge, d.k-1), edge)
+	edge := hi - d.g.Step
+	sizes = append(plan.Spread(d.g, lo, edge, d.k-1), edge)
 	if okEdge, _ := d.tally(edge); d.cfg.ProofAlongside && d.cfg.SideBySide > len(sizes) && okEdge == 0 {
 		rechecks = []int{edge}
 	}

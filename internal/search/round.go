@@ -6,6 +6,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // round probes sizes as new trials, then re-checks any result that
@@ -126,22 +128,22 @@ func (d *driver) rerunSuspects(ctx context.Context, suspects, riders []Observati
 // the planner's: once failures that report their figures have moved its
 // window, a failure inside the new window is no surprise.
 func (d *driver) clearRoom() int {
-	none := d.g.min - d.g.step
+	none := d.g.Min - d.g.Step
 	if d.modelDoubted || d.cfg.Capacity == 0 || d.cfg.Strategy == Bisect {
 		return none
 	}
 	v := d.planView(d.bracket())
-	if v.fit == nil || v.cLo <= 0 {
+	if v.Fit == nil || v.PeakLo <= 0 {
 		return none
 	}
-	lo := uint64(v.cLo)
-	room := v.fit.MaxSize(lo) - v.fit.Bound(lo)
+	lo := uint64(v.PeakLo)
+	room := v.Fit.MaxSize(lo) - v.Fit.Bound(lo)
 	if math.IsNaN(room) || math.IsInf(room, 0) {
 		return none
 	}
-	room = room*0.95 - float64(d.g.step)
-	if room < float64(d.g.min) {
+	room = room*0.95 - float64(d.g.Step)
+	if room < float64(d.g.Min) {
 		return none
 	}
-	return d.g.floor(toInt(room, d.g))
+	return d.g.Floor(plan.ToInt(room, d.g))
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // Run searches for the largest batch size in cfg's range that fits, trying
@@ -23,12 +25,12 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 	}
 	d := newDriver(cfg, p)
 	if cfg.Strategy == Bisect || cfg.Capacity == 0 {
-		d.plan = &bisectPlanner{start: d.startOr(d.g.min)}
+		d.planner = plan.NewBisect(d.startOr(d.g.Min))
 	} else {
 		// Eight samples: small enough to be cheap and to fit almost
 		// anything, large enough that the per-sample cost shows above the
 		// allocator's rounding.
-		d.plan = &modelPlanner{start: d.startOr(d.g.ceil(8))}
+		d.planner = plan.NewModel(d.startOr(d.g.Ceil(8)))
 	}
 	err := d.run(ctx)
 	d.finish()
@@ -37,10 +39,10 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 
 type driver struct {
 	probing
-	cfg    Config
-	k      int
-	plan   planner
-	margin marginPlanner
+	cfg     Config
+	k       int
+	planner plan.Planner
+	margin  plan.Planner
 
 	res Result
 	// belief holds, per size, the observation the search believes: the
@@ -64,6 +66,7 @@ func newDriver(cfg Config, p Prober) *driver {
 		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
 		cfg:       cfg,
 		k:         max(cfg.Parallel, 1),
+		margin:    plan.NewMargin(),
 		belief:    map[int]Observation{},
 		confirmed: map[int]int{},
 		flaky:     map[int]bool{},
@@ -73,9 +76,9 @@ func newDriver(cfg Config, p Prober) *driver {
 // startOr returns the configured start, on the grid, or def.
 func (d *driver) startOr(def int) int {
 	if d.cfg.Start != 0 {
-		return d.g.clamp(d.g.ceil(d.cfg.Start))
+		return d.g.Clamp(d.g.Ceil(d.cfg.Start))
 	}
-	return d.g.clamp(def)
+	return d.g.Clamp(def)
 }
 
 func (d *driver) run(ctx context.Context) error {
@@ -88,18 +91,18 @@ func (d *driver) run(ctx context.Context) error {
 			continue
 		}
 		d.noteBracket(lo, hi)
-		if hi == d.g.min {
+		if hi == d.g.Min {
 			return &NothingFitsError{Observation: d.belief[hi]}
 		}
-		if hi > lo+d.g.step {
+		if hi > lo+d.g.Step {
 			phase := PhaseRefine
-			if hi > d.g.max {
+			if hi > d.g.Max {
 				phase = PhaseBracket
 			}
 			sizes, predicted, rechecks, ok := d.riskEdge(lo, hi)
 			if !ok {
 				v := d.planView(lo, hi)
-				sizes, predicted = d.plan.next(v)
+				sizes, predicted = d.planner.Next(v)
 				rechecks = d.proofAlongside(v, sizes)
 			}
 			if err := d.roundWith(ctx, phase, sizes, predicted, rechecks); err != nil {
@@ -120,8 +123,8 @@ func (d *driver) run(ctx context.Context) error {
 			}
 			continue
 		}
-		if mlo, mhi, ok := d.marginBracket(); ok && mhi > mlo+d.g.step {
-			sizes, predicted := d.margin.next(d.marginView(mlo, mhi))
+		if mlo, mhi, ok := d.marginBracket(); ok && mhi > mlo+d.g.Step {
+			sizes, predicted := d.margin.Next(d.marginView(mlo, mhi))
 			if err := d.round(ctx, PhaseMargin, sizes, predicted); err != nil {
 				return err
 			}
@@ -129,7 +132,7 @@ func (d *driver) run(ctx context.Context) error {
 		}
 		d.res.Found = true
 		d.res.Max = lo
-		if hi <= d.g.max {
+		if hi <= d.g.Max {
 			d.res.FirstFailure = hi
 		}
 		return nil
@@ -152,10 +155,10 @@ func (d *driver) finish() {
 	_, hi := d.bracket()
 	fig, points := d.points(hi)
 	d.res.Figure = fig
-	if f, err := estimate(points); err == nil {
+	if f, err := plan.Estimate(points); err == nil {
 		d.res.Model = &f
 	}
-	if mlo, mhi, ok := d.marginBracket(); ok && d.res.Found && mhi == mlo+d.g.step && mlo >= d.g.min {
+	if mlo, mhi, ok := d.marginBracket(); ok && d.res.Found && mhi == mlo+d.g.Step && mlo >= d.g.Min {
 		d.res.Margin = mlo
 	}
 }

@@ -1,13 +1,15 @@
-// Package search finds the exact largest batch size that runs. It is pure
-// logic over a Prober: it decides which sizes to try, from a model of peak
-// memory against batch size (Fit), and when the boundary is known, and never
-// touches processes, clocks or GPUs itself.
+// Package search finds the exact largest batch size that runs. It is the
+// driver, pure logic over a Prober: it runs the rounds that a planner of
+// package plan chooses, decides what to believe when trials disagree, and
+// when the boundary is proven, and never touches processes, clocks or GPUs
+// itself.
 package search
 
 import (
 	"context"
 
 	"github.com/batchfit/batchfit/internal/classify"
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // Observation is one finished trial as the search sees it.
@@ -36,6 +38,11 @@ type Memory struct {
 	// in, when below the card's.
 	Limit uint64 `json:"limit_bytes,omitempty"`
 }
+
+// Failure is what an out-of-memory error says, in bytes; zero is unknown.
+// It is the planners' own (plan.Failure): the failure at the bracket's top
+// helps them place the boundary.
+type Failure = plan.Failure
 
 // Request is one Probe call: the sizes to run, and what their runs are for.
 type Request struct {

@@ -59,8 +59,8 @@ func TestBounds(t *testing.T) {
 							t.Errorf("round of %d sizes, parallel %d", len(call), k)
 						}
 						for _, s := range call {
-							if s%g.step != 0 || s < g.min || s > g.max {
-								t.Errorf("probed %d: off the grid [%d, %d] step %d", s, g.min, g.max, g.step)
+							if s%g.Step != 0 || s < g.Min || s > g.Max {
+								t.Errorf("probed %d: off the grid [%d, %d] step %d", s, g.Min, g.Max, g.Step)
 							}
 						}
 					}

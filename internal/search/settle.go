@@ -3,7 +3,8 @@ package search
 import (
 	"context"
 	"fmt"
-	"slices"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
 // Settled is a search's answer as fresh trials see it.
@@ -49,13 +50,13 @@ func Settle(ctx context.Context, cfg Config, p Prober, answer, firstFailure int)
 		return Settled{}, fmt.Errorf("invalid search: %w", err)
 	}
 	g := cfg.grid()
-	if err := g.checkAnswer(answer, firstFailure); err != nil {
+	if err := checkAnswer(g, answer, firstFailure); err != nil {
 		return Settled{}, fmt.Errorf("settle: %w", err)
 	}
 	cfg.MarginPercent = 0
 	d := newDriver(cfg, p)
 	d.settling = true
-	d.plan = &settlePlanner{answer: answer, first: firstFailure, sideBySide: cfg.SideBySide}
+	d.planner = plan.NewSettle(answer, firstFailure, cfg.SideBySide)
 	err := d.run(ctx)
 	d.finish()
 	if err != nil {
@@ -69,73 +70,16 @@ func Settle(ctx context.Context, cfg Config, p Prober, answer, firstFailure int)
 	}, nil
 }
 
-// settlePlanner plans Settle's rounds: the warm answer and its first
-// failure, then a gallop away from them in the direction fresh trials
-// showed, then bisection.
-type settlePlanner struct{ answer, first, sideBySide int }
-
-func (s *settlePlanner) next(v view) ([]int, float64) {
-	switch {
-	case !v.seenOK() && v.growing():
-		sizes := []int{s.answer}
-		if s.first > 0 {
-			// Side by side, the proof's repeated failure joins the round.
-			sizes = append(sizes, slices.Repeat([]int{s.first}, min(max(s.sideBySide-1, 1), 2))...)
-		}
-		return sizes, 0
-	case !v.seenOK():
-		return gallopDown(v, s.answer), 0
-	case v.growing():
-		return gallopUp(v, s.first), 0
-	}
-	return spread(v.g, v.lo, v.hi, v.k), 0
-}
-
-// gallopDown returns up to k sizes below the smallest failure, each twice
-// as far below from as the last: the next after one step, 2, 4 ... down to
-// the grid's smallest.
-func gallopDown(v view, from int) []int {
-	g := v.g
-	var sizes []int
-	for d := max(g.step, 2*(from-v.hi)); len(sizes) < v.k; d *= 2 {
-		s := max(from-d, g.min)
-		if s < v.hi && s > v.lo {
-			sizes = append(sizes, s)
-		}
-		if s == g.min {
-			break
-		}
-	}
-	return sizes
-}
-
-// gallopUp is gallopDown upwards, above the largest success, up to the
-// grid's top.
-func gallopUp(v view, from int) []int {
-	g := v.g
-	var sizes []int
-	for d := max(g.step, 2*(v.lo-from)); len(sizes) < v.k; d *= 2 {
-		s := min(from+d, g.max)
-		if s > v.lo && s < v.hi {
-			sizes = append(sizes, s)
-		}
-		if s == g.max {
-			break
-		}
-	}
-	return sizes
-}
-
 // checkAnswer reports what keeps answer and firstFailure from being a
 // search's proven answer on g: the answer a grid size, and its first
 // failure the next one, or 0 when the answer is the top.
-func (g grid) checkAnswer(answer, firstFailure int) error {
+func checkAnswer(g plan.Grid, answer, firstFailure int) error {
 	switch {
-	case answer < g.min || answer > g.max || answer%g.step != 0:
-		return fmt.Errorf("answer %d is not a multiple of %d in [%d, %d]", answer, g.step, g.min, g.max)
-	case firstFailure == 0 && answer != g.max:
-		return fmt.Errorf("answer %d has no first failure, but the top is %d", answer, g.max)
-	case firstFailure != 0 && firstFailure != answer+g.step:
+	case answer < g.Min || answer > g.Max || answer%g.Step != 0:
+		return fmt.Errorf("answer %d is not a multiple of %d in [%d, %d]", answer, g.Step, g.Min, g.Max)
+	case firstFailure == 0 && answer != g.Max:
+		return fmt.Errorf("answer %d has no first failure, but the top is %d", answer, g.Max)
+	case firstFailure != 0 && firstFailure != answer+g.Step:
 		return fmt.Errorf("first failure %d is not the size after answer %d", firstFailure, answer)
 	}
 	return nil

@@ -2,63 +2,26 @@ package search
 
 import (
 	"slices"
+
+	"github.com/batchfit/batchfit/internal/search/plan"
 )
 
-// view is what a planner sees of the search.
-type view struct {
-	g grid
-	k int // sizes per round
-	// lo is the largest size believed to fit (g.min-step when none) and hi
-	// the smallest believed not to above it (g.max+step when none): the
-	// driver's bracket.
-	lo, hi int
-	// points are the measured peaks of the sizes believed to fit below hi,
-	// in units of fig, and fit the model made from them (nil when none
-	// could be made).
-	fig    Figure
-	points []point
-	fit    *Fit
-	// [cLo, cHi] is where the peak at the boundary is expected to be, in
-	// units of the memory figure.
-	cLo, cHi float64
-	// failed is what the failure at hi said of itself (the zero Failure
-	// when nothing did, or hi has not been tried).
-	failed Failure
-	// growth is how much the memory that decides an OOM grows a sample,
-	// in bytes, from the sizes that fitted: their reserved peaks where all
-	// report one that grows (an allocator cap limits reserved memory, and
-	// a card runs out of it), else the fit's slope; 0 with no fit.
-	growth float64
-	// refuted says the trials contradict every window the failures and
-	// the capacity give (planView): the model has nothing left to place
-	// the boundary with, and bisection does better than its guesses.
-	refuted bool
-	// reached says [cLo, cHi] is where the failure at hi could have
-	// reached (planView), not the capacity.
-	reached bool
-	// pooled says the capacity is a framework's own pool (JAX's), which
-	// plans each step's buffers to fit it (driver.capacity).
-	pooled bool
-}
-
-func (v view) growing() bool { return v.hi > v.g.max }
-func (v view) seenOK() bool  { return v.lo >= v.g.min }
-
 // view shows the planner the bracket (lo, hi) and the model.
-func (d *driver) view(lo, hi int) view {
-	v := view{g: d.g, k: d.k, lo: lo, hi: hi}
-	v.fig, v.points = d.points(hi)
-	if f, err := estimate(v.points); err == nil {
-		v.fit = &f
-		v.growth = d.reservedSlope(hi, f.Slope)
+func (d *driver) view(lo, hi int) plan.View {
+	v := plan.View{Grid: d.g, K: d.k, Lo: lo, Hi: hi}
+	fig, points := d.points(hi)
+	v.Allocated, v.Points = fig == FigureAllocated, points
+	if f, err := plan.Estimate(v.Points); err == nil {
+		v.Fit = &f
+		v.Growth = d.reservedSlope(hi, f.Slope)
 	}
 	capacity, pooled := d.capacity()
-	v.pooled = pooled
+	v.Pooled = pooled
 	context := 0.0
 	if !pooled {
 		context = d.context(hi)
 	}
-	v.cLo, v.cHi = expectedPeak(capacity, v.fig, context)
+	v.PeakLo, v.PeakHi = expectedPeak(capacity, fig, context)
 	return v
 }
 
@@ -78,51 +41,51 @@ func (d *driver) view(lo, hi int) view {
 // believe a failure on fewer re-runs, judges by the capacity alone, never
 // by the failures themselves. Only a failure that reports its allocation
 // narrows the window.
-func (d *driver) planView(lo, hi int) view {
+func (d *driver) planView(lo, hi int) plan.View {
 	v := d.view(lo, hi)
-	if hi > d.g.max {
+	if hi > d.g.Max {
 		return v
 	}
 	failed := d.belief[hi]
-	v.failed = failed.Failure
+	v.Failed = failed.Failure
 	if failed.Failure.Request == 0 {
 		// A failure that says nothing of itself may be a flake (an OOM at
 		// random near the limit): the capacity stays the better guide.
 		return v
 	}
-	if v.fit == nil && v.fig == FigureAllocated && len(v.points) == 1 {
+	if v.Fit == nil && v.Allocated && len(v.Points) == 1 {
 		// One success and a failure that says what it needed at least:
 		// the two make a first slope, where bisection would know none.
 		f := failed.Failure
-		if need := f.Allocated + f.Request; f.Allocated > 0 && f.Request > 0 && float64(need) > float64(v.points[0].Bytes) {
-			pts := append([]point{}, v.points...)
-			pts = append(pts, point{Size: hi, Bytes: need})
-			if fit, err := estimate(pts); err == nil {
-				v.fit = &fit
+		if need := f.Allocated + f.Request; f.Allocated > 0 && f.Request > 0 && float64(need) > float64(v.Points[0].Bytes) {
+			pts := append([]plan.Point{}, v.Points...)
+			pts = append(pts, plan.Point{Size: hi, Bytes: need})
+			if fit, err := plan.Estimate(pts); err == nil {
+				v.Fit = &fit
 			}
 		}
 	}
-	if v.fit == nil {
+	if v.Fit == nil {
 		return v
 	}
-	slack := v.fit.Residual + granularity
-	top := v.fit.Predict(hi) + slack
+	slack := v.Fit.Residual + plan.Granularity
+	top := v.Fit.Predict(hi) + slack
 	bottom := 0.0
-	for _, p := range v.points {
+	for _, p := range v.Points {
 		if p.Size == lo {
 			bottom = float64(p.Bytes) - slack
 		}
 	}
-	if max(v.cLo, bottom) <= min(v.cHi, top) {
+	if max(v.PeakLo, bottom) <= min(v.PeakHi, top) {
 		// The capacity still explains every trial: keep to it.
 		return v
 	}
 	wLo, wHi := bottom, top
-	if r, ok := failed.Failure.Reached(); ok && v.fig == FigureAllocated {
+	if r, ok := failed.Failure.Reached(); ok && v.Allocated {
 		half := float64(failed.Failure.Request-failed.Failure.Free) / 2
 		if eLo, eHi := max(wLo, float64(r)-half), min(wHi, float64(r)+half); eLo <= eHi {
-			v.cLo, v.cHi = max(eLo, 0), eHi
-			v.reached = true
+			v.PeakLo, v.PeakHi = max(eLo, 0), eHi
+			v.Reached = true
 			return v
 		}
 		if bottom > float64(r)+half {
@@ -130,16 +93,16 @@ func (d *driver) planView(lo, hi int) view {
 			// reached: what the failures say of themselves does not
 			// decide this workload's OOM (a large buffer meets
 			// fragmented memory), and the capacity was wrong already.
-			v.refuted = true
+			v.Refuted = true
 			return v
 		}
 	}
 	// Nothing places it better: the capacity window moved down to end at
 	// hi's fitted peak, twice as wide at every failure that refuted it, so
 	// that a model a little off stays close and one far off soon bisects.
-	width := max(v.cHi-v.cLo, 2*slack)
+	width := max(v.PeakHi-v.PeakLo, 2*slack)
 	for s, o := range d.belief {
-		if s > hi && tooLarge(o) && v.fit.Predict(s)+slack < v.cLo && width < wHi-wLo {
+		if s > hi && tooLarge(o) && v.Fit.Predict(s)+slack < v.PeakLo && width < wHi-wLo {
 			width *= 2
 		}
 	}
@@ -147,13 +110,13 @@ func (d *driver) planView(lo, hi int) view {
 	if wLo > wHi || wHi <= 0 {
 		return v
 	}
-	v.cLo, v.cHi = max(wLo, 0), wHi
+	v.PeakLo, v.PeakHi = max(wLo, 0), wHi
 	return v
 }
 
 // points returns the memory figure and the measured peaks of the sizes
 // believed to fit below hi.
-func (d *driver) points(hi int) (Figure, []point) {
+func (d *driver) points(hi int) (Figure, []plan.Point) {
 	var oks []Observation
 	for s, o := range d.belief {
 		if fits(o) && s < hi {
@@ -165,9 +128,9 @@ func (d *driver) points(hi int) (Figure, []point) {
 	if fig == FigureNone {
 		return fig, nil
 	}
-	points := make([]point, len(oks))
+	points := make([]plan.Point, len(oks))
 	for i, o := range oks {
-		points[i] = point{Size: o.Size, Bytes: fig.of(o.Memory)}
+		points[i] = plan.Point{Size: o.Size, Bytes: fig.of(o.Memory)}
 	}
 	return fig, points
 }
@@ -191,7 +154,7 @@ func (d *driver) capacity() (capacity uint64, pooled bool) {
 // to fit below hi, or def when some size reports none or they do not grow
 // (a framework's preallocated pool).
 func (d *driver) reservedSlope(hi int, def float64) float64 {
-	var pts []point
+	var pts []plan.Point
 	for s, o := range d.belief {
 		if !fits(o) || s >= hi {
 			continue
@@ -199,9 +162,9 @@ func (d *driver) reservedSlope(hi int, def float64) float64 {
 		if o.Memory.Reserved == 0 {
 			return def
 		}
-		pts = append(pts, point{Size: s, Bytes: o.Memory.Reserved})
+		pts = append(pts, plan.Point{Size: s, Bytes: o.Memory.Reserved})
 	}
-	if f, err := estimate(pts); err == nil {
+	if f, err := plan.Estimate(pts); err == nil {
 		return f.Slope
 	}
 	return def

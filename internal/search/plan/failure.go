@@ -1,8 +1,9 @@
-package search
+package plan
 
 // Failure is what an out-of-memory error says, in bytes; zero is unknown.
-// Allocated and Request are in the units of Memory.Allocated: the trial
-// held Allocated when it asked for Request more and could get only Free.
+// Allocated and Request are in the units of a trial's peak allocated
+// memory (search.Memory.Allocated): the trial held Allocated when it asked
+// for Request more and could get only Free.
 type Failure struct {
 	Request   uint64 `json:"request_bytes,omitempty"`   // the allocation that failed
 	Allocated uint64 `json:"allocated_bytes,omitempty"` // the framework's allocated memory then
@@ -18,18 +19,6 @@ type Failure struct {
 	Exact bool `json:"exact,omitempty"`
 }
 
-// capturedState reports whether f is an allocator's whole state when it
-// refused, to the byte: what it asked for, held and had reserved, from its
-// own counters, and what it could still take: the cap's room, or, with no
-// cap, the device's free memory. Such a state decides the failure alone, so
-// the same state twice is no accident (driver.failuresRepeat): a failure at
-// random near the limit (fragmentation, a varying allocation, another
-// process's memory) leaves other figures.
-// docs/design/proof-and-flaky-boundaries.md has the measurements.
-func (f Failure) capturedState() bool {
-	return f.Exact && f.Request > 0 && f.Allocated > 0 && f.Reserved > 0 && (f.Capped || f.Free > 0)
-}
-
 // Reached returns the allocated memory the trial could have reached when
 // it failed (what it held and what it could still take), and whether the
 // failure says so.
@@ -40,7 +29,7 @@ func (f Failure) Reached() (uint64, bool) {
 	return f.Allocated + f.Free, true
 }
 
-// planLimit returns the size at which the buffer that failed at size would
+// PlanLimit returns the size at which the buffer that failed at size would
 // fit what was free, size × free / request, when it was a step's planned
 // buffer: a request that is most of what the trial needed (XLA asks its
 // pool for one buffer a step, about in proportion to the batch near its
@@ -49,7 +38,7 @@ func (f Failure) Reached() (uint64, bool) {
 // and says nothing of a plan. A part that does not grow with the batch
 // (buffers the size of the parameters) puts the limit a little high, never
 // low.
-func (f Failure) planLimit(size int) (float64, bool) {
+func (f Failure) PlanLimit(size int) (float64, bool) {
 	if f.Request <= f.Free || f.Free == 0 || f.Request <= f.Allocated {
 		return 0, false
 	}

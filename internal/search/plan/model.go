@@ -1,4 +1,4 @@
-package search
+package plan
 
 import (
 	"errors"
@@ -6,14 +6,14 @@ import (
 	"math"
 )
 
-// granularity is the smallest error a measured peak is assumed to carry:
+// Granularity is the smallest error a measured peak is assumed to carry:
 // allocators hand out memory in blocks (PyTorch's caching allocator rounds
 // large segments to 2 MiB, and NVML reports whole pages), so two runs that
 // need the same bytes can read up to one block apart.
-const granularity = 2 << 20
+const Granularity = 2 << 20
 
-// point is one measured peak: Bytes of memory at batch size Size.
-type point struct {
+// Point is one measured peak: Bytes of memory at batch size Size.
+type Point struct {
 	Size  int
 	Bytes uint64
 }
@@ -47,14 +47,14 @@ type Fit struct {
 // estimate fits the points by least squares. It needs two or more distinct
 // sizes, and the fitted slope must be positive: a model in which a larger
 // batch costs nothing cannot place a boundary.
-func estimate(points []point) (Fit, error) {
+func Estimate(points []Point) (Fit, error) {
 	if len(points) == 0 {
 		return Fit{}, errTooFewPoints
 	}
 	var sx, sy float64
 	for _, p := range points {
 		if p.Size < 0 {
-			return Fit{}, fmt.Errorf("point at batch size %d: size is negative", p.Size)
+			return Fit{}, fmt.Errorf("Point at batch size %d: size is negative", p.Size)
 		}
 		sx += float64(p.Size)
 		sy += float64(p.Bytes)
@@ -105,7 +105,7 @@ func (f Fit) MaxSize(capacity uint64) float64 {
 }
 
 // Bound returns how many samples MaxSize(capacity) can be off, if every
-// measured peak is off the true line by at most Residual+granularity bytes.
+// measured peak is off the true line by at most Residual+Granularity bytes.
 //
 // The bound is the worst case over such errors: a least-squares prediction
 // at size x is a weighted sum of the measured peaks, and the weights' absolute
@@ -122,7 +122,7 @@ func (f Fit) Bound(capacity uint64) float64 {
 	for _, xi := range f.sizes {
 		w += math.Abs(1/n + (x-f.mean)*(xi-f.mean)/f.sxx)
 	}
-	return (f.Residual + granularity) * w / f.Slope
+	return (f.Residual + Granularity) * w / f.Slope
 }
 
 // String describes the fit in MiB, for logs and reports.

@@ -1,8 +1,13 @@
-package search
+package plan
 
 import (
 	"slices"
 	"testing"
+)
+
+const (
+	mib = 1 << 20
+	gib = 1 << 30
 )
 
 // TestCreepingModelBisects: a model that predicts the boundary just past
@@ -11,32 +16,32 @@ import (
 // so the bracket closes in a small multiple of bisection's rounds, not in
 // hundreds. A model that is right is never moved.
 func TestCreepingModelBisects(t *testing.T) {
-	g := grid{min: 1, max: 1 << 16, step: 1}
+	g := Grid{Min: 1, Max: 1 << 16, Step: 1}
 	for _, tc := range []struct {
 		name    string
 		answer  int
-		predict func(v view) int
+		predict func(v View) int
 		limit   int
 	}{
 		// Bisection takes 10 rounds.
-		{"creeping up", 700, func(v view) int { return v.lo + 1 }, 30},
-		{"creeping down", 300, func(v view) int { return v.hi - 1 }, 30},
-		{"right", 700, func(v view) int {
-			if v.lo == 700 {
+		{"creeping up", 700, func(v View) int { return v.Lo + 1 }, 30},
+		{"creeping down", 300, func(v View) int { return v.Hi - 1 }, 30},
+		{"right", 700, func(v View) int {
+			if v.Lo == 700 {
 				return 701
 			}
 			return 700
 		}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := view{g: g, k: 1, lo: 1, hi: 1025}
+			v := View{Grid: g, K: 1, Lo: 1, Hi: 1025}
 			var r refineGuard
 			rounds, moved := 0, 0
-			for v.hi > v.lo+1 {
+			for v.Hi > v.Lo+1 {
 				want := tc.predict(v)
 				sizes := r.hold(v, []int{want})
-				if len(sizes) != 1 || sizes[0] <= v.lo || sizes[0] >= v.hi {
-					t.Fatalf("bracket (%d, %d): planned %v", v.lo, v.hi, sizes)
+				if len(sizes) != 1 || sizes[0] <= v.Lo || sizes[0] >= v.Hi {
+					t.Fatalf("bracket (%d, %d): planned %v", v.Lo, v.Hi, sizes)
 				}
 				if sizes[0] != want {
 					moved++
@@ -45,13 +50,13 @@ func TestCreepingModelBisects(t *testing.T) {
 					t.Errorf("round %d moved the model's %d to %d before the slack was spent", rounds, want, sizes[0])
 				}
 				if sizes[0] <= tc.answer {
-					v.lo = sizes[0]
+					v.Lo = sizes[0]
 				} else {
-					v.hi = sizes[0]
+					v.Hi = sizes[0]
 				}
 			}
-			if v.lo != tc.answer || rounds > tc.limit {
-				t.Errorf("closed on %d in %d rounds, want %d in at most %d", v.lo, rounds, tc.answer, tc.limit)
+			if v.Lo != tc.answer || rounds > tc.limit {
+				t.Errorf("closed on %d in %d rounds, want %d in at most %d", v.Lo, rounds, tc.answer, tc.limit)
 			}
 			if tc.name == "right" && moved > 0 {
 				t.Errorf("a right model was moved %d times", moved)
@@ -66,27 +71,27 @@ func TestCreepingModelBisects(t *testing.T) {
 // stays far below the capacity, is made to gallop: the growth takes a
 // number of rounds logarithmic in the answer, not linear.
 func TestModelGallops(t *testing.T) {
-	g := grid{min: 1, max: 1 << 16, step: 1}
+	g := Grid{Min: 1, Max: 1 << 16, Step: 1}
 	const answer = 5000
 	var gl gallop
-	v := view{g: g, k: 1, lo: 8, hi: g.max + 1, cLo: 24 * gib}
+	v := View{Grid: g, K: 1, Lo: 8, Hi: g.Max + 1, PeakLo: 24 * gib}
 	rounds := 0
-	for v.growing() {
+	for v.Growing() {
 		// The figure grows a tenth as fast as the fit says: lo's peak
 		// stays far below the capacity.
-		v.points = []point{{Size: v.lo, Bytes: uint64(v.lo) * mib}}
-		sizes := gl.hold(v, []int{v.lo + 1})
-		if len(sizes) != 1 || sizes[0] <= v.lo {
-			t.Fatalf("lo %d: planned %v", v.lo, sizes)
+		v.Points = []Point{{Size: v.Lo, Bytes: uint64(v.Lo) * mib}}
+		sizes := gl.hold(v, []int{v.Lo + 1})
+		if len(sizes) != 1 || sizes[0] <= v.Lo {
+			t.Fatalf("lo %d: planned %v", v.Lo, sizes)
 		}
 		rounds++
 		if sizes[0] > answer {
-			v.hi = sizes[0]
+			v.Hi = sizes[0]
 		} else {
-			v.lo = sizes[0]
+			v.Lo = sizes[0]
 		}
 		if rounds > 100 {
-			t.Fatalf("still growing after %d rounds, at %d", rounds, v.lo)
+			t.Fatalf("still growing after %d rounds, at %d", rounds, v.Lo)
 		}
 	}
 	// Two rounds of one size each, then steps of 2, 4, 8 ... past 5000:
@@ -94,7 +99,7 @@ func TestModelGallops(t *testing.T) {
 	if rounds > 15 {
 		t.Errorf("%d rounds to pass %d, want ≤ 15", rounds, answer)
 	}
-	t.Logf("%d rounds, bracket (%d, %d)", rounds, v.lo, v.hi)
+	t.Logf("%d rounds, bracket (%d, %d)", rounds, v.Lo, v.Hi)
 }
 
 // TestShortfallStep: a capped failure's shortfall over the growth of
@@ -107,11 +112,11 @@ func TestShortfallStep(t *testing.T) {
 	// 300 MiB + 12 MiB a sample allocated, 150 MiB more reserved, under a
 	// 24 GiB cap: sizes up to 2010 fit (24420 + 150 ≤ 24576).
 	peak := func(s int) uint64 { return (300 + 12*uint64(s)) * mib }
-	fit, err := estimate([]point{{Size: 8, Bytes: peak(8)}, {Size: 521, Bytes: peak(521)}})
+	fit, err := Estimate([]Point{{Size: 8, Bytes: peak(8)}, {Size: 521, Bytes: peak(521)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grid{min: 1, max: 1 << 16, step: 1}
+	g := Grid{Min: 1, Max: 1 << 16, Step: 1}
 	// failAt is a trial at s that allocates its last memory in blocks of
 	// 96 MiB: the first that takes reserved memory past the cap fails.
 	failAt := func(s int) Failure {
@@ -122,7 +127,7 @@ func TestShortfallStep(t *testing.T) {
 		reserved := held + 150*mib
 		return Failure{Request: request, Allocated: held, Reserved: reserved, Free: cap - reserved, Capped: true, Exact: true}
 	}
-	base := view{g: g, fig: FigureAllocated, fit: &fit, growth: fit.Slope}
+	base := View{Grid: g, Allocated: true, Fit: &fit, Growth: fit.Slope}
 	held := failAt(2018)
 	held.Allocated += 4 * gib
 	for _, tc := range []struct {
@@ -144,10 +149,49 @@ func TestShortfallStep(t *testing.T) {
 		{"nothing known of the failure", 1, 521, 2018, Failure{}, nil},
 	} {
 		v := base
-		v.k, v.lo, v.hi, v.failed = tc.k, tc.lo, tc.hi, tc.failed
+		v.K, v.Lo, v.Hi, v.Failed = tc.k, tc.lo, tc.hi, tc.failed
 		sizes, ok := shortfallStep(v)
 		if got := map[bool][]int{true: sizes}[ok]; !slices.Equal(got, tc.want) {
 			t.Errorf("%s: step %v (%v), want %v", tc.name, sizes, ok, tc.want)
+		}
+	}
+}
+
+// A failure that missed by less than one sample's memory sends the next
+// probe just below it: SimCLR at 283 asked for 56 MiB with 5 MiB left under
+// its cap, about 80 MiB a sample, so 282 is tried next, not the middle of
+// the window.
+func TestNearMissProbesJustBelow(t *testing.T) {
+	const mib = 1 << 20
+	fit, err := Estimate([]Point{{Size: 8, Bytes: 1300 * mib}, {Size: 156, Bytes: 13200 * mib}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := Grid{Min: 1, Max: 65536, Step: 1}
+	base := View{Grid: g, K: 1, Lo: 156, Hi: 283, Allocated: true, Fit: &fit, Growth: fit.Slope, PeakLo: 23.5 * 1024 * mib, PeakHi: 23.9 * 1024 * mib}
+	for _, tc := range []struct {
+		name   string
+		failed Failure
+		k      int
+		near   bool
+	}{
+		{"56 MiB asked, 5 MiB left under a cap", Failure{Request: 56 * mib, Free: 5 * mib, Capped: true}, 1, true},
+		{"1.4 GiB asked", Failure{Request: 1434 * mib, Free: 5 * mib, Capped: true}, 1, false},
+		{"nothing known of the failure", Failure{}, 1, false},
+		{"free memory unknown without a cap", Failure{Request: 56 * mib}, 1, false},
+		// The step's neighbour above is 283 itself: the size below runs
+		// beside it, the answer if the step is one too high.
+		{"three sizes a round", Failure{Request: 56 * mib, Free: 5 * mib, Capped: true}, 3, true},
+	} {
+		v := base
+		v.Failed, v.K = tc.failed, tc.k
+		sizes, _ := (&modelPlanner{}).Next(v)
+		want := []int{282}
+		if tc.k > 1 {
+			want = []int{281, 282}
+		}
+		if got := slices.Equal(sizes, want); got != tc.near {
+			t.Errorf("%s: next %v, want %v: %v", tc.name, sizes, want, tc.near)
 		}
 	}
 }

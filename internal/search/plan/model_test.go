@@ -1,4 +1,4 @@
-package search
+package plan
 
 import (
 	"errors"
@@ -9,18 +9,18 @@ import (
 
 // affine returns points of peak = fixed + per·size, each rounded up to the
 // allocator's 2 MiB blocks, the way a real allocator reports them.
-func affine(fixed, per uint64, sizes ...int) []point {
-	var ps []point
+func affine(fixed, per uint64, sizes ...int) []Point {
+	var ps []Point
 	for _, s := range sizes {
 		b := fixed + per*uint64(s)
-		b = (b + granularity - 1) / granularity * granularity
-		ps = append(ps, point{Size: s, Bytes: b})
+		b = (b + Granularity - 1) / Granularity * Granularity
+		ps = append(ps, Point{Size: s, Bytes: b})
 	}
 	return ps
 }
 
 func TestEstimateExactLine(t *testing.T) {
-	f, err := estimate([]point{{10, 1000 + 10*7}, {20, 1000 + 20*7}, {40, 1000 + 40*7}})
+	f, err := Estimate([]Point{{10, 1000 + 10*7}, {20, 1000 + 20*7}, {40, 1000 + 40*7}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,19 +41,19 @@ func TestEstimateExactLine(t *testing.T) {
 func TestEstimateErrors(t *testing.T) {
 	tests := []struct {
 		name   string
-		points []point
+		points []Point
 		want   error
 	}{
 		{"none", nil, errTooFewPoints},
-		{"one", []point{{8, 100}}, errTooFewPoints},
-		{"one size twice", []point{{8, 100}, {8, 104}}, errTooFewPoints},
-		{"flat", []point{{8, 100}, {16, 100}}, errNoSlope},
-		{"falling", []point{{8, 200}, {16, 100}}, errNoSlope},
-		{"negative size", []point{{-1, 100}, {16, 100}}, nil},
+		{"one", []Point{{8, 100}}, errTooFewPoints},
+		{"one size twice", []Point{{8, 100}, {8, 104}}, errTooFewPoints},
+		{"flat", []Point{{8, 100}, {16, 100}}, errNoSlope},
+		{"falling", []Point{{8, 200}, {16, 100}}, errNoSlope},
+		{"negative size", []Point{{-1, 100}, {16, 100}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := estimate(tt.points)
+			_, err := Estimate(tt.points)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -76,13 +76,13 @@ func TestBoundCoversTruth(t *testing.T) {
 	}{
 		{"two close small points", 3000 * mib, 85 * mib, []int{8, 16}},
 		{"two points, small slope", 1500 * mib, 3*mib + 123456, []int{8, 16}},
-		{"point near the boundary", 3000 * mib, 85 * mib, []int{8, 16, 250}},
+		{"Point near the boundary", 3000 * mib, 85 * mib, []int{8, 16, 250}},
 		{"many points", 700 * mib, 11*mib + 777, []int{8, 16, 32, 64, 128, 256, 512, 1024}},
 		{"large sizes", 20 << 30, 1 << 20, []int{1000, 3000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := estimate(affine(tt.fixed, tt.per, tt.sizes...))
+			f, err := Estimate(affine(tt.fixed, tt.per, tt.sizes...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,24 +105,24 @@ func TestBoundCoversTruth(t *testing.T) {
 // search refits after every near-boundary success.
 func TestBoundShrinksWithLeverage(t *testing.T) {
 	const capacity = 24 << 30
-	near, err := estimate(affine(3000*mib, 85*mib, 8, 16))
+	near, err := Estimate(affine(3000*mib, 85*mib, 8, 16))
 	if err != nil {
 		t.Fatal(err)
 	}
-	far, err := estimate(affine(3000*mib, 85*mib, 8, 16, 240))
+	far, err := Estimate(affine(3000*mib, 85*mib, 8, 16, 240))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bn, bf := near.Bound(capacity), far.Bound(capacity); !(bf < bn/4) {
-		t.Fatalf("bound with a near-boundary point %.2f, without %.2f: want at least 4× tighter", bf, bn)
+		t.Fatalf("bound with a near-boundary Point %.2f, without %.2f: want at least 4× tighter", bf, bn)
 	}
 	if b := far.Bound(capacity); b > 1 {
-		t.Errorf("bound with a near-boundary point = %.2f samples, want ≤ 1", b)
+		t.Errorf("bound with a near-boundary Point = %.2f samples, want ≤ 1", b)
 	}
 }
 
 func TestFitString(t *testing.T) {
-	f, err := estimate(affine(3000*mib, 85*mib, 8, 16))
+	f, err := Estimate(affine(3000*mib, 85*mib, 8, 16))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package search
+package plan
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 
 // shortfallStep is a Newton step from the failure at hi: an OOM that says
 // what it asked for and what the allocator could still take missed by the
-// difference, and the memory that decides an OOM grows by v.growth a
+// difference, and the memory that decides an OOM grows by v.Growth a
 // sample, so the boundary is about hi − shortfall/growth. It returns the
 // largest grid size there and its neighbour above (as many of the two as
 // a round holds): the answer and its first failure when the step is right.
@@ -17,7 +17,7 @@ import (
 //
 // The shortfall is what the trial lacked only when the allocation that
 // failed was its step's last. A trial that held less than the model's peak
-// at hi by more than that allocation and midStepSamples samples' memory
+// at hi by more than that allocation and MidStepSamples samples' memory
 // failed before its peak, with more still to allocate: it lacked more, and
 // the step from its shortfall is only a bound from above. The size whose
 // fitted peak is what that trial could have reached (what it held and what
@@ -38,17 +38,17 @@ import (
 // above the boundary the buffer grows faster than the batch, and the limit
 // lies below the boundary: once sizes at it ran, the window plans again.
 // The measurements are in docs/design/xla-pool-plan-limits.md.
-func shortfallStep(v view) ([]int, bool) {
-	s, ok := shortfallAnswer(v)
+func shortfallStep(v View) ([]int, bool) {
+	s, ok := ShortfallAnswer(v)
 	if !ok {
 		return nil, false
 	}
-	s = max(s, v.lo+v.g.step)
+	s = max(s, v.Lo+v.Grid.Step)
 	sizes := []int{s}
-	if min(v.k, 2) == 2 {
-		if up := s + v.g.step; up < v.hi {
+	if min(v.K, 2) == 2 {
+		if up := s + v.Grid.Step; up < v.Hi {
 			sizes = append(sizes, up)
-		} else if down := s - v.g.step; down > v.lo {
+		} else if down := s - v.Grid.Step; down > v.Lo {
 			sizes = []int{down, s}
 		}
 	}
@@ -56,42 +56,42 @@ func shortfallStep(v view) ([]int, bool) {
 }
 
 // planLimit is where the plan of the failure at hi stops fitting
-// (Failure.planLimit), in a framework's pool; ok is false when there is no
+// (Failure.PlanLimit), in a framework's pool; ok is false when there is no
 // such failure.
-func (v view) planLimit() (float64, bool) {
-	if !v.pooled || v.growing() {
+func (v View) planLimit() (float64, bool) {
+	if !v.Pooled || v.Growing() {
 		return 0, false
 	}
-	return v.failed.planLimit(v.hi)
+	return v.Failed.PlanLimit(v.Hi)
 }
 
-// shortfallAnswer is the answer the failure at hi names (see
+// ShortfallAnswer is the answer the failure at hi names (see
 // shortfallStep): the largest grid size at its Newton step, lo or above.
-func shortfallAnswer(v view) (int, bool) {
-	f := v.failed
+func ShortfallAnswer(v View) (int, bool) {
+	f := v.Failed
 	if limit, ok := v.planLimit(); ok {
-		s := v.g.floor(toInt(math.Floor(limit), v.g))
-		return s, s >= v.lo
+		s := v.Grid.Floor(ToInt(math.Floor(limit), v.Grid))
+		return s, s >= v.Lo
 	}
-	if v.fit == nil || v.growing() || v.growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
+	if v.Fit == nil || v.Growing() || v.Growth <= 0 || f.Request == 0 || (!f.Capped && f.Free == 0) || f.Free >= f.Request {
 		return 0, false
 	}
 	short := float64(f.Request - f.Free)
-	if f.Allocated == 0 && short >= v.growth*float64(v.g.step) {
+	if f.Allocated == 0 && short >= v.Growth*float64(v.Grid.Step) {
 		return 0, false
 	}
-	peak := v.fit.Predict(v.hi)
-	if f.Allocated > 0 && (v.fig != FigureAllocated || float64(f.Allocated+f.Request) > peak+v.fit.Residual+granularity) {
+	peak := v.Fit.Predict(v.Hi)
+	if f.Allocated > 0 && (!v.Allocated || float64(f.Allocated+f.Request) > peak+v.Fit.Residual+Granularity) {
 		return 0, false
 	}
-	x := float64(v.hi) - short/v.growth
-	if r, ok := f.Reached(); ok && peak-float64(f.Allocated+f.Request) > midStepSamples*v.fit.Slope {
-		if at := v.fit.MaxSize(r); at >= float64(v.lo) && ranFrom(v, v.g.floor(toInt(at, v.g))-v.g.step) < 2 {
+	x := float64(v.Hi) - short/v.Growth
+	if r, ok := f.Reached(); ok && peak-float64(f.Allocated+f.Request) > MidStepSamples*v.Fit.Slope {
+		if at := v.Fit.MaxSize(r); at >= float64(v.Lo) && ranFrom(v, v.Grid.Floor(ToInt(at, v.Grid))-v.Grid.Step) < 2 {
 			x = min(x, at)
 		}
 	}
-	s := v.g.floor(toInt(math.Floor(x), v.g))
-	return s, s >= v.lo
+	s := v.Grid.Floor(ToInt(math.Floor(x), v.Grid))
+	return s, s >= v.Lo
 }
 
 // ranFrom counts the sizes from s up that ran (below hi). Two of them at
@@ -100,18 +100,18 @@ func shortfallAnswer(v view) (int, bool) {
 // refitted model moves it: the fit follows the sizes that ran, so its
 // estimate follows lo up one size a round, and the bound from above plans
 // instead.
-func ranFrom(v view, s int) int {
+func ranFrom(v View, s int) int {
 	n := 0
-	for _, p := range v.points {
-		if p.Size >= s && p.Size < v.hi {
+	for _, p := range v.Points {
+		if p.Size >= s && p.Size < v.Hi {
 			n++
 		}
 	}
 	return n
 }
 
-// midStepSamples is how many samples' memory a failed trial may hold below
+// MidStepSamples is how many samples' memory a failed trial may hold below
 // the fitted peak, less the allocation that failed, and still be taken to
 // have failed at its step's last allocation: the fit is seldom closer
 // than a sample or so at the boundary, on either side of it.
-const midStepSamples = 2
+const MidStepSamples = 2

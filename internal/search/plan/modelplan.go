@@ -1,4 +1,4 @@
-package search
+package plan
 
 import (
 	"math"
@@ -39,12 +39,16 @@ type modelPlanner struct {
 	reachTopFailed bool
 }
 
-func (m *modelPlanner) next(v view) ([]int, float64) {
-	if v.fit == nil {
+// NewModel returns the planner that probes where the memory model
+// predicts the boundary, starting at start (modelPlanner).
+func NewModel(start int) Planner { return &modelPlanner{start: start} }
+
+func (m *modelPlanner) Next(v View) ([]int, float64) {
+	if v.Fit == nil {
 		return m.opening(v), 0
 	}
 	sizes, predicted := m.predict(v)
-	if v.growing() {
+	if v.Growing() {
 		return m.gallop.hold(v, sizes), predicted
 	}
 	return m.refine.hold(v, sizes), predicted
@@ -52,7 +56,7 @@ func (m *modelPlanner) next(v view) ([]int, float64) {
 
 // predict plans where the model says the boundary is: a failure's Newton
 // step when it can be trusted, else the window's candidates.
-func (m *modelPlanner) predict(v view) ([]int, float64) {
+func (m *modelPlanner) predict(v View) ([]int, float64) {
 	// A step whose every size failed says the failures overstate how
 	// close they came (they failed mid-step): the next failure's step
 	// would land one short of it again, round after round, a size at a
@@ -60,22 +64,22 @@ func (m *modelPlanner) predict(v view) ([]int, float64) {
 	// A plan's limit is not such a bound: a failure of another plan below
 	// the step says where that plan stops fitting.
 	_, planned := v.planLimit()
-	overshot := m.stepHi > 0 && v.lo == m.stepLo && v.hi < m.stepHi && !planned
+	overshot := m.stepHi > 0 && v.Lo == m.stepLo && v.Hi < m.stepHi && !planned
 	m.stepLo, m.stepHi = 0, 0
 	if sizes, ok := shortfallStep(v); ok && !overshot {
-		m.stepLo, m.stepHi = v.lo, v.hi
+		m.stepLo, m.stepHi = v.Lo, v.Hi
 		return sizes, float64(sizes[0])
 	}
-	if v.refuted {
-		return spread(v.g, v.lo, v.hi, v.k), 0
+	if v.Refuted {
+		return Spread(v.Grid, v.Lo, v.Hi, v.K), 0
 	}
-	if m.reachTop > 0 && v.hi <= m.reachTop {
+	if m.reachTop > 0 && v.Hi <= m.reachTop {
 		m.reachTopFailed = true
 	}
-	v.reached = v.reached && !m.reachTopFailed
+	v.Reached = v.Reached && !m.reachTopFailed
 	sizes, hit, predicted, top := windowPlan(v, m.misses)
 	m.reachTop = 0
-	if top && v.reached {
+	if top && v.Reached {
 		m.reachTop = slices.Max(sizes)
 	}
 	if hit {
@@ -87,8 +91,8 @@ func (m *modelPlanner) predict(v view) ([]int, float64) {
 }
 
 // opening plans before there is a fit: the start, then one jump.
-func (m *modelPlanner) opening(v view) []int {
-	if v.growing() && v.seenOK() && len(v.points) == 1 {
+func (m *modelPlanner) opening(v View) []int {
+	if v.Growing() && v.SeenOK() && len(v.Points) == 1 {
 		// One measured peak m0 at s0. For an affine peak a + p·s with
 		// a ≥ 0, the peak at j = s0·c/m0 is a + p·s0·c/m0 ≤ c whenever
 		// m0 ≤ c: if c bytes are free, j fits. Jump there: it is the
@@ -96,16 +100,16 @@ func (m *modelPlanner) opening(v view) []int {
 		// boundary, and a far second point makes the first slope good.
 		// A start seeded near the boundary (from the history) gets a jump
 		// below 2·s0: take it rather than doubling past the boundary.
-		p := v.points[0]
+		p := v.Points[0]
 		jump := 2 * p.Size
 		if p.Bytes > 0 {
-			if j := float64(p.Size) * v.cLo / float64(p.Bytes); j >= float64(v.g.max) {
-				jump = v.g.max
+			if j := float64(p.Size) * v.PeakLo / float64(p.Bytes); j >= float64(v.Grid.Max) {
+				jump = v.Grid.Max
 			} else if j > float64(p.Size) {
 				jump = int(j)
 			}
 		}
-		return grow(v.g, max(jump, v.lo+v.g.step), v.k)
+		return grow(v.Grid, max(jump, v.Lo+v.Grid.Step), v.K)
 	}
 	return bisectStep(v, m.start)
 }
@@ -113,21 +117,21 @@ func (m *modelPlanner) opening(v view) []int {
 // windowPlan probes the candidate answers that the predicted window and the
 // bracket share; hit is false when they share none, and top says it probed
 // the window's top rather than its middle.
-func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64, top bool) {
-	f, g := v.fit, v.g
-	lo64, hi64 := uint64(v.cLo), uint64(v.cHi)
+func windowPlan(v View, misses int) (sizes []int, hit bool, predicted float64, top bool) {
+	f, g := v.Fit, v.Grid
+	lo64, hi64 := uint64(v.PeakLo), uint64(v.PeakHi)
 	pLo := f.MaxSize(lo64) - f.Bound(lo64)
 	pHi := f.MaxSize(hi64) + f.Bound(hi64)
 	predicted = (f.MaxSize(lo64) + f.MaxSize(hi64)) / 2
 	if math.IsNaN(pLo) || math.IsNaN(pHi) {
-		return bisectStep(v, g.min), false, 0, false
+		return bisectStep(v, g.Min), false, 0, false
 	}
 	// Candidate answers: the window's, on the grid, and the bracket's.
-	wLo, wHi := g.floor(toInt(pLo, g)), g.floor(toInt(pHi, g))
-	aLo, aHi := v.lo, v.hi-g.step
+	wLo, wHi := g.Floor(ToInt(pLo, g)), g.Floor(ToInt(pHi, g))
+	aLo, aHi := v.Lo, v.Hi-g.Step
 	if iLo, iHi := max(wLo, aLo), min(wHi, aHi); iLo <= iHi {
 		// Proving answer a takes a at or above lo and a+step below hi.
-		if (v.growing() || v.reached) && wLo <= v.lo {
+		if (v.Growing() || v.Reached) && wLo <= v.Lo {
 			// Sizes the window allowed as the answer ran. Nothing has
 			// failed: the model's figure is bending. Or the window is
 			// what a failure could have reached, and lo's peak is in it:
@@ -135,19 +139,19 @@ func windowPlan(v view, misses int) (sizes []int, hit bool, predicted float64, t
 			// creep up to the top a few sizes at a time. Its top, if it
 			// fails, bounds the search. More sizes a round spread below
 			// it.
-			top := max(iHi, v.lo+g.step)
-			return append(spread(g, v.lo, top, v.k-1), top), true, predicted, true
+			top := max(iHi, v.Lo+g.Step)
+			return append(Spread(g, v.Lo, top, v.K-1), top), true, predicted, true
 		}
-		return spread(g, max(v.lo, iLo-g.step), min(v.hi, iHi+2*g.step), v.k), true, predicted, false
+		return Spread(g, max(v.Lo, iLo-g.Step), min(v.Hi, iHi+2*g.Step), v.K), true, predicted, false
 	}
-	band := wHi - wLo + g.step
-	for i := 0; i < misses && band < v.hi-v.lo; i++ {
+	band := wHi - wLo + g.Step
+	for i := 0; i < misses && band < v.Hi-v.Lo; i++ {
 		band *= 2
 	}
-	band = min(band, v.hi-v.lo)
+	band = min(band, v.Hi-v.Lo)
 	if wLo > aHi {
 		// The boundary is below the window: look just under hi.
-		return spread(g, max(v.lo, v.hi-band-g.step), v.hi, v.k), false, predicted, false
+		return Spread(g, max(v.Lo, v.Hi-band-g.Step), v.Hi, v.K), false, predicted, false
 	}
-	return spread(g, v.lo, min(v.hi, v.lo+band+g.step), v.k), false, predicted, false
+	return Spread(g, v.Lo, min(v.Hi, v.Lo+band+g.Step), v.K), false, predicted, false
 }

@@ -1,4 +1,4 @@
-package search
+package plan
 
 import "slices"
 
@@ -19,18 +19,18 @@ type gallop struct {
 	advance int     // how far the last round took lo
 }
 
-func (gl *gallop) hold(v view, sizes []int) []int {
+func (gl *gallop) hold(v View, sizes []int) []int {
 	from, gap := gl.from, gl.gap
-	gl.from, gl.gap = v.lo, v.cLo-peakAt(v, v.lo)
-	if from <= 0 || v.lo <= from || gl.gap <= gap/2 {
+	gl.from, gl.gap = v.Lo, v.PeakLo-peakAt(v, v.Lo)
+	if from <= 0 || v.Lo <= from || gl.gap <= gap/2 {
 		gl.streak = 0
 		return sizes
 	}
-	gl.advance = v.lo - from
+	gl.advance = v.Lo - from
 	if gl.streak++; gl.streak < 2 || len(sizes) == 0 {
 		return sizes
 	}
-	least := v.g.clamp(v.g.floor(v.lo + 2*gl.advance))
+	least := v.Grid.Clamp(v.Grid.Floor(v.Lo + 2*gl.advance))
 	if top := slices.Max(sizes); top < least {
 		sizes[slices.Index(sizes, top)] = least
 	}
@@ -38,8 +38,8 @@ func (gl *gallop) hold(v view, sizes []int) []int {
 }
 
 // peakAt is the measured peak at size s, 0 when s did not run.
-func peakAt(v view, s int) float64 {
-	for _, p := range v.points {
+func peakAt(v View, s int) float64 {
+	for _, p := range v.Points {
 		if p.Size == s {
 			return float64(p.Bytes)
 		}
@@ -75,16 +75,16 @@ type refineGuard struct {
 // third round then costs a trial.
 const refineSlack = 3
 
-func (r *refineGuard) hold(v view, sizes []int) []int {
+func (r *refineGuard) hold(v View, sizes []int) []int {
 	lo, hi, planned := r.lo, r.hi, r.planned
-	r.lo, r.hi, r.planned = v.lo, v.hi, true
+	r.lo, r.hi, r.planned = v.Lo, v.Hi, true
 	if !planned || len(sizes) == 0 {
 		return sizes
 	}
-	move := (v.lo - lo) + (hi - v.hi)
+	move := (v.Lo - lo) + (hi - v.Hi)
 	lastMove := r.move
 	r.move = move
-	if (v.hi-v.lo)*(v.k+1) <= hi-lo+v.k*v.g.step || 2*move <= lastMove {
+	if (v.Hi-v.Lo)*(v.K+1) <= hi-lo+v.K*v.Grid.Step || 2*move <= lastMove {
 		r.streak = 0
 		return sizes
 	}
@@ -93,16 +93,16 @@ func (r *refineGuard) hold(v view, sizes []int) []int {
 		return sizes
 	}
 	r.streak = 0
-	if v.lo > lo {
-		r.step = max(2*r.step, 2*(v.lo-lo))
-		least := min(v.g.floor(v.lo+r.step), v.g.floor(v.lo+(v.hi-v.lo)/2))
+	if v.Lo > lo {
+		r.step = max(2*r.step, 2*(v.Lo-lo))
+		least := min(v.Grid.Floor(v.Lo+r.step), v.Grid.Floor(v.Lo+(v.Hi-v.Lo)/2))
 		if top := slices.Max(sizes); top < least {
 			sizes[slices.Index(sizes, top)] = least
 		}
 		return sizes
 	}
-	r.step = max(2*r.step, 2*(hi-v.hi))
-	most := max(v.g.ceil(v.hi-r.step), v.g.ceil(v.hi-(v.hi-v.lo)/2))
+	r.step = max(2*r.step, 2*(hi-v.Hi))
+	most := max(v.Grid.Ceil(v.Hi-r.step), v.Grid.Ceil(v.Hi-(v.Hi-v.Lo)/2))
 	if bottom := slices.Min(sizes); bottom > most {
 		sizes[slices.Index(sizes, bottom)] = most
 	}
