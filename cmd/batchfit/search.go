@@ -22,6 +22,7 @@ import (
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/live"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -325,8 +326,14 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 		return runner.Deps{}, nil, err
 	}
 	kind, _ := o.exec.kind(o)
+	// The simulated card holds its own memory; a real one through CUDA.
+	var holder hold.Holder = hold.CUDA{}
+	if h, ok := t.backend.(hold.Holder); ok {
+		holder = h
+	}
 	deps := runner.Deps{
 		GPU:      t.backend,
+		Holder:   holder,
 		Store:    db,
 		Claims:   gpuClaims(),
 		Executor: func(g gpugroup.Group) (probe.Executor, error) { return kind.Executor(o, g) },

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"strconv"
+	"strings"
 )
 
 // The environment variables through which JAX sizes XLA's memory pool, as a
@@ -10,7 +11,43 @@ import (
 const (
 	XLAFractionEnv       = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 	XLAClientFractionEnv = "XLA_CLIENT_MEM_FRACTION"
+	XLAAllocatorEnv      = "XLA_PYTHON_CLIENT_ALLOCATOR"
 )
+
+// JAXDefaultFraction is the share of a card that jaxlib's pool may take
+// when the program sets no fraction: 75 % of the card's memory.
+const JAXDefaultFraction = 0.75
+
+// JAXPool is the pool XLA's allocator gets on a card of card bytes under
+// env: the fraction the user set (either variable; the newer
+// XLA_CLIENT_MEM_FRACTION when both are), else JAXDefaultFraction, of the
+// card. ok is false with XLA_PYTHON_CLIENT_ALLOCATOR=platform, which keeps
+// no pool and takes memory as it is asked for. A fraction that does not
+// read as one in (0, 1] counts as unset. XLA_PYTHON_CLIENT_PREALLOCATE=false
+// changes when the pool is taken, not its size, so it is not read.
+func JAXPool(env []string, card uint64) (pool uint64, ok bool) {
+	if v, set := Lookup(env, XLAAllocatorEnv); set && v == "platform" {
+		return 0, false
+	}
+	return uint64(float64(card) * JAXFraction(env)), true
+}
+
+// JAXFraction is the share of the card that env gives XLA's pool (JAXPool).
+func JAXFraction(env []string) float64 {
+	for _, key := range []string{XLAClientFractionEnv, XLAFractionEnv} {
+		v, set := Lookup(env, key)
+		if !set {
+			continue
+		}
+		if _, limit, policy := strings.Cut(v, "-"); policy {
+			v = limit // "START-CAP": a pool that starts at START and grows to CAP
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f <= 1 {
+			return f
+		}
+	}
+	return JAXDefaultFraction
+}
 
 // JAX is JAX (XLA): the hook reports each local device's memory_stats()
 // (peak_bytes_in_use, bytes_limit, pool_bytes), and the pool is capped

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/procfs"
@@ -59,7 +60,8 @@ type Sampler struct {
 	backend  Backend
 	interval time.Duration
 	stat     statFunc
-	self     int // batchfit's own pid: its descendants are never foreign
+	self     int          // batchfit's own pid: its descendants are never foreign
+	holder   atomic.Int64 // the pid that holds memory for held trials (SetHolder); 0: none
 
 	mu      sync.Mutex
 	devices []int                  // device indexes, listed once
@@ -77,6 +79,11 @@ func NewSampler(b Backend, interval time.Duration) *Sampler {
 	interval = min(interval, MaxInterval)
 	return &Sampler{backend: b, interval: interval, stat: procfs.ReadStat, self: os.Getpid()}
 }
+
+// SetHolder names the process that holds GPU memory for trials on a held
+// card (batchfit itself, internal/hold): what it holds is the search's
+// own, never foreign. 0 names none.
+func (s *Sampler) SetHolder(pid int) { s.holder.Store(int64(pid)) }
 
 // SetBaseline tells the sampler what other processes held on each device
 // before the search began (device index to pid to bytes), as checked and
@@ -407,10 +414,14 @@ func (w *Watch) member(pid int) bool {
 }
 
 // ours says whether pid, outside the watched tree, descends from batchfit
-// itself (a neighbouring trial of the same search, a warm worker): such
-// memory is the search's own, not a stranger's. It walks the parent chain
-// and remembers the answer for the PID's lifetime.
+// itself (a neighbouring trial of the same search, a warm worker), or is
+// the holder of a held card (SetHolder): such memory is the search's own,
+// not a stranger's. It walks the parent chain and remembers the answer for
+// the PID's lifetime.
 func (w *Watch) ours(pid int) bool {
+	if h := w.s.holder.Load(); h != 0 && int(h) == pid {
+		return true
+	}
 	p, err := w.s.stat(pid)
 	if err != nil {
 		return false // not visible here: another PID namespace, or gone

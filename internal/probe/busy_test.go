@@ -41,10 +41,10 @@ func busyProber(t *testing.T) (*Prober, sim.Card) {
 	}), card
 }
 
-// hold puts a stranger holding 2 GiB on the card: this test process, which
+// stranger puts a stranger holding 2 GiB on the card: this test process, which
 // is outside every trial's tree and descends from no batchfit, as another
 // user's job.
-func hold(t *testing.T, card sim.Card, args ...string) <-chan int {
+func stranger(t *testing.T, card sim.Card, args ...string) <-chan int {
 	t.Helper()
 	done := make(chan int, 1)
 	args = append([]string{"--state-dir", card.Dir, "--bytes", "2GiB"}, args...)
@@ -56,7 +56,7 @@ func hold(t *testing.T, card sim.Card, args ...string) <-chan int {
 // disturbed and runs again, and the search sees the clean re-run only.
 func TestForeignProcessMidTrialReruns(t *testing.T) {
 	p, card := busyProber(t)
-	done := hold(t, card, "--during-trial")
+	done := stranger(t, card, "--during-trial")
 	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestForeignProcessMidTrialReruns(t *testing.T) {
 func TestForeignProcessThatStaysStopsTheSearch(t *testing.T) {
 	p, card := busyProber(t)
 	ready := filepath.Join(t.TempDir(), "ready")
-	done := hold(t, card, "--ready", ready)
+	done := stranger(t, card, "--ready", ready)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, err := os.Stat(ready); err == nil {
 			break

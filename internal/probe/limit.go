@@ -132,15 +132,56 @@ func (p *Prober) holdToLimit(c classify.Result, peaks adapter.Peaks, sum adapter
 // whole-process limit fixes after the first trial, as a share of CUDA's
 // total); the others keep the limit as the first trial had it, so that
 // their variables, which the program does not read, do not make its
-// environment another one for the fork server.
+// environment another one for the fork server. allocCap 0 is no cap: the
+// whole card, or a held card, which holds the process to the limit
+// itself; JAX's pool is still sized as that card would size it (poolEnv).
 func (p *Prober) limitEnv(env []string, allocCap uint64) []string {
+	if allocCap == 0 {
+		return p.poolEnv(env, 0)
+	}
 	total := p.fractionTotal()
 	p.mu.Lock()
 	framework := p.framework
 	p.mu.Unlock()
 	if py, auto := p.cfg.Framework.(adapter.Python); auto && framework != "" {
 		base := min(p.cfg.MemoryLimit, p.cfg.DeviceTotal)
-		return py.LimitEnvReported(env, framework, min(allocCap, total), total, base, p.cfg.DeviceTotal)
+		env = py.LimitEnvReported(env, framework, min(allocCap, total), total, base, p.cfg.DeviceTotal)
+	} else {
+		env = p.cfg.Framework.LimitEnv(env, min(allocCap, total), total)
 	}
-	return p.cfg.Framework.LimitEnv(env, min(allocCap, total), total)
+	return p.poolEnv(env, allocCap)
+}
+
+// poolEnv sizes XLA's pool as a JAX program would have it on the named
+// card: the fraction the user set, or jaxlib's default, of the card's
+// memory rather than of this GPU's (adapter.JAXPool), and no more than
+// allocCap when that is set. Without a limit, for a program that
+// allocates on demand (XLA_PYTHON_CLIENT_ALLOCATOR=platform) and for a
+// framework other than JAX, env is as it was.
+func (p *Prober) poolEnv(env []string, allocCap uint64) []string {
+	name := p.cfg.Framework.Name()
+	if p.cfg.MemoryLimit == 0 || (name != adapter.FrameworkJAX && name != adapter.FrameworkAuto) {
+		return env
+	}
+	pool, ok := adapter.JAXPool(p.cfg.Env, p.cfg.MemoryLimit)
+	if !ok {
+		return env
+	}
+	if allocCap > 0 {
+		pool = min(pool, allocCap)
+	}
+	p.mu.Lock()
+	framework := p.framework
+	p.mu.Unlock()
+	total := p.fractionTotal()
+	switch {
+	case framework == "" || framework == adapter.FrameworkJAX:
+	case allocCap == 0:
+		return env // a held trial of another framework: the user's environment
+	default:
+		// Another framework's program: the variable stays as the first
+		// trial had it (see limitEnv).
+		total = p.cfg.DeviceTotal
+	}
+	return adapter.JAX{}.LimitEnv(env, pool, total)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/procfs"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -61,6 +62,11 @@ type Config struct {
 
 	// Executor runs each trial; nil runs it here, as a local process group.
 	Executor Executor
+
+	// Holder holds the rest of a GPU's memory for trials on a held card
+	// (SetHeld); Devices are the GPUs it holds, by NVML index.
+	Holder  hold.Holder
+	Devices []gpu.Device
 
 	// Sampler measures GPU memory of the trial's process tree; nil = none.
 	Sampler *gpu.Sampler
@@ -126,6 +132,8 @@ type Prober struct {
 	// framework is the framework the first trial that reported one used
 	// ("torch", "jax"; adapter.Summary.Framework), for limitEnv.
 	framework string
+	// held runs the trials on a held card (SetHeld).
+	held bool
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -228,7 +236,11 @@ func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observ
 	sizes := req.Sizes
 	obs := make([]search.Observation, len(sizes))
 	errs := make([]error, len(sizes))
+	held := p.isHeld()
 	slots := p.cfg.Slots
+	if held {
+		slots = alone(slots)
+	}
 	if len(slots) == 0 {
 		slots = [][]int{nil}
 	}
@@ -255,7 +267,7 @@ func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observ
 		go func() {
 			defer wg.Done()
 			defer func() { free <- gpus }()
-			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared, retry: i >= len(sizes)-rechecks, threads: threads})
+			obs[i], errs[i] = p.one(ctx, size, gpus, special{shared: shared, retry: i >= len(sizes)-rechecks, threads: threads, held: held})
 		}()
 	}
 	wg.Wait()
@@ -306,6 +318,8 @@ type special struct {
 	// threads is the trial's share of the CPUs when others run at the
 	// same time (adapter.CPUThreadsEnv); 0 when it runs alone.
 	threads int
+	// held runs the trial on a held card (SetHeld).
+	held bool
 }
 
 // Measure runs size once in a fresh trial of steps training steps, for its
@@ -399,6 +413,9 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 
 	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
 	allocCap := p.allocatorCap()
+	if sp.held {
+		allocCap = 0 // the held card itself is the limit
+	}
 	spec := p.spec(n, size, gpus, sp, allocCap, base)
 	switch {
 	case sp.soak > 0:
@@ -409,9 +426,19 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	if p.cfg.OnStart != nil {
 		p.cfg.OnStart(n, size, gpus)
 	}
+	var release func()
+	if sp.held {
+		var err error
+		if release, err = p.holdFor(gpus); err != nil {
+			return search.Observation{}, record.Trial{}, false, fmt.Errorf("trial %d at batch size %d: %w", n, size, err)
+		}
+	}
 	shared, ended := sp.shared.start(gpus)
-	res, peak, err := p.watched(ctx, spec, gpus)
+	res, peak, err := p.watched(ctx, spec, gpus, sp.held)
 	ended()
+	if release != nil {
+		release()
+	}
 	var logErr *trial.LogError
 	if errors.As(err, &logErr) {
 		err = nil // the trial ran: classified below, then the search stops
@@ -421,7 +448,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	}
 	device := perGPUPeak(peak, gpus)
 
-	j := p.judge(n, res, logErr, base, spec.Env, sp.soak, device, allocCap)
+	j := p.judge(n, res, logErr, base, spec.Env, sp, device, allocCap)
 	c, sum, peaks := j.result, j.sum, j.peaks
 
 	t := record.Trial{
@@ -447,6 +474,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Rising:       record.Rising(sum.StepPeaks),
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
+		Held:         sp.held,
 		SharedGPU:    shared.Load(),
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
@@ -481,7 +509,8 @@ type judgement struct {
 
 // judge classifies trial n from its result, the report at base, and its
 // peak on the device (per GPU), against the limit it ran under.
-func (p *Prober) judge(n int, res trial.Result, logErr *trial.LogError, base string, env []string, soak time.Duration, device, allocCap uint64) judgement {
+func (p *Prober) judge(n int, res trial.Result, logErr *trial.LogError, base string, env []string, sp special, device, allocCap uint64) judgement {
+	soak := sp.soak
 	events, bad, rerr := adapter.Read(base + ".report.jsonl")
 	var cut *adapter.ReportError
 	errors.As(rerr, &cut)
@@ -493,8 +522,12 @@ func (p *Prober) judge(n int, res trial.Result, logErr *trial.LogError, base str
 	c := classifyTrial(res, events, sum, soak)
 	peaks := p.cfg.Framework.Peaks(sum)
 	p.noteDevice(peaks, device, sum.DeviceTotal, sum.Framework)
-	c, recap := p.holdToLimit(c, peaks, sum, device, allocCap)
-	if why := adapter.CapNotHeld(env, sum); why != "" && p.cfg.MemoryLimit > 0 {
+	recap := false
+	if !sp.held {
+		// On a held card the card itself held the trial to the limit.
+		c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
+	}
+	if why := adapter.CapNotHeld(env, sum); why != "" && p.cfg.MemoryLimit > 0 && !sp.held {
 		// Measured against a limit it did not keep: no outcome to believe.
 		// (Without --memory-limit a fraction is the user's own business.)
 		c = classify.Result{Outcome: classify.Crash, Reason: why}
@@ -565,7 +598,7 @@ func lostOutput(res trial.Result, logErr *trial.LogError, cut *adapter.ReportErr
 
 // watched runs spec through the executor while the sampler, if any,
 // watches its process tree on gpus, and returns its result and GPU peak.
-func (p *Prober) watched(ctx context.Context, spec trial.Spec, gpus []int) (trial.Result, gpu.Peak, error) {
+func (p *Prober) watched(ctx context.Context, spec trial.Spec, gpus []int, plain bool) (trial.Result, gpu.Peak, error) {
 	var watch *gpu.Watch
 	var watcher trial.Watcher
 	if p.cfg.Sampler != nil {
@@ -574,7 +607,11 @@ func (p *Prober) watched(ctx context.Context, spec trial.Spec, gpus []int) (tria
 			return func() {}
 		})
 	}
-	res, err := p.cfg.Executor.Run(ctx, spec, watcher)
+	executor := p.cfg.Executor
+	if plain {
+		executor = ExecutorFunc(trial.Run)
+	}
+	res, err := executor.Run(ctx, spec, watcher)
 	var peak gpu.Peak
 	if watch != nil {
 		peak = watch.Stop()

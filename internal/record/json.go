@@ -123,13 +123,15 @@ func (r Run) MarshalJSON() ([]byte, error) {
 		LogDir       *string     `json:"log_dir"`
 		CachedFrom   *string     `json:"cached_from"`
 		Warnings     []string    `json:"warnings"`
+		Proof        *string     `json:"proof"`
 		Soaks        []Soak      `json:"soaks"`
 	}{
 		plain: plain(r), ID: str(r.ID), Fingerprint: str(r.Fingerprint), Finished: when(r.Finished),
 		Torch: str(r.Torch), Answer: num(r.Answer), FirstFailure: num(r.FirstFailure),
 		Margins: r.Margins(), Recommended: num(r.Recommended), Trials: list(r.Trials),
 		NonMonotonic: list(r.NonMonotonic), Flaky: list(r.Flaky), Error: str(r.Error),
-		LogDir: str(r.LogDir), CachedFrom: str(r.CachedFrom), Warnings: list(r.Warnings), Soaks: list(r.Soaks),
+		LogDir: str(r.LogDir), CachedFrom: str(r.CachedFrom), Warnings: list(r.Warnings), Proof: str(r.Proof),
+		Soaks: list(r.Soaks),
 	}, map[string]string{"margins": "first_failure"})
 }
 

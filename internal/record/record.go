@@ -70,6 +70,10 @@ type Run struct {
 	// CachedFrom is the run a cached answer came from.
 	CachedFrom string   `json:"cached_from"`
 	Warnings   []string `json:"warnings"`
+	// Proof says how the answer's proof ran under --memory-limit:
+	// ProofHeld on a held card, ProofCapped in trials capped to the
+	// limit; "" without a limit.
+	Proof string `json:"proof"`
 	// Soaks are the --soak runs of the answer, in order: one that ran out
 	// of memory moved the answer down and the next soaked the new one.
 	Soaks []Soak `json:"soaks"`
@@ -146,6 +150,17 @@ type Settings struct {
 	Preload         bool    `json:"preload"`      // --preload: trials may be forked (Trial.Forked)
 }
 
+// How an answer under --memory-limit was proven (Run.Proof).
+const (
+	// ProofHeld: in trials on a held card, which had the named card's
+	// memory for all they did (Trial.Held).
+	ProofHeld = "held"
+	// ProofCapped: in trials whose allocator was capped to the limit,
+	// less what they held outside it; a real card may take a size or
+	// two less.
+	ProofCapped = "capped"
+)
+
 // The scopes of a memory limit (Settings.MemoryLimitScope): what it holds.
 const (
 	ScopeProcess   = "process"   // the whole process, CUDA context included, as a real card
@@ -199,6 +214,10 @@ type Trial struct {
 	// was less than --memory-limit: the limit less what the process holds
 	// outside the allocator, so that the limit holds for the whole process.
 	AllocatorCap uint64 `json:"allocator_cap_bytes"`
+	// Held says the trial ran on a held card: batchfit held all but
+	// --memory-limit of its GPUs while it ran, so that the process had
+	// the named card's memory for all it did, with no allocator cap.
+	Held bool `json:"held"`
 	// OOM is what an out-of-memory failure said of itself (nil for other
 	// outcomes, or when it said nothing): how far the trial was from
 	// fitting, which the planner reads and a replay of the search needs.

@@ -54,9 +54,9 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 				fmt.Fprintf(&b, "  not exact: %s; %d is the safe side, it ran every time\n", run.AtRiskText(), run.Answer)
 			}
 		case run.FirstFailure > 0:
-			fmt.Fprintf(&b, "  proof: %d ran ok, %d %s\n", run.Answer, run.FirstFailure, failureOf(run, run.FirstFailure))
+			fmt.Fprintf(&b, "  proof: %d ran ok, %d %s%s\n", run.Answer, run.FirstFailure, failureOf(run, run.FirstFailure), proofWhere(run))
 		default:
-			fmt.Fprintf(&b, "  proof: %d ran ok and is the --max bound\n", run.Answer)
+			fmt.Fprintf(&b, "  proof: %d ran ok and is the --max bound%s\n", run.Answer, proofWhere(run))
 		}
 	case record.NothingFits:
 		fmt.Fprintf(&b, "no batch size fits: even %d does not run\n", run.Smallest())
@@ -133,7 +133,10 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 	fmt.Fprintf(tw, "trial\tsize\toutcome\tseconds\tpeak alloc\tpeak gpu\t%ssamples/s\t\n", capHeader)
 	for _, t := range run.Trials {
 		note := ""
-		if t.Retry {
+		switch {
+		case t.Held:
+			note = " (held)" // the proof's, on a held card
+		case t.Retry:
 			note = " (retry)"
 		}
 		share := ""
@@ -236,6 +239,21 @@ func SoakCurve(peaks []uint64) string {
 		parts = append(parts, fmt.Sprintf("%d: %s", at+1, units.Bytes(peaks[at])))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// proofWhere says where an answer under --memory-limit was proven, as the
+// end of the proof's line: on a held card, or in capped trials, which a
+// real card may beat by a size or two.
+func proofWhere(run *record.Run) string {
+	switch run.Proof {
+	case record.ProofHeld:
+		return fmt.Sprintf(", on a held %s card", units.Bytes(run.Settings.MemoryLimit))
+	case record.ProofCapped:
+		if run.Settings.MemoryLimitScope == record.ScopeProcess {
+			return " in capped trials (a real card may take a size or two less)"
+		}
+	}
+	return ""
 }
 
 // LimitText describes --memory-limit as the run held it: the card it

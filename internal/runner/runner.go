@@ -14,6 +14,7 @@ import (
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/gpugroup"
+	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/inputs"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -98,6 +99,10 @@ type Deps struct {
 	// machine, for as long as it runs (claim.Locks); nil means
 	// claim.None{}, which claims nothing.
 	Claims Claimer
+	// Holder holds all but --memory-limit of a GPU for the trials that
+	// prove the answer on a held card (hold.CUDA; the simulator's
+	// Backend); nil holds nothing, and the proof runs capped.
+	Holder hold.Holder
 	// Executor returns what runs the trials of a group; a nil Executor
 	// (or a nil result) runs them here as local process groups, watched
 	// through GPU. A non-nil one runs them elsewhere (Slurm), where NVML

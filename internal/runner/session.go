@@ -183,6 +183,7 @@ func (s *session) begin(ctx context.Context) error {
 	pcfg.OnSpawn = s.recordSpawn(ctx)
 	pcfg.OnSubmit = s.recordSubmit(ctx)
 	s.prober = &sizeCheck{trialProber: s.newProber(pcfg), capacity: s.capacity(), placeholder: placeholder, worker: s.cfg.Worker != nil}
+	s.chooseProof()
 	return nil
 }
 
@@ -250,6 +251,9 @@ func (s *session) probeConfig() (probe.Config, error) {
 		DeviceTotal:  s.total,
 		Slots:        cfg.Group.Slots,
 		Executor:     executor,
+	}
+	if executor == nil && pcfg.WholeProcess {
+		pcfg.Holder, pcfg.Devices = s.deps.Holder, cfg.Group.Devices
 	}
 	if cfg.Framework.Hooked() {
 		pp, err := adapter.Install(filepath.Join(s.run.LogDir, "adapter"))
@@ -336,6 +340,9 @@ func (s *session) runSearch(ctx context.Context) (search.Result, error) {
 // settles its answer in fresh processes.
 func (s *session) searchOnce(ctx context.Context, cfg search.Config) (search.Result, error) {
 	res, err := search.Run(ctx, cfg, s.prober)
+	if err == nil && s.run.Proof == record.ProofHeld {
+		return s.proveHeld(ctx, cfg, res)
+	}
 	if err == nil && s.cfg.Worker != nil && !provenFresh(res) {
 		var st search.Settled
 		st, err = search.Settle(ctx, cfg, s.prober, res.Max, res.FirstFailure)
@@ -353,6 +360,7 @@ func settled(res search.Result, st search.Settled) search.Result {
 		res.Risk = nil // the warm trials' figures placed another answer
 	}
 	res.Max, res.FirstFailure = st.Max, st.FirstFailure
+	res.Rounds += st.Rounds
 	bySize := map[int]search.FlakySize{}
 	for _, f := range slices.Concat(res.Flaky, st.Flaky) {
 		if f.Size > st.Max {

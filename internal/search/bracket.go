@@ -68,6 +68,11 @@ func (d *driver) tally(s int) (ok, failed int) {
 			failed++
 		}
 	}
+	for _, o := range d.cfg.Prior {
+		if o.Size == s && tooLarge(o) {
+			failed++ // Config.Prior: a failure there is one here
+		}
+	}
 	return ok, failed
 }
 

@@ -49,6 +49,18 @@ type Config struct {
 	// that finds it. Only for a prober whose every trial is a fresh
 	// process: the re-checks must be.
 	ProofAlongside bool
+	// Unproven ends Run when the bracket closes, without the proof's
+	// re-checks and Confirm: the caller proves the answer with Settle, in
+	// trials of another kind (on a held card, whose trials are the ones
+	// that speak for the card). ProofAlongside is ignored with it.
+	Unproven bool
+	// Prior are trials of a more lenient kind than the Prober's (capped
+	// to the limit, where Settle proves on a held card, which leaves a
+	// trial no more than the cap did): a failure among them is a failure
+	// of this kind too, and counts toward the failures the proof asks of
+	// its size; their memory figures inform the model. A success among
+	// them proves nothing here.
+	Prior []Observation
 	// Confirm re-runs the answer this many more times, each in a fresh
 	// trial. If any of them does not fit, the answer is not trusted: the
 	// size counts as a failure and the search goes on below it.

@@ -22,7 +22,7 @@ import (
 // ran beside it, and no round.
 func (d *driver) proofAlongside(v plan.View, sizes []int) []int {
 	room := d.cfg.SideBySide - len(sizes)
-	if !d.cfg.ProofAlongside || room < 1 || v.Growing() {
+	if !d.cfg.ProofAlongside || d.cfg.Unproven || room < 1 || v.Growing() {
 		return nil
 	}
 	ends := slices.Concat([]int{v.Lo}, slices.Sorted(slices.Values(sizes)), []int{v.Hi})

@@ -161,7 +161,7 @@ func (d *driver) riskEdge(lo, hi int) (sizes []int, predicted float64, rechecks 
 	}
 	edge := hi - d.g.Step
 	sizes = append(plan.Spread(d.g, lo, edge, d.k-1), edge)
-	if okEdge, _ := d.tally(edge); d.cfg.ProofAlongside && d.cfg.SideBySide > len(sizes) && okEdge == 0 {
+	if okEdge, _ := d.tally(edge); d.cfg.ProofAlongside && !d.cfg.Unproven && d.cfg.SideBySide > len(sizes) && okEdge == 0 {
 		rechecks = []int{edge}
 	}
 	return sizes, float64(edge), rechecks, true

@@ -111,13 +111,15 @@ func (d *driver) run(ctx context.Context) error {
 			continue
 		}
 		// The bracket is closed on lo.
-		if sizes, proven := d.proofRecheck(lo, hi); !proven {
-			if err := d.recheckProof(ctx, sizes); err != nil {
-				return err
+		if !d.cfg.Unproven {
+			if sizes, proven := d.proofRecheck(lo, hi); !proven {
+				if err := d.recheckProof(ctx, sizes); err != nil {
+					return err
+				}
+				continue
 			}
-			continue
 		}
-		if n := d.cfg.Confirm - d.confirmed[lo]; n > 0 {
+		if n := d.cfg.Confirm - d.confirmed[lo]; n > 0 && !d.cfg.Unproven {
 			if err := d.confirm(ctx, lo, min(n, max(d.k, d.cfg.SideBySide))); err != nil {
 				return err
 			}

@@ -23,6 +23,7 @@ type Settled struct {
 	Flaky        []FlakySize
 	NonMonotonic []Conflict
 	Trials       []Observation // every fresh observation, in order
+	Rounds       int           // the rounds those took
 }
 
 // Settle makes an answer found in warm processes exact for fresh ones. A
@@ -66,7 +67,7 @@ func Settle(ctx context.Context, cfg Config, p Prober, answer, firstFailure int)
 	return Settled{
 		Max: res.Max, FirstFailure: res.FirstFailure,
 		Agreed: res.Max == answer && res.FirstFailure == firstFailure && res.Exact(),
-		Flaky:  res.Flaky, NonMonotonic: res.NonMonotonic, Trials: res.Trials,
+		Flaky:  res.Flaky, NonMonotonic: res.NonMonotonic, Trials: res.Trials, Rounds: res.Rounds,
 	}, nil
 }
 

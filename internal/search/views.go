@@ -123,6 +123,13 @@ func (d *driver) points(hi int) (Figure, []plan.Point) {
 			oks = append(oks, o)
 		}
 	}
+	for _, o := range d.cfg.Prior {
+		// Config.Prior's figures, where this search has none of its own.
+		if _, own := d.belief[o.Size]; !own && fits(o) && o.Size < hi &&
+			!slices.ContainsFunc(oks, func(k Observation) bool { return k.Size == o.Size }) {
+			oks = append(oks, o)
+		}
+	}
 	slices.SortFunc(oks, func(a, b Observation) int { return a.Size - b.Size })
 	fig := chooseFigure(oks)
 	if fig == FigureNone {

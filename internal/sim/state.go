@@ -21,6 +21,8 @@ import (
 //	<pid>.hold    "<bytes>\n": a child of a HoldPeak card, about to exit, waits
 //	              while this file exists; the Backend removes it when it lists
 //	              the child holding these bytes
+//	<pid>-<device>.held "<bytes>\n": what batchfit itself holds on a device
+//	              for a trial on a held card (Backend.Hold)
 //	lock          flock'd around every allocation, so allocations on the
 //	              card are atomic as cudaMalloc is
 //
@@ -29,7 +31,10 @@ import (
 // driver frees a dead process's memory.
 type stateDir string
 
-const memSuffix = ".mem"
+const (
+	memSuffix  = ".mem"
+	heldSuffix = ".held"
+)
 
 func (d stateDir) memPath(pid int) string {
 	return filepath.Join(string(d), strconv.Itoa(pid)+memSuffix)
@@ -37,6 +42,10 @@ func (d stateDir) memPath(pid int) string {
 
 func (d stateDir) holdPath(pid int) string {
 	return filepath.Join(string(d), strconv.Itoa(pid)+".hold")
+}
+
+func (d stateDir) heldPath(pid, dev int) string {
+	return filepath.Join(string(d), fmt.Sprintf("%d-%d%s", pid, dev, heldSuffix))
 }
 
 func (d stateDir) leakPath(dev int) string {
@@ -126,6 +135,12 @@ func (d stateDir) usage(dev int) (map[int]uint64, error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
+		if strings.HasSuffix(name, heldSuffix) {
+			if pid, n, ok := d.heldOn(name, dev); ok {
+				out[pid] = satAdd(out[pid], n)
+			}
+			continue
+		}
 		pid, err := strconv.Atoi(strings.TrimSuffix(name, memSuffix))
 		if !strings.HasSuffix(name, memSuffix) || err != nil || pid <= 0 {
 			continue
@@ -148,6 +163,26 @@ func (d stateDir) usage(dev int) (map[int]uint64, error) {
 		}
 	}
 	return out, nil
+}
+
+// heldOn reads the hold file name: its process and bytes when it holds
+// memory on dev. The file of a process that died is removed.
+func (d stateDir) heldOn(name string, dev int) (pid int, n uint64, ok bool) {
+	var fdev int
+	if _, err := fmt.Sscanf(strings.TrimSuffix(name, heldSuffix), "%d-%d", &pid, &fdev); err != nil || pid <= 0 {
+		return 0, 0, false
+	}
+	path := filepath.Join(string(d), name)
+	if !alive(pid) {
+		os.Remove(path)
+		return 0, 0, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || fdev != dev {
+		return 0, 0, false
+	}
+	n, err = strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+	return pid, n, err == nil
 }
 
 // leak returns the unowned memory on dev left by earlier trials.
