@@ -62,7 +62,7 @@ type driver struct {
 }
 
 func newDriver(cfg Config, p Prober) *driver {
-	return &driver{
+	d := &driver{
 		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
 		cfg:       cfg,
 		k:         max(cfg.Parallel, 1),
@@ -71,6 +71,13 @@ func newDriver(cfg Config, p Prober) *driver {
 		confirmed: map[int]int{},
 		flaky:     map[int]bool{},
 	}
+	// Config.Prior's failures bound the search as its own would.
+	for _, o := range cfg.Prior {
+		if _, own := d.belief[o.Size]; !own && tooLarge(o) {
+			d.belief[o.Size] = o
+		}
+	}
+	return d
 }
 
 // startOr returns the configured start, on the grid, or def.

@@ -5,7 +5,10 @@ import "slices"
 // settlePlanner plans Settle's rounds: the warm answer and its first
 // failure, then a gallop away from them in the direction fresh trials
 // showed, then bisection.
-type settlePlanner struct{ answer, first, sideBySide int }
+type settlePlanner struct {
+	answer, first, sideBySide int
+	opened                    bool // the first round, the answer and its first failure, was planned
+}
 
 // NewSettle returns the planner of the search's Settle, for a warm answer
 // and its first failure (0 when answer is the grid's top), with sideBySide
@@ -16,7 +19,8 @@ func NewSettle(answer, first, sideBySide int) Planner {
 
 func (s *settlePlanner) Next(v View) ([]int, float64) {
 	switch {
-	case !v.SeenOK() && v.Growing():
+	case !s.opened:
+		s.opened = true
 		sizes := []int{s.answer}
 		if s.first > 0 {
 			// Side by side, the proof's repeated failure joins the round.
