@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/batchfit/batchfit/internal/leftover"
 	"github.com/batchfit/batchfit/internal/outfile"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
@@ -114,7 +115,7 @@ func (d *dbOptions) openFile(ctx context.Context) (*store.Store, error) {
 		return nil, historyError("open the history", err)
 	}
 	if d.stderr != nil {
-		stopLeftTrials(ctx, s, d.stderr)
+		leftover.Stop(ctx, s, d.stderr)
 	}
 	return s, nil
 }
