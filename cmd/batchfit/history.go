@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,8 +17,6 @@ import (
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/store"
-	"github.com/batchfit/batchfit/internal/termtext"
-	"github.com/batchfit/batchfit/internal/units"
 )
 
 // dbOptions choose the history database.
@@ -162,41 +159,13 @@ func newHistoryCommand(io *streams) *cobra.Command {
 				}
 				return nil
 			}
-			return writeHistory(io.stdout, runs)
+			return report.WriteHistory(io.stdout, runs)
 		}),
 	}
 	db.register(cmd.Flags(), false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as one JSON document (docs/json.md)")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "show at most this many runs (0: all)")
 	return cmd
-}
-
-func writeHistory(w io.Writer, runs []record.Run) error {
-	if len(runs) == 0 {
-		_, err := fmt.Fprintln(w, "no runs yet")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTARTED\tSTATUS\tANSWER\tTRIALS\tGPU\tCOMMAND")
-	for _, r := range runs {
-		answer := "-"
-		if r.Status == record.Found {
-			answer = fmt.Sprint(r.Answer)
-		}
-		gpuName := "-"
-		if r.GPU != nil && len(r.GPU.Devices) > 0 {
-			gpuName = r.GPU.Devices[0].Name
-			if r.Settings.MemoryLimit > 0 {
-				gpuName += " @" + units.Bytes(r.Settings.MemoryLimit)
-			}
-		}
-		status := string(r.Status)
-		if r.Cached {
-			status += " (cached)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04"), status, answer, len(r.Trials), gpuName, termtext.Line(strings.Join(r.Command, " "), 60))
-	}
-	return tw.Flush()
 }
 
 func newShowCommand(io *streams) *cobra.Command {
