@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchfit/batchfit/internal/browser"
 	"github.com/batchfit/batchfit/internal/testutil"
+	"github.com/batchfit/batchfit/internal/testutil/browser"
 )
 
 // dist holds what scripts/wheel --host built, once for the package's tests.

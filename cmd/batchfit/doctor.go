@@ -100,16 +100,16 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 	if err != nil {
 		return err
 	}
-	cfg := runner.DoctorConfig{
+	r, err := doctor.RunCommand(cmd.Context(), doctor.CommandConfig{
 		Command:      argv,
 		Protocol:     doctor.Config{Size: o.size, Repeat: o.repeat, Steps: o.steps, MaxSize: o.max, Timeout: o.timeout},
 		StartTimeout: o.startTimeout,
 		MemoryLimit:  limit,
 		NoFresh:      o.noFresh,
 		LogDir:       o.logDir,
-	}
-	deps := runner.Deps{GPU: t.backend, Notice: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) }}
-	r, err := runner.Doctor(cmd.Context(), cfg, deps)
+		GPU:          t.backend,
+		Notice:       func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) },
+	})
 	if o.json && r != nil {
 		io.document().Doctor = r
 	}

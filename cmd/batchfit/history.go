@@ -5,20 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/batchfit/batchfit/internal/leftover"
+	"github.com/batchfit/batchfit/internal/outfile"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/store"
-	"github.com/batchfit/batchfit/internal/termtext"
-	"github.com/batchfit/batchfit/internal/units"
 )
 
 // dbOptions choose the history database.
@@ -67,7 +65,7 @@ func (d *dbOptions) openForReading(ctx context.Context) (*store.Store, error) {
 
 // files are the history's files, which no output may overwrite: the
 // database and the side files SQLite keeps beside it. None with --no-db.
-func (d *dbOptions) files() []namedPath {
+func (d *dbOptions) files() []outfile.Named {
 	if d.none {
 		return nil
 	}
@@ -76,9 +74,9 @@ func (d *dbOptions) files() []namedPath {
 		return nil // opening the history reports it
 	}
 	const flag = "the history (--db)"
-	var out []namedPath
+	var out []outfile.Named
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-		out = append(out, namedPath{flag, path + suffix})
+		out = append(out, outfile.Named{Flag: flag, Path: path + suffix})
 	}
 	return out
 }
@@ -114,7 +112,7 @@ func (d *dbOptions) openFile(ctx context.Context) (*store.Store, error) {
 		return nil, historyError("open the history", err)
 	}
 	if d.stderr != nil {
-		stopLeftTrials(ctx, s, d.stderr)
+		leftover.Stop(ctx, s, d.stderr)
 	}
 	return s, nil
 }
@@ -161,41 +159,13 @@ func newHistoryCommand(io *streams) *cobra.Command {
 				}
 				return nil
 			}
-			return writeHistory(io.stdout, runs)
+			return report.WriteHistory(io.stdout, runs)
 		}),
 	}
 	db.register(cmd.Flags(), false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as one JSON document (docs/json.md)")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "show at most this many runs (0: all)")
 	return cmd
-}
-
-func writeHistory(w io.Writer, runs []record.Run) error {
-	if len(runs) == 0 {
-		_, err := fmt.Fprintln(w, "no runs yet")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTARTED\tSTATUS\tANSWER\tTRIALS\tGPU\tCOMMAND")
-	for _, r := range runs {
-		answer := "-"
-		if r.Status == record.Found {
-			answer = fmt.Sprint(r.Answer)
-		}
-		gpuName := "-"
-		if r.GPU != nil && len(r.GPU.Devices) > 0 {
-			gpuName = r.GPU.Devices[0].Name
-			if r.Settings.MemoryLimit > 0 {
-				gpuName += " @" + units.Bytes(r.Settings.MemoryLimit)
-			}
-		}
-		status := string(r.Status)
-		if r.Cached {
-			status += " (cached)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04"), status, answer, len(r.Trials), gpuName, termtext.Line(strings.Join(r.Command, " "), 60))
-	}
-	return tw.Flush()
 }
 
 func newShowCommand(io *streams) *cobra.Command {
@@ -276,25 +246,21 @@ func (o *outputOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.plotPath, "plot", "", "write the memory chart to this .png or .svg file")
 }
 
-// namedPath is a path and the flag (or the name) it came from.
-type namedPath struct{ flag, path string }
-
-// check catches bad output paths before any trial runs: each must name a
-// file (new, or a regular file batchfit may replace) in a folder batchfit
-// can write to, which the file is renamed into at the end. No output may be
-// one of the files in kept (the history and its side files, the log
-// folder) or the other output, however the paths are spelt: a report
-// written over the history destroys every run in it.
-func (o *outputOptions) check(kept ...namedPath) error {
-	outputs := []namedPath{{"--report", o.reportPath}, {"--plot", o.plotPath}}
-	if err := distinctPaths(append(outputs, kept...)...); err != nil {
+// check catches bad output paths before any trial runs (outfile.Check):
+// no output may be one of the files in kept (the history and its side
+// files, the log folder) or the other output, however the paths are spelt:
+// a report written over the history destroys every run in it.
+func (o *outputOptions) check(kept ...outfile.Named) error {
+	outputs := []outfile.Named{{Flag: "--report", Path: o.reportPath}, {Flag: "--plot", Path: o.plotPath}}
+	if err := outfile.Distinct(append(outputs, kept...)...); err != nil {
 		return err
 	}
-	for _, p := range outputs {
-		if p.path == "" {
+	examples := []string{"batchfit.html", "batchfit.png"}
+	for i, p := range outputs {
+		if p.Path == "" {
 			continue
 		}
-		if err := checkOutputFile(p.flag, p.path); err != nil {
+		if err := outfile.Check(p, examples[i]); err != nil {
 			return err
 		}
 	}
@@ -308,88 +274,6 @@ func (o *outputOptions) check(kept ...namedPath) error {
 	return nil
 }
 
-// distinctPaths refuses two of paths (those not "") that name the same
-// file: the same path spelt two ways, through a symbolic link, or a hard
-// link of an existing file.
-func distinctPaths(paths ...namedPath) error {
-	for i, a := range paths {
-		for _, b := range paths[i+1:] {
-			if a.path == "" || b.path == "" || !samePath(a.path, b.path) {
-				continue
-			}
-			if a.flag == b.flag {
-				continue // one file's own names, such as the history's
-			}
-			return usageError(fmt.Sprintf("give %s another file", a.flag),
-				"%s and %s name the same file %s", a.flag, b.flag, a.path)
-		}
-	}
-	return nil
-}
-
-// samePath reports whether a and b are one file, existing or not.
-func samePath(a, b string) bool {
-	if canonicalPath(a) == canonicalPath(b) {
-		return true
-	}
-	sa, errA := os.Stat(a)
-	sb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(sa, sb)
-}
-
-// canonicalPath is path made absolute with the links in it resolved, as
-// far as they exist: a file not written yet is its resolved folder and its
-// name.
-func canonicalPath(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return filepath.Clean(path)
-	}
-	if p, err := filepath.EvalSymlinks(abs); err == nil {
-		return p
-	}
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		return filepath.Join(dir, filepath.Base(abs))
-	}
-	return abs
-}
-
-// checkOutputFile refuses a path that writeFileAtomic could not write at the
-// end of a search: a folder (or a device, which a rename would replace), a
-// file its owner made read-only, or a folder batchfit cannot create a file
-// in. It leaves nothing behind.
-func checkOutputFile(flag, path string) error {
-	hint := "choose a file path in a folder you can write to"
-	if st, err := os.Stat(path); err == nil {
-		switch {
-		case st.IsDir():
-			example := "batchfit.html"
-			if flag == "--plot" {
-				example = "batchfit.png"
-			}
-			return usageError("name a file, such as "+filepath.Join(path, example), "%s %s is a folder", flag, path)
-		case !st.Mode().IsRegular():
-			return usageError(hint, "%s %s is not a regular file", flag, path)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return usageError(hint, "%s %s is not writable: %v", flag, path, errors.Unwrap(err))
-		}
-		f.Close()
-	}
-	dir := filepath.Dir(path)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return usageError("create the folder first, or choose another path", "%s %s: no such folder %s", flag, path, dir)
-	}
-	f, err := os.CreateTemp(dir, ".batchfit-check-*")
-	if err != nil {
-		return usageError(hint, "%s %s: cannot write in the folder %s: %v", flag, path, dir, errors.Unwrap(err))
-	}
-	f.Close()
-	os.Remove(f.Name())
-	return nil
-}
-
 // write writes the report and the plot, each whole or not at all. With
 // several runs (one per GPU model) each file name gets the model's name.
 func (o *outputOptions) write(run *record.Run, perModel bool) error {
@@ -397,11 +281,10 @@ func (o *outputOptions) write(run *record.Run, perModel bool) error {
 		if !perModel || run.GPU == nil || len(run.GPU.Devices) == 0 {
 			return path
 		}
-		ext := filepath.Ext(path)
-		return strings.TrimSuffix(path, ext) + "-" + fileSafe(run.GPU.Devices[0].Name) + ext
+		return outfile.WithSuffix(path, run.GPU.Devices[0].Name)
 	}
 	if o.reportPath != "" {
-		err := writeFileAtomic(name(o.reportPath), func(w io.Writer) error { return report.WriteHTML(w, run) })
+		err := outfile.WriteAtomic(name(o.reportPath), func(w io.Writer) error { return report.WriteHTML(w, run) })
 		if err != nil {
 			return outputError("write the report", "--report", run, err)
 		}
@@ -423,36 +306,4 @@ func outputError(what, flag string, run *record.Run, err error) error {
 		hint = fmt.Sprintf("the run is in the history: batchfit show %s %s PATH writes it again", run.ID, flag)
 	}
 	return &exitErr{code: exitError, err: fmt.Errorf("%s: %w", what, err), hint: hint}
-}
-
-// fileSafe keeps letters, digits, '.', '-' and '_' of a GPU name.
-func fileSafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			return r
-		}
-		return '_'
-	}, s)
-}
-
-// writeFileAtomic writes through a temporary file renamed into place.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".batchfit-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -20,10 +20,10 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/batchfit/batchfit/internal/browser"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/sim"
+	"github.com/batchfit/batchfit/internal/testutil/browser"
 	"github.com/batchfit/batchfit/internal/testutil/fulldisk"
 	"github.com/batchfit/batchfit/internal/trial"
 )

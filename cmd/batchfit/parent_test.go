@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batchfit/batchfit/internal/parentpipe"
 )
 
 // parentPipe is a pipe as the Python API passes it: a plain (blocking)
@@ -32,89 +33,13 @@ func parentPipe(t *testing.T) (string, *os.File) {
 	return strconv.Itoa(p[0]), w
 }
 
-func TestWatchParent(t *testing.T) {
-	t.Run("the end of the pipe cancels", func(t *testing.T) {
-		fd, w := parentPipe(t)
-		ctx, unwatch, err := watchParent(context.Background(), fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unwatch()
-		// What the parent writes is not its end.
-		if _, err := w.WriteString("still here\n"); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("canceled while the parent holds the pipe")
-		case <-time.After(200 * time.Millisecond):
-		}
-		w.Close()
-		select {
-		case <-ctx.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("not canceled 5 s after the parent's end closed")
-		}
-		if flags, err := fcntl(fd, syscall.F_GETFD); err != nil || flags&syscall.FD_CLOEXEC == 0 {
-			t.Errorf("the pipe is inherited by trials: flags %#x, %v", flags, err)
-		}
-	})
-
-	t.Run("unwatch stops the read", func(t *testing.T) {
-		fd, _ := parentPipe(t)
-		ctx, unwatch, err := watchParent(context.Background(), fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { unwatch(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("unwatch blocked on the read")
-		}
-		if ctx.Err() == nil {
-			t.Error("the context outlives the watch")
-		}
-	})
-
-	t.Run("none", func(t *testing.T) {
-		ctx := context.Background()
-		got, unwatch, err := watchParent(ctx, "")
-		unwatch()
-		if err != nil || got != ctx {
-			t.Errorf("without a pipe: %v, context replaced %v", err, got != ctx)
-		}
-	})
-
-	file, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	for _, tc := range []struct{ fd, want string }{
-		{"x", `$BATCHFIT_PARENT_FD="x" is not a file descriptor`},
-		{"-1", `$BATCHFIT_PARENT_FD="-1" is not a file descriptor`},
-		{"100000", "$BATCHFIT_PARENT_FD=100000: bad file descriptor"},
-		{strconv.Itoa(int(file.Fd())), "is not a pipe"},
-	} {
-		t.Run(tc.fd, func(t *testing.T) {
-			_, unwatch, err := watchParent(context.Background(), tc.fd)
-			unwatch()
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
 // TestRunWatchesParent: run stops mid-trial when the pipe ends, as on
 // Ctrl-C, takes the variable out of the trials' environment, and refuses
 // one that names no pipe.
 func TestRunWatchesParent(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	fd, w := parentPipe(t)
-	t.Setenv(parentFDEnv, fd)
+	t.Setenv(parentpipe.Env, fd)
 	time.AfterFunc(time.Second, func() { w.Close() })
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
@@ -128,11 +53,11 @@ func TestRunWatchesParent(t *testing.T) {
 		!strings.Contains(stderr.String(), "batchfit: error: interrupted; every trial process was stopped") {
 		t.Errorf("exit code %d, stderr:\n%s", code, stderr.String())
 	}
-	if v, ok := os.LookupEnv(parentFDEnv); ok {
-		t.Errorf("$%s=%s left for the trials", parentFDEnv, v)
+	if v, ok := os.LookupEnv(parentpipe.Env); ok {
+		t.Errorf("$%s=%s left for the trials", parentpipe.Env, v)
 	}
 
-	t.Setenv(parentFDEnv, "x")
+	t.Setenv(parentpipe.Env, "x")
 	stdout.Reset()
 	stderr.Reset()
 	code = run(context.Background(), []string{"demo", "--no-db"}, strings.NewReader(""), &stdout, &stderr)
@@ -141,13 +66,4 @@ func TestRunWatchesParent(t *testing.T) {
 	if code != exitError || stderr.String() != want {
 		t.Errorf("exit code %d, stderr:\n%s\nwant:\n%s", code, stderr.String(), want)
 	}
-}
-
-func fcntl(fd string, cmd int) (int, error) {
-	n, _ := strconv.Atoi(fd)
-	r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(n), uintptr(cmd), 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(r), nil
 }

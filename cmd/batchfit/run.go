@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/parentpipe"
 	"github.com/batchfit/batchfit/internal/report"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/termtext"
@@ -114,9 +115,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer stop()
 	// The end of the program that started batchfit stops it the same way.
 	// The variable names batchfit's own pipe: trials do not see it.
-	ctx, unwatch, watchErr := watchParent(ctx, os.Getenv(parentFDEnv))
+	ctx, unwatch, watchErr := parentpipe.Watch(ctx, os.Getenv(parentpipe.Env))
 	defer unwatch()
-	os.Unsetenv(parentFDEnv)
+	os.Unsetenv(parentpipe.Env)
 
 	io := &streams{stdin: stdin, stdout: stdout, stderr: stderr}
 	if jsonRequested(args) {
@@ -132,7 +133,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var cmd *cobra.Command
 	var err error
 	if watchErr != nil {
-		cmd, err = root, &exitErr{code: exitError, err: watchErr, hint: "unset " + parentFDEnv + ": it names the pipe of the program that started batchfit"}
+		cmd, err = root, &exitErr{code: exitError, err: watchErr, hint: "unset " + parentpipe.Env + ": it names the pipe of the program that started batchfit"}
 	} else {
 		cmd, err = root.ExecuteContextC(ctx)
 	}

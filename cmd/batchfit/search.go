@@ -24,6 +24,7 @@ import (
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/live"
+	"github.com/batchfit/batchfit/internal/outfile"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/report"
@@ -282,7 +283,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, err
 	if err != nil {
 		return runner.Config{}, nil, err
 	}
-	if err := o.out.check(append(o.db.files(), namedPath{"--log-dir", o.logDir})...); err != nil {
+	if err := o.out.check(append(o.db.files(), outfile.Named{Flag: "--log-dir", Path: o.logDir})...); err != nil {
 		return runner.Config{}, nil, err
 	}
 	kind, err := o.exec.kind(o)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/record"
-	"github.com/batchfit/batchfit/internal/slurm/slurmtest"
+	"github.com/batchfit/batchfit/internal/testutil/slurmtest"
 )
 
 // The demo's search run as Slurm jobs on a real one-node cluster that the

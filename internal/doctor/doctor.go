@@ -3,6 +3,8 @@
 // sizes doubling until one runs out of memory, the first size again, and
 // the first size in a fresh process) and turns what the worker measured
 // into findings, each with its numbers, its likely cause and a fix.
+// RunCommand is the whole of batchfit doctor: the worker started from its
+// command, the protocol, and the fresh process beside it.
 package doctor
 
 import (

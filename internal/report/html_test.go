@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchfit/batchfit/internal/browser"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/testutil"
+	"github.com/batchfit/batchfit/internal/testutil/browser"
 )
 
 func htmlRender(t *testing.T, run *record.Run) string {

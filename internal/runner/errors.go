@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,15 +11,12 @@ import (
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/termtext"
+	"github.com/batchfit/batchfit/internal/worker"
 )
 
 // ErrInterrupted is a search stopped by its context (Ctrl-C) after every
-// trial process was stopped; errWorkerInterrupted is a doctor run's. Both
-// match context.Canceled.
-var (
-	ErrInterrupted       error = interrupted("interrupted; every trial process was stopped")
-	errWorkerInterrupted error = interrupted("interrupted; the worker was stopped")
-)
+// trial process was stopped. It matches context.Canceled.
+var ErrInterrupted error = interrupted("interrupted; every trial process was stopped")
 
 type interrupted string
 
@@ -112,4 +110,29 @@ func IndentTail(s string, lines int) string {
 		return "  (no output)"
 	}
 	return "  " + strings.Join(all, "\n  ")
+}
+
+// WorkerStartHint shows why a warm worker (a search's or doctor's) did not
+// start: the end of its traceback or of its stderr, and where, a line, the
+// whole log is.
+func WorkerStartHint(err error, where string) string {
+	var se *worker.StartError
+	if !errors.As(err, &se) {
+		return ""
+	}
+	switch {
+	case se.Stage == "start":
+		return "check the worker command: batchfit doctor -- python -m batchfit.worker mymodule:Trial"
+	case se.Stage == "warmup" && se.Outcome == "oom":
+		return "even the warm-up batch does not fit; set BATCHFIT_WORKER_WARMUP to a smaller size, or check what else uses the GPU"
+	}
+	text := se.Traceback
+	if text == "" {
+		text = se.Tail
+	}
+	hint := fmt.Sprintf("the worker's output ends with:\n%s\n%s", IndentTail(text, 15), where)
+	if se.Stage == "warmup" {
+		hint += "\nthe warm-up runs at BATCHFIT_WORKER_WARMUP (default 1); a model that cannot train on one sample (BatchNorm) needs a larger one"
+	}
+	return hint
 }

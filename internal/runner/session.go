@@ -467,7 +467,7 @@ func (s *session) finish(serr error) error {
 	default:
 		run.Status = record.Failed
 		run.Error = serr.Error()
-		if fix := startHint(serr, "full logs: "+filepath.Join(s.run.LogDir, "worker-*.err")); fix != "" {
+		if fix := WorkerStartHint(serr, "full logs: "+filepath.Join(s.run.LogDir, "worker-*.err")); fix != "" {
 			// A warm worker that did not start: show why, as doctor does.
 			return hint.With(serr, fix)
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/classify"
-	"github.com/batchfit/batchfit/internal/slurm/slurmtest"
+	"github.com/batchfit/batchfit/internal/testutil/slurmtest"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 

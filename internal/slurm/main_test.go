@@ -13,7 +13,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/sim"
-	"github.com/batchfit/batchfit/internal/slurm/slurmtest"
+	"github.com/batchfit/batchfit/internal/testutil/slurmtest"
 	"github.com/batchfit/batchfit/internal/trial"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/sim"
-	"github.com/batchfit/batchfit/internal/slurm/slurmtest"
+	"github.com/batchfit/batchfit/internal/testutil/slurmtest"
 )
 
 // simSearch runs a whole search of the simulated workload w, each trial a

@@ -494,7 +494,7 @@ def _search_result(output: _Output, page: str | None) -> Result:
     return result
 
 
-#: The variable that names the pipe batchfit watches (cmd/batchfit parent.go).
+#: The variable that names the pipe batchfit watches (internal/parentpipe).
 _PARENT_FD_ENV = "BATCHFIT_PARENT_FD"
 
 

@@ -1,4 +1,7 @@
-package main
+// Package leftover stops what a killed batchfit left running: the processes
+// of its trials and their Slurm jobs, which the history still lists as
+// running, and then clears their records.
+package leftover
 
 import (
 	"context"
@@ -10,12 +13,24 @@ import (
 	"github.com/batchfit/batchfit/internal/trial"
 )
 
-// stopLeftTrials stops the processes of trials whose batchfit died (SIGKILL,
-// a crash) and that the history still lists as running, and cancels their
-// Slurm jobs, says so, and clears their records. Every command that opens
-// the history does it first, so a killed search costs no GPU memory past
-// the next batchfit command.
-func stopLeftTrials(ctx context.Context, s *store.Store, stderr io.Writer) {
+// Store is the history's record of the trials and jobs running;
+// *store.Store is one.
+type Store interface {
+	LeftTrials(ctx context.Context) ([]store.LeftTrial, error)
+	ClearTrial(ctx context.Context, id int64) error
+	LeftJobs(ctx context.Context) ([]store.LeftJob, error)
+	ClearJob(ctx context.Context, id int64) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Stop stops the processes of trials whose batchfit died (SIGKILL, a crash)
+// and that the history still lists as running, and cancels their Slurm
+// jobs, says so on stderr, and clears their records. Every command that
+// opens the history does it first, so a killed search costs no GPU memory
+// past the next batchfit command. What fails is a warning on stderr: the
+// command goes on.
+func Stop(ctx context.Context, s Store, stderr io.Writer) {
 	left, err := s.LeftTrials(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "batchfit: warning: %v\n", err)
@@ -40,7 +55,7 @@ func stopLeftTrials(ctx context.Context, s *store.Store, stderr io.Writer) {
 // cancelLeftJobs cancels the Slurm jobs of trials whose batchfit died. A
 // job that cannot be cancelled now (Slurm's commands missing, the
 // controller down) keeps its record, for the next batchfit to try again.
-func cancelLeftJobs(ctx context.Context, s *store.Store, stderr io.Writer) {
+func cancelLeftJobs(ctx context.Context, s Store, stderr io.Writer) {
 	left, err := s.LeftJobs(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "batchfit: warning: %v\n", err)

@@ -1,7 +1,8 @@
-// Package browser opens a local HTML file in headless Chromium, the way a
-// person would see it, for tests: it reports the page's console errors and
-// uncaught exceptions, any request that leaves the file, and whether a
-// screenshot of the page shows anything at all.
+// Package browser exists for tests, and only tests import it: it opens a
+// local HTML file in headless Chromium, the way a person would see it, and
+// reports the page's console errors and uncaught exceptions, any request
+// that leaves the file, and whether a screenshot of the page shows anything
+// at all.
 //
 // It talks the DevTools protocol over --remote-debugging-pipe rather than
 // reading Chromium's log: the log prints every console message at INFO level,

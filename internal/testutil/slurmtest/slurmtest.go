@@ -1,9 +1,10 @@
-// Package slurmtest starts a real one-node Slurm cluster on this machine for
-// tests: munged, slurmctld and slurmd from the system's packages, with their
-// own key, ports, state and logs in a temporary directory, and a node that
-// offers four fake GPUs. Tests run Slurm's client commands against it with
-// Cluster.Env (SLURM_CONF points at its slurm.conf); nothing of the system's
-// own Slurm or munge setup is used or touched.
+// Package slurmtest exists for tests, and only tests import it: it starts
+// a real one-node Slurm cluster on this machine, munged, slurmctld and
+// slurmd from the system's packages, with their own key, ports, state and
+// logs in a temporary directory, and a node that offers four fake GPUs.
+// Tests run Slurm's client commands against it with Cluster.Env (SLURM_CONF
+// points at its slurm.conf); nothing of the system's own Slurm or munge
+// setup is used or touched.
 package slurmtest
 
 import (
