@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hold"
 )
 
 var _ hold.Holder = (*Backend)(nil)
+
+// holds numbers this process's holds, each its own file.
+var holds atomic.Int64
 
 // Hold takes a simulated device's free memory down to leave, as
 // hold.CUDA does on a real one: batchfit's own process holds the rest,
@@ -38,7 +42,7 @@ func (b *Backend) Hold(device gpu.Device, leave uint64) (hold.Hold, error) {
 	if free < leave {
 		return nil, fmt.Errorf("hold memory on %s: %w", b.card.Name, &hold.ShortError{Device: b.card.Name, Free: free, Want: leave})
 	}
-	path := b.state.heldPath(os.Getpid(), device.Index)
+	path := b.state.heldPath(os.Getpid(), device.Index, int(holds.Add(1)))
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(free-leave, 10)+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("hold simulated memory: %w", err)

@@ -21,8 +21,8 @@ import (
 //	<pid>.hold    "<bytes>\n": a child of a HoldPeak card, about to exit, waits
 //	              while this file exists; the Backend removes it when it lists
 //	              the child holding these bytes
-//	<pid>-<device>.held "<bytes>\n": what batchfit itself holds on a device
-//	              for a trial on a held card (Backend.Hold)
+//	<pid>-<device>-<n>.held "<bytes>\n": what batchfit itself holds on a
+//	              device for a trial on a held card (Backend.Hold), one file a hold
 //	lock          flock'd around every allocation, so allocations on the
 //	              card are atomic as cudaMalloc is
 //
@@ -44,8 +44,8 @@ func (d stateDir) holdPath(pid int) string {
 	return filepath.Join(string(d), strconv.Itoa(pid)+".hold")
 }
 
-func (d stateDir) heldPath(pid, dev int) string {
-	return filepath.Join(string(d), fmt.Sprintf("%d-%d%s", pid, dev, heldSuffix))
+func (d stateDir) heldPath(pid, dev, n int) string {
+	return filepath.Join(string(d), fmt.Sprintf("%d-%d-%d%s", pid, dev, n, heldSuffix))
 }
 
 func (d stateDir) leakPath(dev int) string {
