@@ -26,6 +26,7 @@ func heldProber(t *testing.T) (*Prober, sim.Card, sim.Workload) {
 	}
 	card := sim.H100()
 	card.Dir = t.TempDir()
+	card.HoldPeak = true // every trial's peak is sampled, however busy the machine
 	w := sim.ResNet50()
 	backend := sim.NewBackend(card)
 	devices, _ := backend.Devices()
@@ -151,5 +152,39 @@ func TestPoolEnvIsTheNamedCards(t *testing.T) {
 	p := New(Config{Framework: adapter.JAX{}, DeviceTotal: total})
 	if got := fraction(p.limitEnv(nil, 0)); got != "" {
 		t.Errorf("no limit: fraction %q, want none", got)
+	}
+}
+
+// An earlier run's figure for what lies outside the allocator caps the
+// first trial; the first measurement replaces it. A trial that failed
+// under a guess larger than what it measured runs again.
+func TestOutsideGuess(t *testing.T) {
+	p, _, _ := heldProber(t)
+	p.cfg.OutsideGuess = 3 << 30
+	if got := p.allocatorCap(); got != 21<<30 {
+		t.Errorf("first cap %d, want 21 GiB (24 less the guess)", got)
+	}
+	if !p.guessing() {
+		t.Error("not guessing before a trial")
+	}
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}})
+	if err != nil || !obs[0].Outcome.Fits() {
+		t.Fatalf("trial at 8: %v, %v", obs, err)
+	}
+	if p.guessing() || p.Outside() == 0 || p.allocatorCap() != 24<<30-p.Outside() {
+		t.Errorf("after a trial: guessing %v, outside %d, cap %d", p.guessing(), p.Outside(), p.allocatorCap())
+	}
+
+	// A guess far above this program's: a size that fits under the true
+	// cap fails under the guessed one, and runs again.
+	p2, card, w := heldProber(t)
+	p2.cfg.OutsideGuess = 8 << 30
+	truth := w.TrueMaxWholeProcess(card, 24<<30, 1, 4096, 1)
+	obs, err = p2.Probe(context.Background(), search.Request{Sizes: []int{truth}})
+	if err != nil || !obs[0].Outcome.Fits() {
+		t.Fatalf("trial at %d under a large guess: %v, %v", truth, obs, err)
+	}
+	if n := len(p2.Trials()); n != 2 {
+		t.Errorf("%d trials, want 2: the guessed one and its re-run", n)
 	}
 }

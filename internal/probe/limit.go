@@ -11,7 +11,9 @@ import (
 // allocatorCap is what the framework's allocator may hold: the limit, less
 // the most any trial so far held outside the allocator when the limit holds
 // for the whole process. The first trial, with nothing measured yet, gets
-// the whole limit; holdToLimit runs it again when that was too much.
+// the limit less Config.OutsideGuess (the whole limit without one);
+// holdToLimit runs it again when that was too much, and one the guess
+// failed runs again when the guess was too much (Prober.one).
 func (p *Prober) allocatorCap() uint64 {
 	limit := p.cfg.MemoryLimit
 	if limit == 0 || !p.cfg.WholeProcess {
@@ -19,6 +21,9 @@ func (p *Prober) allocatorCap() uint64 {
 	}
 	p.mu.Lock()
 	outside := p.outside
+	if !p.measured {
+		outside = p.cfg.OutsideGuess
+	}
 	p.mu.Unlock()
 	if outside >= limit {
 		// The process alone fills the card: leave the allocator a sliver,
@@ -26,6 +31,30 @@ func (p *Prober) allocatorCap() uint64 {
 		return min(limit, 1<<20)
 	}
 	return limit - outside
+}
+
+// Outside is the most memory a trial here held outside its framework's
+// allocator, 0 until one measured it: for the history, which gives it to
+// the next search as Config.OutsideGuess.
+func (p *Prober) Outside() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.outside
+}
+
+// guessing says the next trial's cap comes from Config.OutsideGuess.
+func (p *Prober) guessing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.measured && p.cfg.OutsideGuess > 0 && p.cfg.WholeProcess && p.cfg.MemoryLimit > 0
+}
+
+// dropGuess stops Config.OutsideGuess standing in for a measurement: the
+// next cap is the limit less what trials here measured, if anything.
+func (p *Prober) dropGuess() {
+	p.mu.Lock()
+	p.measured = true
+	p.mu.Unlock()
 }
 
 // outsideOf is the memory a trial held outside its framework's allocator:
@@ -46,6 +75,7 @@ func (p *Prober) noteDevice(peaks adapter.Peaks, device, cudaTotal uint64, frame
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.outside = max(p.outside, o)
+	p.measured = p.measured || o > 0
 	if p.framework == "" {
 		p.framework = framework
 	}

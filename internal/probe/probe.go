@@ -59,6 +59,11 @@ type Config struct {
 	// does not fit. Without it only the allocator is capped, as
 	// PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does.
 	WholeProcess bool
+	// OutsideGuess is what trials of this kind of process (GPU, driver,
+	// framework) held outside their allocator in an earlier run: under
+	// WholeProcess the first trials' cap is the limit less it, until a
+	// trial here measured its own.
+	OutsideGuess uint64
 
 	// Executor runs each trial; nil runs it here, as a local process group.
 	Executor Executor
@@ -126,6 +131,9 @@ type Prober struct {
 	// allocator (NVML peak less the allocator's reserved peak), for
 	// WholeProcess.
 	outside uint64
+	// measured says a trial here measured outside; until then
+	// Config.OutsideGuess stands in for it.
+	measured bool
 	// cudaTotal is the device's total as CUDA reports it (the adapter's
 	// device_total), for WholeProcess; 0 until a trial reported it.
 	cudaTotal uint64
@@ -382,7 +390,18 @@ func (e *GPUBusyError) Hint() string {
 func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (search.Observation, error) {
 	recapped := false
 	for runs := 1; ; runs++ {
+		guessed := p.guessing()
 		o, t, recap, err := p.attempt(ctx, size, gpus, sp)
+		if err == nil && guessed && o.Outcome.TooLarge() && p.Outside() < p.cfg.OutsideGuess && !recapped && ctx.Err() == nil {
+			// Capped from an earlier run's figure, which left this
+			// program less than its own measurement does: run it again
+			// without the guess.
+			recapped, runs = true, runs-1
+			p.dropGuess()
+			p.warn(fmt.Sprintf("trial %d at batch size %d: its allocator was capped at %s from an earlier run's figures; this program holds less outside it, so it runs again capped at %s",
+				t.N, size, units.Bytes(t.AllocatorCap), units.Bytes(p.allocatorCap())))
+			continue
+		}
 		if err == nil && recap && !recapped && ctx.Err() == nil {
 			// Once: the cap this trial measured is what a real card leaves.
 			recapped, runs = true, runs-1

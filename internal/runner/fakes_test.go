@@ -229,6 +229,10 @@ func (s *fakeStore) JobSubmitting(context.Context, string, string) (int64, error
 }
 func (s *fakeStore) JobSubmitted(context.Context, int64, string) error { return nil }
 func (s *fakeStore) ClearJob(context.Context, int64) error             { return nil }
+func (s *fakeStore) Outside(context.Context, store.Machine) (uint64, error) {
+	return 0, nil
+}
+func (s *fakeStore) NoteOutside(context.Context, store.Machine, uint64) error { return nil }
 
 func (s *fakeStore) Cached(_ context.Context, fp string) (*record.Run, error) {
 	if s.cached != nil {

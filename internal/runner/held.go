@@ -8,6 +8,7 @@ import (
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
+	"github.com/batchfit/batchfit/internal/store"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -72,4 +73,29 @@ func (s *session) proveHeld(ctx context.Context, cfg search.Config, res search.R
 		err = fmt.Errorf("%w: another process took memory on the GPU during the search", err)
 	}
 	return settled(res, st), err
+}
+
+// machine is the kind of process the search's trials are, for the memory
+// they hold outside their allocator (store.Machine); false when the GPU or
+// the framework's version is unknown.
+func (s *session) machine() (store.Machine, bool) {
+	devices := s.cfg.Group.Devices
+	if len(devices) == 0 || s.run.Torch == "" {
+		return store.Machine{}, false
+	}
+	return store.Machine{GPU: devices[0].Name, Driver: devices[0].Driver, Framework: s.cfg.Framework.Name() + ": " + s.run.Torch}, true
+}
+
+// noteOutside keeps what this search's trials held outside their
+// allocator, for the next search's first trial.
+func (s *session) noteOutside(ctx context.Context) {
+	m, ok := s.machine()
+	if !ok || s.fresh == nil || s.limit == 0 || s.cfg.LimitAllocatorOnly {
+		return
+	}
+	if n := s.fresh.Outside(); n > 0 {
+		if err := s.deps.Store.NoteOutside(context.WithoutCancel(ctx), m, n); err != nil {
+			s.deps.Notice("warning: " + err.Error())
+		}
+	}
 }

@@ -141,6 +141,11 @@ type Store interface {
 	JobSubmitting(ctx context.Context, runID, name string) (int64, error)
 	JobSubmitted(ctx context.Context, id int64, jobID string) error
 	ClearJob(ctx context.Context, id int64) error
+	// Outside is what trials on a machine last held outside their
+	// allocator, and NoteOutside records it: the first trial of a search
+	// under a whole-process limit is capped by it.
+	Outside(ctx context.Context, m store.Machine) (uint64, error)
+	NoteOutside(ctx context.Context, m store.Machine, bytes uint64) error
 }
 
 // Claimer claims GPUs for a search: claim.Locks and claim.None are two.
@@ -216,6 +221,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) (*record.Run, error) {
 	}
 	res, serr := s.runSearch(ctx)
 	s.record(res)
+	s.noteOutside(ctx)
 	exit := s.finish(serr)
 	s.keepOrDropLogs(exit)
 	// The context may be canceled (Ctrl-C): the store still records the

@@ -255,6 +255,13 @@ func (s *session) probeConfig() (probe.Config, error) {
 	if executor == nil && pcfg.WholeProcess {
 		pcfg.Holder, pcfg.Devices = s.deps.Holder, cfg.Group.Devices
 	}
+	if m, ok := s.machine(); ok && pcfg.WholeProcess {
+		guess, err := s.deps.Store.Outside(context.Background(), m)
+		if err != nil {
+			s.deps.Notice("warning: " + err.Error())
+		}
+		pcfg.OutsideGuess = guess
+	}
 	if cfg.Framework.Hooked() {
 		pp, err := adapter.Install(filepath.Join(s.run.LogDir, "adapter"))
 		if err != nil {

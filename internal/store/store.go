@@ -198,6 +198,19 @@ CREATE TABLE live_jobs (
 	started     INTEGER NOT NULL  -- unix nanoseconds
 ) STRICT;
 `,
+	// What a trial's process held outside its framework's allocator (the
+	// CUDA context, kernels, library handles) on one kind of GPU, driver
+	// and framework: the first trial of the next search is capped by it.
+	`
+CREATE TABLE outside (
+	gpu       TEXT NOT NULL, -- the GPU's model, as NVML names it
+	driver    TEXT NOT NULL, -- the driver's version
+	framework TEXT NOT NULL, -- the framework and its version, as the run records them
+	bytes     INTEGER NOT NULL,
+	updated   INTEGER NOT NULL, -- unix nanoseconds
+	PRIMARY KEY (gpu, driver, framework)
+) STRICT, WITHOUT ROWID;
+`,
 }
 
 // migrate checks that the file is a batchfit database (or empty) and applies
