@@ -34,19 +34,27 @@ func JAXPool(env []string, card uint64) (pool uint64, ok bool) {
 
 // JAXFraction is the share of the card that env gives XLA's pool (JAXPool).
 func JAXFraction(env []string) float64 {
+	f, _ := JAXFractionSource(env)
+	return f
+}
+
+// JAXFractionSource is JAXFraction and where it comes from: the variable
+// as set ("XLA_PYTHON_CLIENT_MEM_FRACTION=0.5"), or "jaxlib's default".
+func JAXFractionSource(env []string) (float64, string) {
 	for _, key := range []string{XLAClientFractionEnv, XLAFractionEnv} {
 		v, set := Lookup(env, key)
 		if !set {
 			continue
 		}
+		cap := v
 		if _, limit, policy := strings.Cut(v, "-"); policy {
-			v = limit // "START-CAP": a pool that starts at START and grows to CAP
+			cap = limit // "START-CAP": a pool that starts at START and grows to CAP
 		}
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f <= 1 {
-			return f
+		if f, err := strconv.ParseFloat(cap, 64); err == nil && f > 0 && f <= 1 {
+			return f, key + "=" + v
 		}
 	}
-	return JAXDefaultFraction
+	return JAXDefaultFraction, "jaxlib's default"
 }
 
 // JAX is JAX (XLA): the hook reports each local device's memory_stats()

@@ -42,6 +42,14 @@ func (p *Prober) Outside() uint64 {
 	return p.outside
 }
 
+// Framework is the framework the trials reported using ("torch", "jax";
+// adapter.Summary.Framework), "" until one did.
+func (p *Prober) Framework() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.framework
+}
+
 // guessing says the next trial's cap comes from Config.OutsideGuess.
 func (p *Prober) guessing() bool {
 	p.mu.Lock()

@@ -20,6 +20,7 @@ func fullRun() *Run {
 		GlobalBatch:  &GlobalBatch{},
 		Trials:       []Trial{{OOM: &OOMFigures{}}},
 		Model:        &Model{},
+		Pool:         &Pool{},
 		Soaks:        []Soak{{}},
 		Inputs:       &Inputs{Files: []File{{}}, Executable: &File{}, Git: &Git{}, Loaded: []File{{}}, Opened: []File{{}}},
 		Flaky:        []FlakySize{{}},

@@ -74,6 +74,9 @@ type Run struct {
 	// ProofHeld on a held card, ProofCapped in trials capped to the
 	// limit; "" without a limit.
 	Proof string `json:"proof"`
+	// Pool is the framework's own memory pool under --memory-limit, as
+	// the named card gives it (XLA's); nil when the trials kept none.
+	Pool *Pool `json:"pool"`
 	// Soaks are the --soak runs of the answer, in order: one that ran out
 	// of memory moved the answer down and the next soaked the new one.
 	Soaks []Soak `json:"soaks"`
@@ -418,6 +421,15 @@ func times(n int) string {
 }
 
 // Model is the fitted memory model, peak = Intercept + Slope × size.
+// Pool is a framework's memory pool on the named card: its size, its
+// share of the card, and where that share came from.
+type Pool struct {
+	Framework string  `json:"framework"` // "jax"
+	Bytes     uint64  `json:"bytes"`
+	Share     float64 `json:"share"`  // of the card's memory
+	Source    string  `json:"source"` // "jaxlib's default", or the variable that set it
+}
+
 type Model struct {
 	Figure    string  `json:"figure"` // "allocated" or "device"
 	Intercept float64 `json:"intercept_bytes"`

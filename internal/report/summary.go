@@ -105,6 +105,9 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 	if run.Model != nil {
 		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample\n", run.Model.Figure, units.Bytes(uint64(max(run.Model.Intercept, 0))), units.Bytes(uint64(max(run.Model.Slope, 0))))
 	}
+	if line := PoolText(run); line != "" {
+		fmt.Fprintf(&b, "  %s\n", line)
+	}
 	for _, sk := range run.Soaks {
 		fmt.Fprintf(&b, "  soak: %s\n", sk.SoakText())
 		if c := SoakCurve(sk.StepPeaks); c != "" {
@@ -254,6 +257,32 @@ func proofWhere(run *record.Run) string {
 		}
 	}
 	return ""
+}
+
+// LargerPoolShare is the share of the card that PoolText's hint offers a
+// JAX program: XLA's pool at 90 % leaves a 24 GiB card 2.4 GiB for the
+// CUDA context (0.6 GiB on an H200) and what XLA takes outside its pool.
+const LargerPoolShare = 0.9
+
+// PoolText describes the framework's pool on the named card and why it is
+// that size ("pool: JAX's on a 24.00 GiB card, 18.00 GiB (75 %, jaxlib's
+// default)"), with what a larger share would allow by the memory model
+// when the pool was below LargerPoolShare; "" without a pool.
+func PoolText(run *record.Run) string {
+	p := run.Pool
+	if p == nil {
+		return ""
+	}
+	text := fmt.Sprintf("pool: JAX's on a %s card, %s (%.0f %%, %s)", units.Bytes(run.Settings.MemoryLimit), units.Bytes(p.Bytes), 100*p.Share, p.Source)
+	m := run.Model
+	if p.Share >= LargerPoolShare || m == nil || m.Figure != "allocated" || m.Slope <= 0 {
+		return text
+	}
+	larger := LargerPoolShare * float64(run.Settings.MemoryLimit)
+	if n := int((larger - m.Intercept) / m.Slope); n > run.Answer {
+		text += fmt.Sprintf("; XLA_PYTHON_CLIENT_MEM_FRACTION=%g would allow about %d (the memory model)", LargerPoolShare, n)
+	}
+	return text
 }
 
 // LimitText describes --memory-limit as the run held it: the card it

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/batchfit/batchfit/internal/adapter"
 
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/record"
@@ -98,4 +101,20 @@ func (s *session) noteOutside(ctx context.Context) {
 			s.deps.Notice("warning: " + err.Error())
 		}
 	}
+}
+
+// pool is XLA's pool on the named card, when the trials kept one: the
+// share of the card the user's fraction or jaxlib's default gives it
+// (adapter.JAXPool, which sized it).
+func (s *session) pool() *record.Pool {
+	if s.limit == 0 || s.fresh == nil || s.fresh.Framework() != adapter.FrameworkJAX ||
+		!slices.ContainsFunc(s.run.Trials, func(t record.Trial) bool { return t.PoolLimit > 0 }) {
+		return nil
+	}
+	pool, ok := adapter.JAXPool(s.cfg.Env, s.limit)
+	if !ok {
+		return nil
+	}
+	share, source := adapter.JAXFractionSource(s.cfg.Env)
+	return &record.Pool{Framework: adapter.FrameworkJAX, Bytes: pool, Share: share, Source: source}
 }

@@ -424,6 +424,7 @@ func (s *session) record(res search.Result) {
 	if f := res.Model; f != nil {
 		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual}
 	}
+	run.Pool = s.pool()
 	if w := s.unusedSizeWarning(res); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
