@@ -8,7 +8,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/doctor"
-	"github.com/batchfit/batchfit/internal/runner"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/worker"
 )
 
@@ -96,7 +96,7 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 		return err
 	}
 	defer t.backend.Close()
-	limit, err := runner.ParseLimit(o.memoryLimit)
+	memLimit, err := limit.Parse(o.memoryLimit)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 		Command:      argv,
 		Protocol:     doctor.Config{Size: o.size, Repeat: o.repeat, Steps: o.steps, MaxSize: o.max, Timeout: o.timeout},
 		StartTimeout: o.startTimeout,
-		MemoryLimit:  limit,
+		MemoryLimit:  memLimit,
 		NoFresh:      o.noFresh,
 		LogDir:       o.logDir,
 		GPU:          t.backend,

@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/inputs"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -50,7 +51,7 @@ type Config struct {
 	// MemoryLimit emulates a smaller card; the zero Limit is none. It holds
 	// for the whole process (probe.Config.WholeProcess) unless
 	// LimitAllocatorOnly, which caps only the framework's allocator.
-	MemoryLimit        Limit
+	MemoryLimit        limit.Limit
 	LimitAllocatorOnly bool
 	// Group is the GPUs the search runs on and how trials share them.
 	Group gpugroup.Group

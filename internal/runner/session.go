@@ -103,9 +103,9 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 		},
 	}
 	if s.limit > 0 {
-		run.Settings.MemoryLimitScope = LimitScopeProcess
+		run.Settings.MemoryLimitScope = record.ScopeProcess
 		if cfg.LimitAllocatorOnly {
-			run.Settings.MemoryLimitScope = LimitScopeAllocator
+			run.Settings.MemoryLimitScope = record.ScopeAllocator
 		}
 		if c := cfg.MemoryLimit.Card; c != nil {
 			run.Settings.MemoryLimitCard = c.Model
@@ -302,7 +302,7 @@ func (s *session) warn(msg string) {
 
 func (s *session) progressInfo() ProgressInfo {
 	info := ProgressInfo{
-		Limit: s.limit, AllocatorOnly: s.run.Settings.MemoryLimitScope == LimitScopeAllocator, Simulated: s.cfg.Simulated,
+		Limit: s.limit, AllocatorOnly: s.run.Settings.MemoryLimitScope == record.ScopeAllocator, Simulated: s.cfg.Simulated,
 		MultipleOf: s.scfg.MultipleOf, Confirm: s.scfg.Confirm,
 	}
 	if devices := s.cfg.Group.Devices; len(devices) > 0 {
