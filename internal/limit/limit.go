@@ -1,6 +1,6 @@
 // Package limit is --memory-limit, the memory of an emulated smaller card:
-// read from the flag (a GPU by name, a size or a share of the GPU) and
-// resolved against the GPU to bytes.
+// read from the flags (a GPU by name, a size or a share of the GPU, and
+// what it holds) and resolved against the GPU to bytes.
 package limit
 
 import (
@@ -10,6 +10,7 @@ import (
 	"github.com/batchfit/batchfit/internal/cards"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/units"
 )
 
@@ -20,6 +21,29 @@ type Limit struct {
 	Bytes   uint64
 	Percent float64
 	Card    *cards.Card
+}
+
+// Scope is what a memory limit holds (--memory-limit-scope), as recorded
+// in record.Settings.MemoryLimitScope. The zero Scope is ScopeProcess.
+type Scope string
+
+// The scopes of a memory limit.
+const (
+	// ScopeProcess holds the whole process, CUDA context included, as a
+	// real card does.
+	ScopeProcess Scope = record.ScopeProcess
+	// ScopeAllocator holds only the framework's allocator, as
+	// PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does.
+	ScopeAllocator Scope = record.ScopeAllocator
+)
+
+// ParseScope reads --memory-limit-scope: "process" or "allocator".
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(s); sc {
+	case ScopeProcess, ScopeAllocator:
+		return sc, nil
+	}
+	return "", hint.Configf("give --memory-limit-scope process or allocator", "--memory-limit-scope %q: not a scope", s)
 }
 
 var parseHint = "give --memory-limit as a GPU (" + strings.Join(cards.Names(), ", ") +

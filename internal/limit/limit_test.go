@@ -1,10 +1,12 @@
 package limit
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hint"
 )
 
 const gib = 1 << 30
@@ -37,6 +39,30 @@ func TestResolve(t *testing.T) {
 		}
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) || got != tc.want {
 			t.Errorf("%q: %d, %v; want %d, %q", tc.text, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestParseScope(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want Scope
+		err  string
+	}{
+		{"process", ScopeProcess, ""},
+		{"allocator", ScopeAllocator, ""},
+		{"card", "", `--memory-limit-scope "card": not a scope`},
+		{"", "", `--memory-limit-scope "": not a scope`},
+	} {
+		got, err := ParseScope(tc.text)
+		if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) || got != tc.want {
+			t.Errorf("%q: %q, %v; want %q, %q", tc.text, got, err, tc.want, tc.err)
+		}
+		if err != nil {
+			var ce *hint.ConfigError
+			if !errors.As(err, &ce) || hint.Of(err) != "give --memory-limit-scope process or allocator" {
+				t.Errorf("%q: %#v, hint %q; want a configuration error with a hint", tc.text, err, hint.Of(err))
+			}
 		}
 	}
 }
