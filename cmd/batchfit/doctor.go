@@ -60,7 +60,8 @@ Exit codes:
 	fs.IntVar(&o.max, "max", doctor.DefaultMaxSize, "the largest batch size the doubling tries")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial")
 	fs.DurationVar(&o.startTimeout, "start-timeout", worker.DefaultStartTimeout, "time limit for the worker to import, build the model and warm up")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
+	// The worker and the fresh trial cap the framework's allocator only.
+	memoryLimitFlag(fs, &o.memoryLimit, limit.ScopeAllocator)
 	fs.BoolVar(&o.json, "json", false, "print the report as one JSON document (docs/json.md)")
 	fs.BoolVar(&o.noFresh, "no-fresh", false, "skip the fresh-process comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the worker's and the fresh trial's output in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when the worker fails to start)")

@@ -99,7 +99,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.MarkHidden("preload")
 	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
 
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card, held for the whole process: a GPU by name (l4, t4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, ...: batchfit cards), a size (24GiB; GB means GiB, as GPU makers use it) or a share of the GPU (80%)")
+	memoryLimitFlag(fs, &o.memoryLimit, limit.ScopeProcess)
 	fs.StringVar(&o.limitScope, "memory-limit-scope", string(limit.ScopeProcess), "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
 	fs.StringVar(&o.margin, "margin", "", "also report the largest size that leaves this `share` of memory free: 10% or 0.10 (up to 90%); with -q, print that size")
 	flagGroup(fs, groupMemory, "memory-limit", "memory-limit-scope", "margin")
@@ -125,6 +125,12 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	flagGroup(fs, groupGPUs, "gpus", "gpus-per-trial", "per-gpu-model", "allow-busy-gpu")
 
 	o.exec.register(fs)
+}
+
+// memoryLimitFlag registers --memory-limit in p for a command whose limit
+// holds scope; limit.Parse reads it.
+func memoryLimitFlag(fs *pflag.FlagSet, p *string, scope limit.Scope) {
+	fs.StringVar(p, "memory-limit", "", limit.Usage(scope))
 }
 
 func newSearchCommand(io *streams) *cobra.Command {

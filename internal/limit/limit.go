@@ -46,6 +46,17 @@ func ParseScope(s string) (Scope, error) {
 	return "", hint.Configf("give --memory-limit-scope process or allocator", "--memory-limit-scope %q: not a scope", s)
 }
 
+// Usage is the help of --memory-limit, the same for every command, for
+// one whose limit holds scope (a search's by default, a doctor run's
+// always allocator).
+func Usage(scope Scope) string {
+	held := "the whole process"
+	if scope == ScopeAllocator {
+		held = "the framework's allocator only"
+	}
+	return "emulate a smaller card, held for " + held + ": a GPU by name (l4, t4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, ...: batchfit cards), a size (24GiB; GB means GiB, as GPU makers use it) or a share of the GPU (80%)"
+}
+
 var parseHint = "give --memory-limit as a GPU (" + strings.Join(cards.Names(), ", ") +
 	"), a size (24GiB; GB means GiB, as on GPU boxes) or a share of the GPU (80%)"
 
