@@ -8,7 +8,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/doctor"
-	"github.com/batchfit/batchfit/internal/runner"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/worker"
 )
 
@@ -60,7 +60,8 @@ Exit codes:
 	fs.IntVar(&o.max, "max", doctor.DefaultMaxSize, "the largest batch size the doubling tries")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial")
 	fs.DurationVar(&o.startTimeout, "start-timeout", worker.DefaultStartTimeout, "time limit for the worker to import, build the model and warm up")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card: a size (24GiB, 40GB) or a share of the GPU (80%)")
+	// The worker and the fresh trial cap the framework's allocator only.
+	memoryLimitFlag(fs, &o.memoryLimit, limit.ScopeAllocator)
 	fs.BoolVar(&o.json, "json", false, "print the report as one JSON document (docs/json.md)")
 	fs.BoolVar(&o.noFresh, "no-fresh", false, "skip the fresh-process comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the worker's and the fresh trial's output in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when the worker fails to start)")
@@ -96,7 +97,7 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 		return err
 	}
 	defer t.backend.Close()
-	limit, err := runner.ParseLimit(o.memoryLimit)
+	memLimit, err := limit.Parse(o.memoryLimit)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (o *doctorOptions) run(cmd *cobra.Command, io *streams, argv []string) erro
 		Command:      argv,
 		Protocol:     doctor.Config{Size: o.size, Repeat: o.repeat, Steps: o.steps, MaxSize: o.max, Timeout: o.timeout},
 		StartTimeout: o.startTimeout,
-		MemoryLimit:  limit,
+		MemoryLimit:  memLimit,
 		NoFresh:      o.noFresh,
 		LogDir:       o.logDir,
 		GPU:          t.backend,

@@ -14,13 +14,14 @@ import (
 
 	"github.com/batchfit/batchfit/internal/caveat"
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/procgroup"
 	"github.com/batchfit/batchfit/internal/runner"
 	"github.com/batchfit/batchfit/internal/search"
 )
 
 func TestExitCodeAndHint(t *testing.T) {
-	limitErr := func() error { _, err := runner.ParseLimit("24XB"); return err }()
+	limitErr := func() error { _, err := limit.Parse("24XB"); return err }()
 	for _, tc := range []struct {
 		name string
 		err  error

@@ -23,6 +23,7 @@ import (
 	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/hold"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/live"
 	"github.com/batchfit/batchfit/internal/outfile"
 	"github.com/batchfit/batchfit/internal/probe"
@@ -98,8 +99,8 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.MarkHidden("preload")
 	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
 
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "emulate a smaller card, held for the whole process: a GPU by name (l4, t4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, ...: batchfit cards), a size (24GiB; GB means GiB, as GPU makers use it) or a share of the GPU (80%)")
-	fs.StringVar(&o.limitScope, "memory-limit-scope", runner.LimitScopeProcess, "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
+	memoryLimitFlag(fs, &o.memoryLimit, limit.ScopeProcess)
+	fs.StringVar(&o.limitScope, "memory-limit-scope", string(limit.ScopeProcess), "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
 	fs.StringVar(&o.margin, "margin", "", "also report the largest size that leaves this `share` of memory free: 10% or 0.10 (up to 90%); with -q, print that size")
 	flagGroup(fs, groupMemory, "memory-limit", "memory-limit-scope", "margin")
 
@@ -124,6 +125,12 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	flagGroup(fs, groupGPUs, "gpus", "gpus-per-trial", "per-gpu-model", "allow-busy-gpu")
 
 	o.exec.register(fs)
+}
+
+// memoryLimitFlag registers --memory-limit in p for a command whose limit
+// holds scope; limit.Parse reads it.
+func memoryLimitFlag(fs *pflag.FlagSet, p *string, scope limit.Scope) {
+	fs.StringVar(p, "memory-limit", "", limit.Usage(scope))
 }
 
 func newSearchCommand(io *streams) *cobra.Command {
@@ -290,15 +297,16 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, err
 	if err != nil {
 		return runner.Config{}, nil, err
 	}
-	limit, err := runner.ParseLimit(o.memoryLimit)
+	memLimit, err := limit.Parse(o.memoryLimit)
 	if err != nil {
 		return runner.Config{}, nil, err
 	}
 	if o.preload && o.noPreload {
 		return runner.Config{}, nil, usageError("give one of --preload and --no-preload", "--preload and --no-preload contradict each other")
 	}
-	if o.limitScope != runner.LimitScopeProcess && o.limitScope != runner.LimitScopeAllocator {
-		return runner.Config{}, nil, usageError("give --memory-limit-scope process or allocator", "--memory-limit-scope %q: not a scope", o.limitScope)
+	scope, err := limit.ParseScope(o.limitScope)
+	if err != nil {
+		return runner.Config{}, nil, err
 	}
 	devices, err := t.backend.Devices()
 	if err != nil {
@@ -310,7 +318,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, err
 	}
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
-		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: limit, LimitAllocatorOnly: o.limitScope == runner.LimitScopeAllocator,
+		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: memLimit, MemoryLimitScope: scope,
 		Preload: !o.noPreload, Verbose: o.verbose, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {

@@ -11,6 +11,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/logdir"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/runner"
@@ -38,7 +39,7 @@ type CommandConfig struct {
 	// Protocol is the protocol; its Fresh and OnTrial are set here.
 	Protocol     Config
 	StartTimeout time.Duration
-	MemoryLimit  runner.Limit
+	MemoryLimit  limit.Limit
 	NoFresh      bool   // skip the fresh-process comparison
 	LogDir       string // kept; "" is a temporary folder, kept only when the worker fails to start
 	// GPU gives the card a memory limit is taken from; nil is gpu.Null.

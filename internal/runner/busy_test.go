@@ -11,6 +11,7 @@ import (
 	"github.com/batchfit/batchfit/internal/claim"
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/probe"
 )
 
@@ -83,11 +84,11 @@ func TestRunRefusesBusyGPU(t *testing.T) {
 			false, "", "note: gpu 0 (Fake GPU): pid 4242 "},
 		{"room left under --memory-limit", func(f *fixture) {
 			f.gpu.procs = map[int]uint64{4242: 40 * gib}
-			f.cfg.MemoryLimit = Limit{Bytes: 24 * gib}
+			f.cfg.MemoryLimit = limit.Limit{Bytes: 24 * gib}
 		}, false, "", "holds 40.00 GiB"},
 		{"too little room under --memory-limit", func(f *fixture) {
 			f.gpu.procs = map[int]uint64{4242: 60 * gib}
-			f.cfg.MemoryLimit = Limit{Bytes: 24 * gib}
+			f.cfg.MemoryLimit = limit.Limit{Bytes: 24 * gib}
 		}, true, "which leaves less than --memory-limit 24.00 GiB", "pid 4242"},
 		{"no per-process figures", func(f *fixture) { f.gpu.noProcs, f.gpu.used = true, gib },
 			true, "other processes hold 1.00 GiB", "1.00 GiB in use (a device-wide figure"},

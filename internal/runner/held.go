@@ -9,6 +9,7 @@ import (
 	"github.com/batchfit/batchfit/internal/adapter"
 
 	"github.com/batchfit/batchfit/internal/hold"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/store"
@@ -28,7 +29,7 @@ func (s *session) chooseProof() {
 		return
 	}
 	s.run.Proof = record.ProofCapped
-	if s.cfg.LimitAllocatorOnly || s.fresh == nil || s.deps.Holder == nil || s.cfg.Group.Devices == nil {
+	if s.cfg.MemoryLimitScope == limit.ScopeAllocator || s.fresh == nil || s.deps.Holder == nil || s.cfg.Group.Devices == nil {
 		return
 	}
 	why := s.othersOnGPU()

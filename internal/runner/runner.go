@@ -16,6 +16,7 @@ import (
 	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/inputs"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -47,11 +48,12 @@ type Config struct {
 	// in fresh trials once the search has found it, and recommends a
 	// smaller size only when it is measurably faster (throughput.go).
 	Throughput bool
-	// MemoryLimit emulates a smaller card; the zero Limit is none. It holds
-	// for the whole process (probe.Config.WholeProcess) unless
-	// LimitAllocatorOnly, which caps only the framework's allocator.
-	MemoryLimit        Limit
-	LimitAllocatorOnly bool
+	// MemoryLimit emulates a smaller card; the zero Limit is none.
+	// MemoryLimitScope is what it holds: the whole process
+	// (probe.Config.WholeProcess) unless limit.ScopeAllocator, which caps
+	// only the framework's allocator.
+	MemoryLimit      limit.Limit
+	MemoryLimitScope limit.Scope
 	// Group is the GPUs the search runs on and how trials share them.
 	Group gpugroup.Group
 	// Worker runs trials in a warm PyTorch worker; nil runs each in a

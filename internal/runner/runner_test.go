@@ -12,9 +12,9 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
-	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/gpugroup"
 	"github.com/batchfit/batchfit/internal/hint"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
@@ -227,9 +227,9 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 	}{
 		{"limit without a GPU", func(f *fixture, d *Deps) {
 			f.cfg.Group.Devices = nil
-			f.cfg.MemoryLimit = Limit{Bytes: 24 * gib}
+			f.cfg.MemoryLimit = limit.Limit{Bytes: 24 * gib}
 		}, true, "--memory-limit: no GPU found", "NVIDIA driver"},
-		{"limit above the card", func(f *fixture, d *Deps) { f.cfg.MemoryLimit = Limit{Bytes: 100 * gib} }, true,
+		{"limit above the card", func(f *fixture, d *Deps) { f.cfg.MemoryLimit = limit.Limit{Bytes: 100 * gib} }, true,
 			"--memory-limit 100.00 GiB is more than the GPU's memory", "Fake GPU has 80.00 GiB"},
 		{"margin without figures", func(f *fixture, d *Deps) {
 			f.cfg.Group.Devices = nil
@@ -287,7 +287,7 @@ func TestRunBeforeTheFirstTrial(t *testing.T) {
 func TestRunMemoryLimitReachesTheTrialsAndTheSearch(t *testing.T) {
 	f := newFixture(fakeTrainer{fixed: 2 * gib, perSample: 80 << 20, limit: 20 * gib})
 	f.cfg.LogBase = t.TempDir()
-	f.cfg.MemoryLimit = Limit{Percent: 25}
+	f.cfg.MemoryLimit = limit.Limit{Percent: 25}
 	run, err := f.run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -366,38 +366,6 @@ func TestSeedStart(t *testing.T) {
 				t.Errorf("seed %d, want %d", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestLimitResolve(t *testing.T) {
-	card := []gpu.Device{{Name: "Card", Total: 80 * gib}}
-	for _, tc := range []struct {
-		text string
-		want uint64
-		err  string
-	}{
-		{"", 0, ""},
-		{"24GiB", 24 * gib, ""},
-		{"50%", 40 * gib, ""},
-		{"24XB", 0, `--memory-limit "24XB": unknown unit "XB"`},
-		{"81GiB", 0, "is more than the GPU's memory"},
-		{"0.5", 0, "--memory-limit 0.5 is a number without a unit"},
-		{"24", 0, "--memory-limit 24 is a number without a unit"},
-		{" 24 ", 0, "--memory-limit 24 is a number without a unit"},
-		{"24KiB", 0, "--memory-limit 24.0 KiB is too small for any GPU program"},
-		{"24B", 0, "--memory-limit 24 B is too small"},
-		{"255MiB", 0, "is too small"},
-		{"256MiB", 256 << 20, ""},
-		{"0.0001%", 0, "is too small"},
-	} {
-		l, err := ParseLimit(tc.text)
-		var got uint64
-		if err == nil {
-			got, err = l.Resolve(card)
-		}
-		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) || got != tc.want {
-			t.Errorf("%q: %d, %v; want %d, %q", tc.text, got, err, tc.want, tc.err)
-		}
 	}
 }
 

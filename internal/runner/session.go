@@ -17,6 +17,7 @@ import (
 	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/inputs"
+	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/logdir"
 	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
@@ -103,9 +104,9 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 		},
 	}
 	if s.limit > 0 {
-		run.Settings.MemoryLimitScope = LimitScopeProcess
-		if cfg.LimitAllocatorOnly {
-			run.Settings.MemoryLimitScope = LimitScopeAllocator
+		run.Settings.MemoryLimitScope = string(limit.ScopeProcess)
+		if cfg.MemoryLimitScope == limit.ScopeAllocator {
+			run.Settings.MemoryLimitScope = string(limit.ScopeAllocator)
 		}
 		if c := cfg.MemoryLimit.Card; c != nil {
 			run.Settings.MemoryLimitCard = c.Model
@@ -247,7 +248,7 @@ func (s *session) probeConfig() (probe.Config, error) {
 		LogDir:       s.run.LogDir,
 		Framework:    cfg.Framework,
 		MemoryLimit:  s.limit,
-		WholeProcess: s.limit > 0 && !cfg.LimitAllocatorOnly,
+		WholeProcess: s.limit > 0 && cfg.MemoryLimitScope != limit.ScopeAllocator,
 		DeviceTotal:  s.total,
 		Slots:        cfg.Group.Slots,
 		Executor:     executor,
@@ -309,7 +310,7 @@ func (s *session) warn(msg string) {
 
 func (s *session) progressInfo() ProgressInfo {
 	info := ProgressInfo{
-		Limit: s.limit, AllocatorOnly: s.run.Settings.MemoryLimitScope == LimitScopeAllocator, Simulated: s.cfg.Simulated,
+		Limit: s.limit, AllocatorOnly: s.limit > 0 && s.cfg.MemoryLimitScope == limit.ScopeAllocator, Simulated: s.cfg.Simulated,
 		MultipleOf: s.scfg.MultipleOf, Confirm: s.scfg.Confirm,
 	}
 	if devices := s.cfg.Group.Devices; len(devices) > 0 {

@@ -1,4 +1,7 @@
-package runner
+// Package limit is --memory-limit, the memory of an emulated smaller card:
+// read from the flags (a GPU by name, a size or a share of the GPU, and
+// what it holds) and resolved against the GPU to bytes.
+package limit
 
 import (
 	"fmt"
@@ -20,25 +23,53 @@ type Limit struct {
 	Card    *cards.Card
 }
 
-// The scopes of a memory limit (record.Settings.MemoryLimitScope).
+// Scope is what a memory limit holds (--memory-limit-scope), as recorded
+// in record.Settings.MemoryLimitScope. The zero Scope is ScopeProcess.
+type Scope string
+
+// The scopes of a memory limit.
 const (
-	LimitScopeProcess   = record.ScopeProcess
-	LimitScopeAllocator = record.ScopeAllocator
+	// ScopeProcess holds the whole process, CUDA context included, as a
+	// real card does.
+	ScopeProcess Scope = record.ScopeProcess
+	// ScopeAllocator holds only the framework's allocator, as
+	// PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does.
+	ScopeAllocator Scope = record.ScopeAllocator
 )
 
-var limitHint = "give --memory-limit as a GPU (" + strings.Join(cards.Names(), ", ") +
+// ParseScope reads --memory-limit-scope: "process" or "allocator".
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(s); sc {
+	case ScopeProcess, ScopeAllocator:
+		return sc, nil
+	}
+	return "", hint.Configf("give --memory-limit-scope process or allocator", "--memory-limit-scope %q: not a scope", s)
+}
+
+// Usage is the help of --memory-limit, the same for every command, for
+// one whose limit holds scope (a search's by default, a doctor run's
+// always allocator).
+func Usage(scope Scope) string {
+	held := "the whole process"
+	if scope == ScopeAllocator {
+		held = "the framework's allocator only"
+	}
+	return "emulate a smaller card, held for " + held + ": a GPU by name (l4, t4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, ...: batchfit cards), a size (24GiB; GB means GiB, as GPU makers use it) or a share of the GPU (80%)"
+}
+
+var parseHint = "give --memory-limit as a GPU (" + strings.Join(cards.Names(), ", ") +
 	"), a size (24GiB; GB means GiB, as on GPU boxes) or a share of the GPU (80%)"
 
-// MinLimit is the smallest memory limit batchfit accepts. Less than this
+// Min is the smallest memory limit batchfit accepts. Less than this
 // holds no training program (the CUDA context alone takes 0.3-0.75 GiB), so
 // a smaller limit is a typing mistake, and searching under it would end in
 // a misleading "nothing fits".
-const MinLimit = 256 << 20
+const Min = 256 << 20
 
-// ParseLimit reads --memory-limit: "l4", "a100-40gb", "24GiB", "24GB",
+// Parse reads --memory-limit: "l4", "a100-40gb", "24GiB", "24GB",
 // "80%"; "" is none. A bare number is refused: "24" could mean bytes, GiB
 // or a share, and "0.5" would otherwise read as no limit at all.
-func ParseLimit(s string) (Limit, error) {
+func Parse(s string) (Limit, error) {
 	if s == "" {
 		return Limit{}, nil
 	}
@@ -55,17 +86,17 @@ func ParseLimit(s string) (Limit, error) {
 		if t != "" && (t[0] < '0' || t[0] > '9') && t[0] != '.' {
 			err = fmt.Errorf("not a GPU batchfit knows")
 		}
-		return Limit{}, hint.Configf(limitHint, "--memory-limit %q: %v", s, err)
+		return Limit{}, hint.Configf(parseHint, "--memory-limit %q: %v", s, err)
 	}
-	if p == 0 && b < MinLimit {
+	if p == 0 && b < Min {
 		return Limit{}, tooSmall(b)
 	}
 	return Limit{Bytes: b, Percent: p}, nil
 }
 
-// tooSmall is the error for a limit below MinLimit.
+// tooSmall is the error for a limit below Min.
 func tooSmall(b uint64) error {
-	return hint.Configf(fmt.Sprintf("a GPU program needs %s at least; give the card's memory, such as 24GiB", units.Bytes(MinLimit)),
+	return hint.Configf(fmt.Sprintf("a GPU program needs %s at least; give the card's memory, such as 24GiB", units.Bytes(Min)),
 		"--memory-limit %s is too small for any GPU program", units.Bytes(b))
 }
 
@@ -85,7 +116,7 @@ func (l Limit) Resolve(devices []gpu.Device) (uint64, error) {
 	if l.Percent > 0 {
 		bytes = uint64(float64(total) * l.Percent / 100)
 	}
-	if bytes < MinLimit {
+	if bytes < Min {
 		return 0, tooSmall(bytes)
 	}
 	if bytes > total {
