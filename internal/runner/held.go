@@ -94,7 +94,7 @@ func (s *session) machine() (store.Machine, bool) {
 // allocator, for the next search's first trial.
 func (s *session) noteOutside(ctx context.Context) {
 	m, ok := s.machine()
-	if !ok || s.fresh == nil || s.limit == 0 || s.cfg.LimitAllocatorOnly {
+	if !ok || s.fresh == nil || s.limit == 0 || s.cfg.MemoryLimitScope == limit.ScopeAllocator {
 		return
 	}
 	if n := s.fresh.Outside(); n > 0 {
