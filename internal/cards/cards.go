@@ -38,8 +38,9 @@ func (c Card) Usable() uint64 {
 // R510 and later drivers, with ECC as the card ships (on for data-centre
 // cards; GDDR cards lose 1/16 with ECC on). Older drivers reported a little
 // less (T4 15109, A100-40GB 40536, A100-80GB 81252), and CUDA's own total
-// is less again (the driver's reservation): the emulation holds the whole
-// process to this figure, as the real card would at most allow.
+// is less again (the driver's reservation). The emulation holds the whole
+// process to CUDA's total where it is known (Usable), as the real card
+// does, else to this figure, which a real card would at most allow.
 //
 // CUDAMiB is CUDA's total as PyTorch's out-of-memory message prints it ("GPU
 // 0 has a total capacity of 14.56 GiB"), times 1024 to the nearest MiB. The

@@ -74,7 +74,9 @@ func Parse(s string) (Limit, error) {
 		return Limit{}, nil
 	}
 	if c, ok := cards.Lookup(s); ok {
-		return Limit{Bytes: c.Bytes(), Card: &c}, nil
+		// What a CUDA process there can have: a held card leaves exactly
+		// that, and a capped trial is held to it.
+		return Limit{Bytes: c.Usable(), Card: &c}, nil
 	}
 	t := strings.TrimSpace(s)
 	if t != "" && strings.Trim(t, "0123456789.") == "" {

@@ -287,7 +287,7 @@ func PoolText(run *record.Run) string {
 
 // LimitText describes --memory-limit as the run held it: the card it
 // emulates, its size with the exact bytes, and its scope, e.g. "NVIDIA L4,
-// 22.49 GiB (24152899584 bytes) for the whole process".
+// 22.03 GiB (23654825984 bytes) for the whole process".
 func LimitText(s record.Settings) string {
 	text := fmt.Sprintf("%s (%d bytes)", units.Bytes(s.MemoryLimit), s.MemoryLimit)
 	if s.MemoryLimitCard != "" {
