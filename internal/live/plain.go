@@ -62,7 +62,10 @@ func (p *Plain) Close() {
 func trialLine(t record.Trial, capacity uint64, allocatorOnly bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "trial %d: batch %d %s in %s", t.N, t.Size, t.Outcome, units.Duration(t.Seconds))
-	if t.Retry {
+	switch {
+	case t.Held:
+		b.WriteString(" (held)") // the proof's, on a held card
+	case t.Retry:
 		b.WriteString(" (retry)")
 	}
 	if m, more := t.Memory(allocatorOnly); m > 0 {

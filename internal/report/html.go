@@ -331,7 +331,10 @@ func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
 		Phase:      t.Phase,
 		Answer:     t.Outcome.Fits() && t.Size == run.Answer,
 	}
-	if t.Retry {
+	switch {
+	case t.Held:
+		h.Phase = strings.TrimSpace(h.Phase + " (held)")
+	case t.Retry:
 		h.Phase = strings.TrimSpace(h.Phase + " (retry)")
 	}
 	switch {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batchfit/batchfit/internal/adapter"
 
+	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/limit"
 	"github.com/batchfit/batchfit/internal/record"
@@ -74,7 +75,8 @@ func (s *session) proveHeld(ctx context.Context, cfg search.Config, res search.R
 	st, err := search.Settle(ctx, cfg, s.prober, res.Max, res.FirstFailure)
 	var short *hold.ShortError
 	if errors.As(err, &short) {
-		err = fmt.Errorf("%w: another process took memory on the GPU during the search", err)
+		err = hint.With(fmt.Errorf("%w: another process took memory on the GPU during the search", err),
+			"search again once the GPU is free; the search's capped trials are in the record, unproven")
 	}
 	return settled(res, st), err
 }
