@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/batchfit/batchfit/internal/adapter"
-
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/limit"
