@@ -53,13 +53,20 @@ import (
 //
 // Runs of earlier versions capped the allocator only.
 //
-// Version 4, written now, is "batchfit fingerprint v4" and the lines of
-// version 3 after its first, followed by the program that runs
-// (Inputs.Executable), which a command that names it through PATH does not
-// show:
+// Version 4 is "batchfit fingerprint v4" and the lines of version 3 after
+// its first, followed by the program that runs (Inputs.Executable), which
+// a command that names it through PATH does not show:
 //
 //	executable <0|1>              1 when it was found
 //	<path string> <hash string>   only when executable is 1
+//
+// Version 5, written now, is "batchfit fingerprint v5" and the lines of
+// version 4 after its first. Its lines mean what they did; the answer to
+// them changed: under a whole-process limit it is proven on a held card
+// (record.ProofHeld), which a capped trial could beat by a size or two,
+// and XLA's pool is the named card's (75 % of it by default), not the
+// whole limit. A run proven capped under a whole-process limit is never
+// a cached answer (Store.Cached).
 //
 // The files the program loaded (Inputs.Loaded) are not in it: they are
 // known only after a trial, and are hashed again when a cached answer is
@@ -96,7 +103,7 @@ func CommandKey(r *record.Run) string {
 }
 
 // fingerprintVersion is the version Fingerprint writes.
-const fingerprintVersion = 4
+const fingerprintVersion = 5
 
 func fingerprintText(r *record.Run, version int) []byte {
 	var c canon
@@ -131,6 +138,7 @@ func fingerprintText(r *record.Run, version int) []byte {
 	if version >= 4 {
 		c.executable(r.Inputs)
 	}
+	// Version 5 adds no line (see Fingerprint).
 	return c.b
 }
 

@@ -182,6 +182,19 @@ func TestFingerprintEncodingV4(t *testing.T) {
 	}
 }
 
+// TestFingerprintEncodingV5: version 5 has version 4's lines under its own
+// first line, so that no run recorded before held proofs answers now.
+func TestFingerprintEncodingV5(t *testing.T) {
+	r := sampleRun()
+	v4, v5 := string(fingerprintText(r, 4)), string(fingerprintText(r, 5))
+	if want := strings.Replace(v4, "batchfit fingerprint v4\n", "batchfit fingerprint v5\n", 1); v5 != want {
+		t.Fatalf("version 5\n got %q\nwant %q", v5, want)
+	}
+	if Fingerprint(r) != digest([]byte(v5)) {
+		t.Fatal("Fingerprint does not write version 5")
+	}
+}
+
 // TestFingerprintFields checks that every field of the question changes the
 // fingerprint and that no field of the way it is answered does.
 func TestFingerprintFields(t *testing.T) {

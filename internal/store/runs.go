@@ -241,8 +241,13 @@ func (s *Store) List(ctx context.Context, limit int) ([]record.Run, error) {
 // that proved it; so are runs whose answer is not exact (flaky, or at risk
 // by its failures' figures), and runs taken out of use by ClearCache.
 func (s *Store) Cached(ctx context.Context, fingerprint string) (*record.Run, error) {
-	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, exactSQL+` AND reusable = 1`)
+	return s.newest(ctx, "look up cached run", "fingerprint", fingerprint, exactSQL+provenSQL+` AND reusable = 1`)
 }
+
+// provenSQL leaves out the runs whose answer under a whole-process limit
+// was proven in capped trials (the GPU could not be held), which a real
+// card may not run: a search on a GPU that can be held proves it again.
+const provenSQL = ` AND NOT (COALESCE(json_extract(json, '$.proof'), '') = 'capped' AND json_extract(json, '$.settings.memory_limit_scope') = 'process')`
 
 // exactSQL selects the runs whose answer is exact: not flaky, and not at
 // risk by its failures' figures.
@@ -252,7 +257,7 @@ const exactSQL = `AND COALESCE(json_array_length(json, '$.flaky'), 0) = 0 AND js
 // returns how many it took. The runs stay in the history (history, show)
 // and still seed the start of a close search.
 func (s *Store) ClearCache(ctx context.Context) (int, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0 `+exactSQL)
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET reusable = 0 WHERE reusable = 1 AND status = 'found' AND cached = 0 `+exactSQL+provenSQL)
 	if err != nil {
 		return 0, s.fail(ctx, "clear the cache", err)
 	}

@@ -535,6 +535,10 @@ func TestCachedAndNearest(t *testing.T) {
 	add(5, record.Found, 240, func(r *record.Run) { // at risk: not exact
 		r.AtRisk = &record.Risk{Size: 241, From: 246, ShortfallBytes: 1 << 30, SlopeBytes: 1 << 27}
 	})
+	add(5, record.Found, 284, func(r *record.Run) { // a whole-process limit proven capped: a real card may not run it
+		r.Proof = record.ProofCapped
+		r.Settings.MemoryLimitScope = record.ScopeProcess
+	})
 	a100 := add(6, record.Found, 120, otherGPU)
 	add(7, record.Found, 999, otherCmd)
 	_ = old
