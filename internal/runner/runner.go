@@ -1,8 +1,9 @@
 // Package runner is the life of one search run: the answer from the history
 // or a seed for the start, the trial log folder, the executor and prober,
-// GPU sampling, progress, the search, settling a warm answer in fresh
-// processes, recording, and clean-up. Every outside system comes in through
-// Deps, so the whole life is testable with fakes.
+// GPU sampling, progress, the search, proving the answer on a held card
+// or settling a warm answer in fresh processes, recording, and clean-up.
+// Every outside system comes in through Deps, so the whole life is
+// testable with fakes.
 package runner
 
 import (
