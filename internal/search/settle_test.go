@@ -87,6 +87,12 @@ func TestSettle(t *testing.T) {
 
 		{name: "up, gallop then bisect", cfg: grid64, fits: 25, answer: 20, first: 21,
 			calls: [][]int{{20, 21}, {22}, {23}, {25}, {29}, {27}, {26}, {25}, {26}, {26}, {26}}, want: 25, wantFirst: 26},
+		{name: "up, bisecting below a prior failure instead of galloping past it", fits: 25, answer: 20, first: 21,
+			cfg:   Config{Min: 1, Max: 64, Prior: []Observation{{Size: 27, Outcome: classify.OOM}}},
+			calls: [][]int{{20, 21}, {24}, {25}, {26}, {25}, {26}, {26}, {26}}, want: 25, wantFirst: 26},
+		{name: "down, a prior failure counting for the proof", fits: 19, answer: 20, first: 21,
+			cfg:   Config{Min: 1, Max: 64, Prior: []Observation{{Size: 20, Outcome: classify.OOM}, {Size: 20, Outcome: classify.OOM}}},
+			calls: [][]int{{20, 21}, {19}, {19}, {20}}, want: 19, wantFirst: 20},
 		{name: "up to the top", cfg: grid64, fits: 100, answer: 60, first: 61,
 			calls: [][]int{{60, 61}, {62}, {63}, {64}, {64}}, want: 64},
 		{name: "up, the top fails", cfg: grid64, fits: 63, answer: 60, first: 61,
