@@ -4,41 +4,20 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/batchfit/batchfit/internal/parentpipe"
+	"github.com/batchfit/batchfit/internal/testutil"
 )
-
-// parentPipe is a pipe as the Python API passes it: a plain (blocking)
-// read end by number, and the write end the parent holds, which no child
-// inherits (or the pipe would not end while a trial runs).
-func parentPipe(t *testing.T) (string, *os.File) {
-	t.Helper()
-	var p [2]int
-	syscall.ForkLock.RLock()
-	err := syscall.Pipe(p[:])
-	if err == nil {
-		syscall.CloseOnExec(p[1])
-	}
-	syscall.ForkLock.RUnlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := os.NewFile(uintptr(p[1]), "write end")
-	t.Cleanup(func() { w.Close() })
-	return strconv.Itoa(p[0]), w
-}
 
 // TestRunWatchesParent: run stops mid-trial when the pipe ends, as on
 // Ctrl-C, takes the variable out of the trials' environment, and refuses
 // one that names no pipe.
 func TestRunWatchesParent(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	fd, w := parentPipe(t)
+	fd, w := testutil.ParentPipe(t)
 	t.Setenv(parentpipe.Env, fd)
 	time.AfterFunc(time.Second, func() { w.Close() })
 	var stdout, stderr bytes.Buffer

@@ -9,31 +9,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// parentPipe is a pipe as the Python API passes it: a plain (blocking)
-// read end by number, and the write end the parent holds, which no child
-// inherits (or the pipe would not end while a trial runs).
-func parentPipe(t *testing.T) (string, *os.File) {
-	t.Helper()
-	var p [2]int
-	syscall.ForkLock.RLock()
-	err := syscall.Pipe(p[:])
-	if err == nil {
-		syscall.CloseOnExec(p[1])
-	}
-	syscall.ForkLock.RUnlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := os.NewFile(uintptr(p[1]), "write end")
-	t.Cleanup(func() { w.Close() })
-	return strconv.Itoa(p[0]), w
-}
+	"github.com/batchfit/batchfit/internal/testutil"
+)
 
 func TestWatch(t *testing.T) {
 	t.Run("the end of the pipe cancels", func(t *testing.T) {
-		fd, w := parentPipe(t)
+		fd, w := testutil.ParentPipe(t)
 		ctx, unwatch, err := Watch(context.Background(), fd)
 		if err != nil {
 			t.Fatal(err)
@@ -60,7 +42,7 @@ func TestWatch(t *testing.T) {
 	})
 
 	t.Run("unwatch stops the read", func(t *testing.T) {
-		fd, _ := parentPipe(t)
+		fd, _ := testutil.ParentPipe(t)
 		ctx, unwatch, err := Watch(context.Background(), fd)
 		if err != nil {
 			t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package testutil holds what batchfit's tests share and nothing else
-// imports: the split of the tests into two tiers.
+// imports: the split of the tests into two tiers, and the pipe a parent
+// program watches batchfit through.
 package testutil
 
 import "testing"
