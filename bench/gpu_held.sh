@@ -6,7 +6,10 @@
 # row per workload: answer, how it was proven, trials, seconds, verdict.
 #
 #   bench/gpu_held.sh [BATCHFIT] [OUTDIR] [WORKLOADS...]
-#   CARD=24GiB (default); WORKLOADS: vit convnet lightning jax (default: all)
+#   CARD=24GiB (default); WORKLOADS: vit convnet lightning jax simclr lm hf ddp
+#   (default: all; the zoo's, bench/zoo.py, and ddp: the SimCLR workload as
+#   a one-process torchrun DDP job). Each command names its steps, 3, as
+#   batchfit's default runs them, so that the check runs what the trials ran.
 set -u
 bf=${1:-batchfit}
 out=${2:-/tmp/held}
@@ -14,7 +17,7 @@ shift 2 2>/dev/null
 card=${CARD:-24GiB}
 mkdir -p "$out"
 workloads=("$@")
-[ ${#workloads[@]} -eq 0 ] && workloads=(vit convnet lightning jax)
+[ ${#workloads[@]} -eq 0 ] && workloads=(vit convnet lightning jax simclr lm hf ddp)
 
 command_of() {
   case $1 in
@@ -23,6 +26,11 @@ command_of() {
   lightning) echo python3 examples/lightning_resnet/train.py fit --data.batch_size {} --trainer.max_steps 3 \
     --trainer.precision 16-mixed --trainer.logger false --trainer.enable_checkpointing false ;;
   jax) echo python3 examples/jax_optax/train.py --batch-size {} ;;
+  simclr) echo python3 examples/simclr_resnet50/train.py --batch-size {} --steps 3 ;;
+  lm) echo python3 examples/transformer_lm/train.py --batch-size {} --steps 3 ;;
+  hf) echo python3 examples/hf_trainer/train.py --output_dir /tmp/held-hf --per_device_train_batch_size {} \
+    --bf16 --report_to none --save_strategy no --disable_tqdm true --max_steps 3 ;;
+  ddp) echo python3 -m torch.distributed.run --nproc_per_node=1 examples/simclr_resnet50/train.py --batch-size {} --steps 3 ;;
   *) return 1 ;;
   esac
 }
