@@ -29,7 +29,7 @@ type Holder interface {
 // Hold is memory held on one device.
 type Hold interface {
 	// Free is what the device had free once the hold was taken: leave,
-	// to within the driver's allocation granularity.
+	// or less by at most Granularity.
 	Free() uint64
 	// Release gives the memory back.
 	Release() error
@@ -49,8 +49,9 @@ func (e *ShortError) Error() string {
 	return fmt.Sprintf("%s has %s free, less than the %s to leave", e.Device, units.Bytes(e.Free), units.Bytes(e.Want))
 }
 
-// Granularity is how close to leave a hold gets: the driver hands out
-// device memory in 2 MiB pages, and a hold within two of them is the card.
+// Granularity is how close to leave a hold gets, from below: the driver
+// hands out device memory in 2 MiB pages, and a hold within two of them
+// is the card. A hold never leaves more than leave free.
 const Granularity = 4 << 20
 
 // device is what fill needs of a device: its free memory, and allocation
@@ -64,8 +65,8 @@ type device interface {
 // block is one allocation of a hold.
 type block struct{ ptr, size uint64 }
 
-// fill allocates blocks on d until its free memory is within Granularity
-// of leave, and returns them. The first block takes nearly all of it; the
+// fill allocates blocks on d until its free memory is at most leave, and
+// within Granularity of it, and returns them. The first block takes nearly all of it; the
 // driver's bookkeeping for a block moves the free figure by a little more
 // or less than the block, so a few smaller steps follow, and a step that
 // went below leave is taken again, smaller by what it overshot.
@@ -80,8 +81,8 @@ func fill(d device, leave uint64) (blocks []block, free uint64, err error) {
 			undo()
 			return nil, 0, err
 		}
-		if free <= leave+Granularity && free+Granularity >= leave {
-			return blocks, free, nil
+		if free <= leave && free+Granularity >= leave {
+			return blocks, free, nil // never more than the card has
 		}
 		want := free - leave
 		if free < leave {

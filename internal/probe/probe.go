@@ -306,7 +306,7 @@ func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Tr
 	if len(p.cfg.Slots) > 0 {
 		gpus = p.cfg.Slots[0]
 	}
-	if _, err := p.one(ctx, size, gpus, special{soak: d}); err != nil {
+	if _, err := p.one(ctx, size, gpus, special{soak: d, held: p.isHeld()}); err != nil {
 		return record.Trial{}, err
 	}
 	return p.last(size, record.PhaseSoak)
@@ -338,7 +338,7 @@ func (p *Prober) Measure(ctx context.Context, size, steps int) (record.Trial, er
 	if len(p.cfg.Slots) > 0 {
 		gpus = p.cfg.Slots[0]
 	}
-	if _, err := p.one(ctx, size, gpus, special{steps: steps}); err != nil {
+	if _, err := p.one(ctx, size, gpus, special{steps: steps, held: p.isHeld()}); err != nil {
 		return record.Trial{}, err
 	}
 	return p.last(size, record.PhaseThroughput)
@@ -390,7 +390,7 @@ func (e *GPUBusyError) Hint() string {
 func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (search.Observation, error) {
 	recapped := false
 	for runs := 1; ; runs++ {
-		guessed := p.guessing()
+		guessed := !sp.held && p.guessing() // a held trial has no cap to guess
 		o, t, recap, err := p.attempt(ctx, size, gpus, sp)
 		if err == nil && guessed && o.Outcome.TooLarge() && p.Outside() < p.cfg.OutsideGuess && !recapped && ctx.Err() == nil {
 			// Capped from an earlier run's figure, which left this
@@ -442,15 +442,15 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	case sp.steps > 0:
 		phase = record.PhaseThroughput
 	}
-	if p.cfg.OnStart != nil {
-		p.cfg.OnStart(n, size, gpus)
-	}
 	var release func()
 	if sp.held {
 		var err error
 		if release, err = p.holdFor(gpus); err != nil {
 			return search.Observation{}, record.Trial{}, false, fmt.Errorf("trial %d at batch size %d: %w", n, size, err)
 		}
+	}
+	if p.cfg.OnStart != nil {
+		p.cfg.OnStart(n, size, gpus)
 	}
 	shared, ended := sp.shared.start(gpus)
 	res, peak, err := p.watched(ctx, spec, gpus, sp.held)

@@ -70,14 +70,40 @@ func (s *session) proveHeld(ctx context.Context, cfg search.Config, res search.R
 	cfg.Unproven, cfg.ProofAlongside, cfg.SideBySide = false, false, 0
 	// A held card is the whole card: the context lies inside Capacity.
 	cfg.AllocatorCap = false
-	cfg.Prior = res.Trials
+	cfg.Prior = prior(res)
 	st, err := search.Settle(ctx, cfg, s.prober, res.Max, res.FirstFailure)
-	var short *hold.ShortError
-	if errors.As(err, &short) {
-		err = hint.With(fmt.Errorf("%w: another process took memory on the GPU during the search", err),
-			"search again once the GPU is free; the search's capped trials are in the record, unproven")
+	if err != nil {
+		// The capped answer stands in the record, unproven.
+		s.run.Proof = record.ProofCapped
+		var short *hold.ShortError
+		if errors.As(err, &short) {
+			err = hint.With(fmt.Errorf("%w: another process took memory on the GPU during the search", err),
+				"search again once the GPU is free; the capped trials' answer is in the record, unproven")
+		}
+		return res, err
 	}
-	return settled(res, st), err
+	return settled(res, st), nil
+}
+
+// prior is what the capped search tells the held proof (search.Config.Prior):
+// its successes, for the memory model's figures, and the failures it
+// finally believed: above its answer, at sizes no trial of it ran at (a
+// random failure whose re-run fitted, and a failure below the answer that
+// a conflict set aside, say nothing of the card).
+func prior(res search.Result) []search.Observation {
+	ran := map[int]bool{}
+	for _, o := range res.Trials {
+		if o.Outcome.Fits() {
+			ran[o.Size] = true
+		}
+	}
+	var out []search.Observation
+	for _, o := range res.Trials {
+		if o.Outcome.Fits() || (o.Outcome.TooLarge() && o.Size > res.Max && !ran[o.Size]) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // machine is the kind of process the search's trials are, for the memory

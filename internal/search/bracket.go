@@ -41,6 +41,7 @@ func (d *driver) believe(o Observation) {
 		return
 	}
 	d.belief[o.Size] = o
+	delete(d.fromPrior, o.Size)
 }
 
 // markFlaky records that size s was seen both to fit and not to, and
@@ -68,9 +69,13 @@ func (d *driver) tally(s int) (ok, failed int) {
 			failed++
 		}
 	}
-	for _, o := range d.cfg.Prior {
-		if o.Size == s && tooLarge(o) {
-			failed++ // Config.Prior: a failure there is one here
+	if ok == 0 {
+		// Config.Prior: a failure there is one here, unless a trial here
+		// fitted, which then decides.
+		for _, o := range d.cfg.Prior {
+			if o.Size == s && tooLarge(o) {
+				failed++
+			}
 		}
 	}
 	return ok, failed

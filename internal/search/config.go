@@ -57,9 +57,12 @@ type Config struct {
 	// Prior are trials of a more lenient kind than the Prober's (capped
 	// to the limit, where Settle proves on a held card, which leaves a
 	// trial no more than the cap did): a failure among them is a failure
-	// of this kind too, and counts toward the failures the proof asks of
-	// its size; their memory figures inform the model. A success among
-	// them proves nothing here.
+	// of this kind too, believed until a trial of this kind at its size
+	// says otherwise, and counted toward the failures the proof asks of
+	// its size while none there fitted; their memory figures inform the
+	// model. A success among them proves nothing here. The caller passes
+	// only the failures it finally believed (none at a size that also ran,
+	// none below its answer).
 	Prior []Observation
 	// Confirm re-runs the answer this many more times, each in a fresh
 	// trial. If any of them does not fit, the answer is not trusted: the

@@ -224,11 +224,11 @@ func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
 		return err
 	}
 	for _, o := range obs {
-		if !agree(o, d.belief[o.Size]) {
+		if !agree(o, d.belief[o.Size]) && !d.fromPrior[o.Size] {
 			d.markFlaky(o.Size)
 			continue
 		}
-		d.believe(o)
+		d.believe(o) // a Prior failure gives way to a trial of this kind
 	}
 	return nil
 }

@@ -55,6 +55,9 @@ type driver struct {
 	// (a re-check or a confirmation disagreed): believed not to fit from
 	// then on, whatever later trials say, so the answer is the safe side.
 	flaky map[int]bool
+	// fromPrior holds the sizes whose belief is a Config.Prior failure: a
+	// trial here that disagrees replaces it, and makes no size flaky.
+	fromPrior map[int]bool
 	// modelDoubted is set when an OOM the model did not expect held on a
 	// re-run: the model is wrong about this workload, so its surprise is no
 	// reason to re-run later failures.
@@ -70,11 +73,14 @@ func newDriver(cfg Config, p Prober) *driver {
 		belief:    map[int]Observation{},
 		confirmed: map[int]int{},
 		flaky:     map[int]bool{},
+		fromPrior: map[int]bool{},
 	}
-	// Config.Prior's failures bound the search as its own would.
+	// Config.Prior's failures bound the search as its own would, until a
+	// trial of its own at the size says otherwise.
 	for _, o := range cfg.Prior {
-		if _, own := d.belief[o.Size]; !own && tooLarge(o) {
+		if _, seen := d.belief[o.Size]; !seen && tooLarge(o) {
 			d.belief[o.Size] = o
+			d.fromPrior[o.Size] = true
 		}
 	}
 	return d

@@ -298,6 +298,11 @@ func (p *Prober) fresh(ctx context.Context, req search.Request) ([]search.Observ
 	// An idle worker still holds its CUDA context, model and optimizer
 	// state: on a real card the fresh process would have that much less.
 	p.retire("the GPU was needed for a trial in a fresh process")
+	if h, ok := p.cfg.Fallback.(interface{ Holding() bool }); ok && h.Holding() {
+		// A trial on a held card has the GPU to itself: a standby worker
+		// starting beside it would take its card's memory.
+		p.dropStandby()
+	}
 	if p.cfg.Fallback == nil {
 		return p.freshWorkers(ctx, sizes)
 	}
