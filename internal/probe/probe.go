@@ -442,22 +442,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	case sp.steps > 0:
 		phase = record.PhaseThroughput
 	}
-	var release func()
-	if sp.held {
-		var err error
-		if release, err = p.holdFor(gpus); err != nil {
-			return search.Observation{}, record.Trial{}, false, fmt.Errorf("trial %d at batch size %d: %w", n, size, err)
-		}
-	}
-	if p.cfg.OnStart != nil {
-		p.cfg.OnStart(n, size, gpus)
-	}
-	shared, ended := sp.shared.start(gpus)
-	res, peak, err := p.watched(ctx, spec, gpus, sp.held)
-	ended()
-	if release != nil {
-		release()
-	}
+	res, peak, shared, err := p.launch(ctx, n, size, gpus, sp, spec)
 	var logErr *trial.LogError
 	if errors.As(err, &logErr) {
 		err = nil // the trial ran: classified below, then the search stops
@@ -494,7 +479,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
 		Held:         sp.held,
-		SharedGPU:    shared.Load(),
+		SharedGPU:    shared,
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
 	}
@@ -512,6 +497,27 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		return o, t, false, &OutputError{N: n, Size: size, Err: j.lost}
 	}
 	return o, t, j.recap, nil
+}
+
+// launch runs trial n's spec on gpus to its end, on a held card holding
+// them first, and tells OnStart as it starts. shared says another trial of
+// the search ran beside it on the same GPUs. An error is one of the hold,
+// or the executor's.
+func (p *Prober) launch(ctx context.Context, n, size int, gpus []int, sp special, spec trial.Spec) (_ trial.Result, _ gpu.Peak, shared bool, _ error) {
+	if sp.held {
+		release, err := p.holdFor(gpus)
+		if err != nil {
+			return trial.Result{}, gpu.Peak{}, false, fmt.Errorf("trial %d at batch size %d: %w", n, size, err)
+		}
+		defer release()
+	}
+	if p.cfg.OnStart != nil {
+		p.cfg.OnStart(n, size, gpus)
+	}
+	beside, ended := sp.shared.start(gpus)
+	res, peak, err := p.watched(ctx, spec, gpus, sp.held)
+	ended()
+	return res, peak, beside.Load(), err
 }
 
 // judgement is what a finished trial's output, its adapter's report and

@@ -40,33 +40,7 @@ func WriteSummary(w io.Writer, run *record.Run) error {
 // terminal where the live display's last frame still shows the trials.
 func WriteSummaryHead(w io.Writer, run *record.Run) error {
 	var b strings.Builder
-	switch run.Status {
-	case record.Found:
-		fmt.Fprintf(&b, "largest batch size that runs: %d\n", run.Answer)
-		switch {
-		case run.Cached:
-			fmt.Fprintf(&b, "  from the cache: run %s of %s (use --fresh to search again)\n", run.ID, run.Started.Local().Format("2006-01-02 15:04"))
-		case len(run.Flaky) > 0 || run.AtRisk != nil:
-			if len(run.Flaky) > 0 {
-				fmt.Fprintf(&b, "  not exact: the boundary is flaky (%s); %d is the safe side, it ran every time\n", run.FlakyText(), run.Answer)
-			}
-			if run.AtRisk != nil {
-				fmt.Fprintf(&b, "  not exact: %s; %d is the safe side, it ran every time\n", run.AtRiskText(), run.Answer)
-			}
-		case run.FirstFailure > 0:
-			fmt.Fprintf(&b, "  proof: %d ran ok, %d %s%s\n", run.Answer, run.FirstFailure, failureOf(run, run.FirstFailure), proofWhere(run))
-		default:
-			fmt.Fprintf(&b, "  proof: %d ran ok and is the --max bound%s\n", run.Answer, proofWhere(run))
-		}
-	case record.NothingFits:
-		fmt.Fprintf(&b, "no batch size fits: even %d does not run\n", run.Smallest())
-	default:
-		fmt.Fprintf(&b, "search %s", run.Status)
-		if run.Error != "" {
-			fmt.Fprintf(&b, ": %s", termtext.Line(run.Error, termtext.Width))
-		}
-		b.WriteString("\n")
-	}
+	writeOutcome(&b, run)
 	if run.Status == record.Found {
 		fmt.Fprintf(&b, "  %s\n", MarginText(run.ShownMargin()))
 	}
@@ -242,6 +216,38 @@ func SoakCurve(peaks []uint64) string {
 		parts = append(parts, fmt.Sprintf("%d: %s", at+1, units.Bytes(peaks[at])))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeOutcome writes the summary's first lines: the answer and its
+// proof, or why there is none.
+func writeOutcome(b *strings.Builder, run *record.Run) {
+	switch run.Status {
+	case record.Found:
+		fmt.Fprintf(b, "largest batch size that runs: %d\n", run.Answer)
+		switch {
+		case run.Cached:
+			fmt.Fprintf(b, "  from the cache: run %s of %s (use --fresh to search again)\n", run.ID, run.Started.Local().Format("2006-01-02 15:04"))
+		case len(run.Flaky) > 0 || run.AtRisk != nil:
+			if len(run.Flaky) > 0 {
+				fmt.Fprintf(b, "  not exact: the boundary is flaky (%s); %d is the safe side, it ran every time\n", run.FlakyText(), run.Answer)
+			}
+			if run.AtRisk != nil {
+				fmt.Fprintf(b, "  not exact: %s; %d is the safe side, it ran every time\n", run.AtRiskText(), run.Answer)
+			}
+		case run.FirstFailure > 0:
+			fmt.Fprintf(b, "  proof: %d ran ok, %d %s%s\n", run.Answer, run.FirstFailure, failureOf(run, run.FirstFailure), proofWhere(run))
+		default:
+			fmt.Fprintf(b, "  proof: %d ran ok and is the --max bound%s\n", run.Answer, proofWhere(run))
+		}
+	case record.NothingFits:
+		fmt.Fprintf(b, "no batch size fits: even %d does not run\n", run.Smallest())
+	default:
+		fmt.Fprintf(b, "search %s", run.Status)
+		if run.Error != "" {
+			fmt.Fprintf(b, ": %s", termtext.Line(run.Error, termtext.Width))
+		}
+		b.WriteString("\n")
+	}
 }
 
 // proofWhere says where an answer under --memory-limit was proven, as the
