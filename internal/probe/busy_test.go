@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/classify"
-	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/sim"
 )
@@ -20,25 +19,14 @@ import (
 // can put a stranger on.
 func busyProber(t *testing.T) (*Prober, sim.Card) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	card := sim.H100()
 	card.Dir = t.TempDir()
 	card.HoldPeak = true
 	w := sim.ResNet50()
 	w.StepSleep = 30 * time.Millisecond
-	return New(Config{
-		Command:      sim.Command(exe, card, w),
-		Env:          os.Environ(),
-		Steps:        3,
-		Timeout:      time.Minute,
-		Grace:        time.Second,
-		LogDir:       t.TempDir(),
-		Sampler:      gpu.NewSampler(sim.NewBackend(card), 5*time.Millisecond),
-		ForeignLimit: 256 * sim.MiB,
-	}), card
+	cfg, _ := simConfig(t, card, w, 3)
+	cfg.ForeignLimit = 256 * sim.MiB
+	return New(cfg), card
 }
 
 // stranger puts a stranger holding 2 GiB on the card: this test process, which

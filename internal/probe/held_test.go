@@ -3,14 +3,11 @@ package probe
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
-	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/sim"
@@ -20,32 +17,15 @@ import (
 // limit on an 80 GiB card that the simulator can hold.
 func heldProber(t *testing.T) (*Prober, sim.Card, sim.Workload) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	card := sim.H100()
 	card.Dir = t.TempDir()
 	card.HoldPeak = true // every trial's peak is sampled, however busy the machine
 	w := sim.ResNet50()
-	backend := sim.NewBackend(card)
+	cfg, backend := simConfig(t, card, w, 3)
 	devices, _ := backend.Devices()
-	return New(Config{
-		Command:      sim.Command(exe, card, w),
-		Env:          os.Environ(),
-		Steps:        3,
-		Timeout:      time.Minute,
-		Grace:        time.Second,
-		LogDir:       t.TempDir(),
-		Framework:    adapter.Torch{},
-		MemoryLimit:  24 << 30,
-		DeviceTotal:  card.Total,
-		WholeProcess: true,
-		Sampler:      gpu.NewSampler(backend, 5*time.Millisecond),
-		Holder:       backend,
-		Devices:      devices,
-		Slots:        [][]int{{0}, {0}},
-	}), card, w
+	cfg.Framework, cfg.MemoryLimit, cfg.DeviceTotal, cfg.WholeProcess = adapter.Torch{}, 24<<30, card.Total, true
+	cfg.Holder, cfg.Devices, cfg.Slots = backend, devices, [][]int{{0}, {0}}
+	return New(cfg), card, w
 }
 
 // A held trial runs alone, uncapped, while batchfit holds all but the

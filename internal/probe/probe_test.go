@@ -36,30 +36,37 @@ func simSearch(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, f
 	return simSearchScope(t, w, card, cfg, fraction, false)
 }
 
-// simSearchScope is simSearch with the limit held for the whole process
-// (Config.WholeProcess) when whole is set.
-func simSearchScope(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, fraction float64, whole bool) (search.Result, *Prober, error) {
+// simConfig is a Prober's configuration for trials of w on the simulated
+// card (whose Dir the caller sets), each of steps steps, sampled through
+// the card's backend, which it returns.
+func simConfig(t *testing.T, card sim.Card, w sim.Workload, steps int) (Config, *sim.Backend) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	card.Dir = t.TempDir()
-	card.HoldPeak = true
-	logs := t.TempDir()
 	backend := sim.NewBackend(card)
-	devices, _ := backend.Devices()
-	cfg.Capacity = devices[0].Total
-	pc := Config{
+	return Config{
 		Command: sim.Command(exe, card, w),
 		Env:     os.Environ(),
-		Steps:   2,
+		Steps:   steps,
 		Timeout: time.Minute,
 		Grace:   time.Second,
-		LogDir:  logs,
+		LogDir:  t.TempDir(),
 		// Held peaks make any interval exact; a short one keeps the wait short.
 		Sampler: gpu.NewSampler(backend, 5*time.Millisecond),
-	}
+	}, backend
+}
+
+// simSearchScope is simSearch with the limit held for the whole process
+// (Config.WholeProcess) when whole is set.
+func simSearchScope(t *testing.T, w sim.Workload, card sim.Card, cfg search.Config, fraction float64, whole bool) (search.Result, *Prober, error) {
+	t.Helper()
+	card.Dir = t.TempDir()
+	card.HoldPeak = true
+	pc, backend := simConfig(t, card, w, 2)
+	devices, _ := backend.Devices()
+	cfg.Capacity = devices[0].Total
 	if fraction > 0 {
 		pc.Framework, pc.DeviceTotal = sim.Framework{}, devices[0].Total
 		pc.MemoryLimit = uint64(fraction * float64(devices[0].Total))
