@@ -168,14 +168,7 @@ func scriptSteps() []func(runner.Progress) {
 // 80 columns without colour) and reads the screen: the rows are there and aligned, the final frame
 // stays after Close, the cursor is shown again and the process exits 0.
 func TestLiveInTmux(t *testing.T) {
-	testutil.NeedsFull(t, "tmux")
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := needTmux(t)
 	for _, tc := range []struct {
 		name    string
 		noColor bool
@@ -229,6 +222,21 @@ func TestLiveInTmux(t *testing.T) {
 			}
 		})
 	}
+}
+
+// needTmux skips t outside the full run or without tmux, and returns this
+// test binary, which runInTmux runs in the terminal.
+func needTmux(t *testing.T) string {
+	t.Helper()
+	testutil.NeedsFull(t, "tmux")
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
 }
 
 // runInTmux plays the script in a private tmux server and returns, once the
@@ -335,14 +343,7 @@ func trimLines(s string) string {
 // the key nor catches the signal), the final frame stays, the terminal is
 // restored and the exit status is the program's.
 func TestLiveInTmuxCtrlC(t *testing.T) {
-	testutil.NeedsFull(t, "tmux")
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the real-terminal check needs it (apt-get install tmux)")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := needTmux(t)
 	screen, _ := runInTmux(t, exe, "interrupt", false, 120, "waiting for ctrl-c", "C-c")
 	t.Logf("screen:\n%s", screen)
 	for _, want := range []string{
