@@ -28,9 +28,7 @@ func (p *Prober) SetHeld(on bool) {
 // Holding says the trials run on a held card (SetHeld): a warm worker's
 // prober, whose fresh trials run here, stops its standby worker first, so
 // that nothing else of the search's is on the GPU.
-func (p *Prober) Holding() bool { return p.isHeld() }
-
-func (p *Prober) isHeld() bool {
+func (p *Prober) Holding() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.held

@@ -244,7 +244,7 @@ func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observ
 	sizes := req.Sizes
 	obs := make([]search.Observation, len(sizes))
 	errs := make([]error, len(sizes))
-	held := p.isHeld()
+	held := p.Holding()
 	slots := p.cfg.Slots
 	if held {
 		slots = alone(slots)
@@ -306,7 +306,7 @@ func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Tr
 	if len(p.cfg.Slots) > 0 {
 		gpus = p.cfg.Slots[0]
 	}
-	if _, err := p.one(ctx, size, gpus, special{soak: d, held: p.isHeld()}); err != nil {
+	if _, err := p.one(ctx, size, gpus, special{soak: d, held: p.Holding()}); err != nil {
 		return record.Trial{}, err
 	}
 	return p.last(size, record.PhaseSoak)
@@ -338,7 +338,7 @@ func (p *Prober) Measure(ctx context.Context, size, steps int) (record.Trial, er
 	if len(p.cfg.Slots) > 0 {
 		gpus = p.cfg.Slots[0]
 	}
-	if _, err := p.one(ctx, size, gpus, special{steps: steps, held: p.isHeld()}); err != nil {
+	if _, err := p.one(ctx, size, gpus, special{steps: steps, held: p.Holding()}); err != nil {
 		return record.Trial{}, err
 	}
 	return p.last(size, record.PhaseThroughput)
