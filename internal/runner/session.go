@@ -139,7 +139,7 @@ func (s *session) begin(ctx context.Context) error {
 		return err
 	}
 	s.run.LogDir, s.keepLogs = dir, keep
-	pcfg, err := s.probeConfig()
+	pcfg, err := s.probeConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (s *session) recordSubmit(ctx context.Context) func(string) (func(string), 
 
 // probeConfig is how fresh trials run: the executor, the adapter, the
 // memory limit, the sampler.
-func (s *session) probeConfig() (probe.Config, error) {
+func (s *session) probeConfig(ctx context.Context) (probe.Config, error) {
 	cfg := s.cfg
 	executor, err := s.deps.Executor(cfg.Group)
 	if err != nil {
@@ -257,7 +257,7 @@ func (s *session) probeConfig() (probe.Config, error) {
 		pcfg.Holder, pcfg.Devices = s.deps.Holder, cfg.Group.Devices
 	}
 	if m, ok := s.machine(); ok && pcfg.WholeProcess {
-		guess, err := s.deps.Store.Outside(context.Background(), m)
+		guess, err := s.deps.Store.Outside(ctx, m)
 		if err != nil {
 			s.deps.Notice("warning: " + err.Error())
 		}

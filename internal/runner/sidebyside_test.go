@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestSideBySideSlots(t *testing.T) {
 			d := f.deps()
 			d.Executor = tc.executor
 			s := &session{cfg: f.cfg, deps: d, limit: tc.limit, held: tc.held, total: tc.devices[0].Total, run: &record.Run{LogDir: t.TempDir()}}
-			pcfg, err := s.probeConfig()
+			pcfg, err := s.probeConfig(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
