@@ -6,18 +6,22 @@
 # row per workload: answer, how it was proven, trials, seconds, verdict.
 #
 #   bench/gpu_held.sh [BATCHFIT] [OUTDIR] [WORKLOADS...]
-#   CARD=24GiB (default); WORKLOADS: vit convnet lightning jax simclr lm hf ddp
-#   (default: all; the zoo's, bench/zoo.py, and ddp: the SimCLR workload as
-#   a one-process torchrun DDP job). Each command names its steps, 3, as
-#   batchfit's default runs them, so that the check runs what the trials ran.
+#   CARD=24GiB (default; a card's name, such as l4, needs CHECK_CARD, the
+#   memory a CUDA process has on it: batchfit cards shows it, 22559MiB for
+#   the L4); WORKLOADS: vit convnet lightning jax flax simclr lm hf ddp
+#   (default: all; the zoo's, bench/zoo.py, flax: a Flax ResNet, and ddp:
+#   the SimCLR workload as a one-process torchrun DDP job). Each command
+#   names its steps, 3, as batchfit's default runs them, so that the check
+#   runs what the trials ran.
 set -u
 bf=${1:-batchfit}
 out=${2:-/tmp/held}
 shift 2 2>/dev/null
 card=${CARD:-24GiB}
+check_card=${CHECK_CARD:-$card}
 mkdir -p "$out"
 workloads=("$@")
-[ ${#workloads[@]} -eq 0 ] && workloads=(vit convnet lightning jax simclr lm hf ddp)
+[ ${#workloads[@]} -eq 0 ] && workloads=(vit convnet lightning jax flax simclr lm hf ddp)
 
 command_of() {
   case $1 in
@@ -26,6 +30,7 @@ command_of() {
   lightning) echo python3 examples/lightning_resnet/train.py fit --data.batch_size {} --trainer.max_steps 3 \
     --trainer.precision 16-mixed --trainer.logger false --trainer.enable_checkpointing false ;;
   jax) echo python3 examples/jax_optax/train.py --batch-size {} ;;
+  flax) echo python3 bench/workloads/flax_convnet.py --batch-size {} ;;
   simclr) echo python3 examples/simclr_resnet50/train.py --batch-size {} --steps 3 ;;
   lm) echo python3 examples/transformer_lm/train.py --batch-size {} --steps 3 ;;
   hf) echo python3 examples/hf_trainer/train.py --output_dir /tmp/held-hf --per_device_train_batch_size {} \
@@ -44,8 +49,8 @@ import json; r = json.load(open('$out/$w.json'))['runs'][0]
 print(r['answer'] or '-', r['proof'] or '-', len(r['trials']), round(r['seconds']))")
   verdict=-
   if [ "$ans" != - ]; then
-    jax=(); [ "$w" = jax ] && jax=(--jax)
-    python3 bench/card_check.py --card "$card" "${jax[@]}" --answer "$ans" -- "${cmd[@]}" >"$out/$w.check" 2>&1
+    jax=(); case $w in jax | flax) jax=(--jax) ;; esac
+    python3 bench/card_check.py --card "$check_card" "${jax[@]}" --answer "$ans" -- "${cmd[@]}" >"$out/$w.check" 2>&1
     verdict=$(sed -n 's/^verdict: //p' "$out/$w.check")
   fi
   printf '%-10s %7s %6s %6s %8s  %s\n' "$w" "$ans" "$proof" "$trials" "$secs" "$verdict"
