@@ -1,5 +1,5 @@
-"""A Flax convolutional net trained with optax: a small ResNet (three stages
-of basic blocks with batch norm) on random 128 px images in bfloat16, for a
+"""A Flax convolutional net trained with optax: a small ResNet (a stem and
+three stages of one basic block each, with batch norm) on random 128 px images in bfloat16, for a
 few steps at --batch-size. One jitted function takes a step, so one call of
 it is one training step; XLA compiles and autotunes the convolutions for each
 batch size, as a Flax user's first step does.
@@ -53,8 +53,7 @@ class ResNet(nn.Module):
         x = nn.relu(nn.BatchNorm(use_running_average=not train, dtype=jnp.bfloat16)(x))
         x = nn.max_pool(x, (3, 3), (2, 2), padding="SAME")
         for i, features in enumerate((64, 128, 256)):
-            for j in range(2):
-                x = Block(features, 2 if i > 0 and j == 0 else 1)(x, train)
+            x = Block(features, 2 if i > 0 else 1)(x, train)
         x = jnp.mean(x, axis=(1, 2))
         return nn.Dense(self.classes, dtype=jnp.float32)(x)
 
