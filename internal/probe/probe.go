@@ -476,6 +476,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Steps:        sum.Steps,
 		StepPeaks:    sum.StepPeaks,
 		Rising:       record.Rising(sum.StepPeaks),
+		Batches:      sum.Batches,
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
 		Held:         sp.held,

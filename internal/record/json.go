@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
 )
 
@@ -108,30 +109,31 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	type plain Run // no methods: no recursion
 	return ordered[Run](struct {
 		plain
-		ID           *string     `json:"id"`
-		Fingerprint  *string     `json:"fingerprint"`
-		Finished     *time.Time  `json:"finished"`
-		Torch        *string     `json:"torch"`
-		Answer       *int        `json:"answer"`
-		FirstFailure *int        `json:"first_failure"`
-		Margins      []Margin    `json:"margins"`
-		Recommended  *int        `json:"recommended"`
-		Trials       []Trial     `json:"trials"`
-		NonMonotonic []Pair      `json:"non_monotonic"`
-		Flaky        []FlakySize `json:"flaky"`
-		Error        *string     `json:"error"`
-		LogDir       *string     `json:"log_dir"`
-		CachedFrom   *string     `json:"cached_from"`
-		Warnings     []string    `json:"warnings"`
-		Proof        *string     `json:"proof"`
-		Soaks        []Soak      `json:"soaks"`
+		ID           *string      `json:"id"`
+		Fingerprint  *string      `json:"fingerprint"`
+		Finished     *time.Time   `json:"finished"`
+		Torch        *string      `json:"torch"`
+		Answer       *int         `json:"answer"`
+		FirstFailure *int         `json:"first_failure"`
+		Margins      []Margin     `json:"margins"`
+		Recommended  *int         `json:"recommended"`
+		Trials       []Trial      `json:"trials"`
+		NonMonotonic []Pair       `json:"non_monotonic"`
+		Flaky        []FlakySize  `json:"flaky"`
+		Error        *string      `json:"error"`
+		LogDir       *string      `json:"log_dir"`
+		CachedFrom   *string      `json:"cached_from"`
+		Warnings     []string     `json:"warnings"`
+		Proof        *string      `json:"proof"`
+		Soaks        []Soak       `json:"soaks"`
+		InputShapes  *inputShapes `json:"input_shapes"`
 	}{
 		plain: plain(r), ID: str(r.ID), Fingerprint: str(r.Fingerprint), Finished: when(r.Finished),
 		Torch: str(r.Torch), Answer: num(r.Answer), FirstFailure: num(r.FirstFailure),
 		Margins: r.Margins(), Recommended: num(r.Recommended), Trials: list(r.Trials),
 		NonMonotonic: list(r.NonMonotonic), Flaky: list(r.Flaky), Error: str(r.Error),
 		LogDir: str(r.LogDir), CachedFrom: str(r.CachedFrom), Warnings: list(r.Warnings), Proof: str(r.Proof),
-		Soaks: list(r.Soaks),
+		Soaks: list(r.Soaks), InputShapes: (*inputShapes)(r.InputShapes),
 	}, map[string]string{"margins": "first_failure"})
 }
 
@@ -184,7 +186,8 @@ func (s Settings) MarshalJSON() ([]byte, error) {
 		Margin           *float64 `json:"margin_percent"`
 		SoakSecs         *float64 `json:"soak_seconds"`
 		Framework        *string  `json:"framework"`
-	}{plain(s), num(s.Start), num(s.MemoryLimit), str(s.MemoryLimitScope), str(s.MemoryLimitCard), num(s.Margin), num(s.SoakSecs), str(s.Framework)}, nil)
+		WorstCase        *string  `json:"worst_case"`
+	}{plain(s), num(s.Start), num(s.MemoryLimit), str(s.MemoryLimitScope), str(s.MemoryLimitCard), num(s.Margin), num(s.SoakSecs), str(s.Framework), str(s.WorstCase)}, nil)
 }
 
 // device is a gpu.Device in a run's JSON.
@@ -235,6 +238,7 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		Steps       *int      `json:"steps"`
 		StepPeaks   []uint64  `json:"step_peak_bytes"`
 		Rising      *uint64   `json:"rising_bytes"`
+		Batches     *batches  `json:"batches"`
 		AllocCap    *uint64   `json:"allocator_cap_bytes"`
 		Throughput  *float64  `json:"samples_per_second"`
 		WorkerPID   *int      `json:"worker_pid"`
@@ -247,10 +251,53 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		plain: plain(t), Reason: str(t.Reason), Signal: str(t.Signal), Phase: str(t.Phase), GPUs: list(t.GPUs),
 		Allocated: num(t.Allocated), Reserved: num(t.Reserved), Device: num(t.Device), PoolLimit: num(t.PoolLimit), Foreign: num(t.Foreign),
 		ForeignPIDs: list(t.ForeignPIDs), StepTimes: list(t.StepTimes), Steps: num(t.Steps),
-		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), AllocCap: num(t.AllocatorCap), Throughput: num(t.Throughput()),
+		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), Batches: (*batches)(t.Batches), AllocCap: num(t.AllocatorCap), Throughput: num(t.Throughput()),
 		WorkerPID: num(t.WorkerPID), Retained: retained, Recycled: str(t.Recycled),
 		Stdout: str(t.Stdout), Stderr: str(t.Stderr), Tail: str(t.Tail),
 	}, map[string]string{"samples_per_second": "step_seconds"})
+}
+
+// batches is a trial's adapter.Batches in a run's JSON.
+type batches adapter.Batches
+
+// MarshalJSON writes the batches with every key present, and the ranges
+// of the tensors that varied.
+func (b *batches) MarshalJSON() ([]byte, error) {
+	if b == nil {
+		return []byte("null"), nil
+	}
+	return ordered[adapter.Batches](struct {
+		adapter.Batches
+		Shapes         []adapter.BatchShape `json:"shapes"`
+		WorstSteps     *int                 `json:"worst_steps"`
+		WhyNot         *string              `json:"why_not"`
+		ScanSeconds    *float64             `json:"scan_seconds"`
+		ScannedBatches *int                 `json:"scanned_batches"`
+		ExtendedSteps  *int                 `json:"extended_steps"`
+		GrewAtStep     *int                 `json:"grew_at_step"`
+		Bound          *string              `json:"bound"`
+		Ranges         []ShapeRange         `json:"ranges"`
+	}{adapter.Batches(*b), list(b.Shapes), num(b.WorstSteps), str(b.WhyNot), num(b.ScanSeconds), num(b.ScannedBatches),
+		num(b.ExtendedSteps), num(b.GrewAtStep), str(b.Bound), list(ShapeRanges((*adapter.Batches)(b)))},
+		map[string]string{"ranges": "largest"})
+}
+
+// inputShapes is a run's InputShapes in its JSON.
+type inputShapes InputShapes
+
+// MarshalJSON writes the input shapes with every key present.
+func (in *inputShapes) MarshalJSON() ([]byte, error) {
+	if in == nil {
+		return []byte("null"), nil
+	}
+	return ordered[InputShapes](struct {
+		InputShapes
+		WhyNot        *string      `json:"why_not"`
+		ExtendedSteps *int         `json:"extended_steps"`
+		Bound         *string      `json:"bound"`
+		Trial         *int         `json:"trial"`
+		Ranges        []ShapeRange `json:"ranges"`
+	}{InputShapes(*in), str(in.WhyNot), num(in.ExtendedSteps), str(in.Bound), num(in.Trial), list(in.Ranges)}, nil)
 }
 
 // MarshalJSON writes the figures with null for those the failure did not
@@ -276,6 +323,9 @@ func (t *Trial) UnmarshalJSON(b []byte) error {
 	unlist(&t.ForeignPIDs)
 	unlist(&t.StepTimes)
 	unlist(&t.StepPeaks)
+	if t.Batches != nil {
+		unlist(&t.Batches.Shapes)
+	}
 	return nil
 }
 

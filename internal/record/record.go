@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
 )
@@ -70,6 +71,9 @@ type Run struct {
 	// CachedFrom is the run a cached answer came from.
 	CachedFrom string   `json:"cached_from"`
 	Warnings   []string `json:"warnings"`
+	// InputShapes say what the trials met of batch shapes that vary; nil
+	// when no trial saw them vary.
+	InputShapes *InputShapes `json:"input_shapes"`
 	// Proof says how the answer's proof ran under --memory-limit:
 	// ProofHeld on a held card, ProofCapped in trials capped to the
 	// limit; "" without a limit.
@@ -151,6 +155,10 @@ type Settings struct {
 	SoakSecs        float64 `json:"soak_seconds"` // --soak
 	Framework       string  `json:"framework"`    // adapter.Framework's name
 	Preload         bool    `json:"preload"`      // --preload: trials may be forked (Trial.Forked)
+	// WorstCase is --worst-case: "on" when trials run the loader's
+	// largest batches first where they can, "off"; "" in runs recorded
+	// before the flag.
+	WorstCase string `json:"worst_case"`
 }
 
 // How an answer under --memory-limit was proven (Run.Proof).
@@ -210,6 +218,9 @@ type Trial struct {
 	// more than noise (see Rising): memory not yet settled, which a longer
 	// run may take past the card.
 	Rising uint64 `json:"rising_bytes"`
+	// Batches are the shapes of the batches the trial's steps consumed, as
+	// the adapter saw them; nil when it saw none.
+	Batches *adapter.Batches `json:"batches"`
 	// Forked marks a trial forked from a server that had preloaded the
 	// program's modules (--preload), not started afresh.
 	Forked bool `json:"forked"`

@@ -153,12 +153,16 @@ func TestWriteHTMLContent(t *testing.T) {
 			{N: 2, Size: 16, Outcome: classify.Crash, ExitCode: 1, Tail: "ImportError: no module named foo", Stderr: "/tmp/l/2.err"},
 		},
 		Answer: 8}
+	shapes := chartResNet(t)
+	shapes.InputShapes = &record.InputShapes{WhyNot: "iterable dataset", Trial: 3,
+		Ranges: []record.ShapeRange{{Tensors: []string{"input_ids"}, Smallest: []int{968, 384}, Largest: []int{968, 1024}}}}
 	tests := []struct {
 		name string
 		run  *record.Run
 		want []string
 		not  []string
 	}{
+		{"input shapes", shapes, []string{"Input shapes", "input_ids 968x384 … 968x1024; trials ran in the program's order (iterable dataset)"}, nil},
 		{"found", resnet, []string{
 			`<div class="number">968</div>`, "968 ran ok; 969 does not (oom).",
 			"With 5 % of memory free: 920.",

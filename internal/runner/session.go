@@ -435,6 +435,12 @@ func (s *session) record(res search.Result) {
 	if w := caveat.Fragmentation(run.Trials, res.FirstFailure, s.capacity()); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
+	run.InputShapes = record.InputShapesOf(run.Trials, run.Answer)
+	if w := run.InputShapes.Warning(); w != "" {
+		// Even with -q: the answer holds only for the shapes the trials met.
+		run.Warnings = append(run.Warnings, w)
+		s.deps.Alert("warning: " + w)
+	}
 	run.Soaks = s.soaks
 	run.Warnings = append(run.Warnings, s.moved...)
 	if w := s.risingWarning(); w != "" {
