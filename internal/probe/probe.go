@@ -38,9 +38,14 @@ type Config struct {
 	Env     []string // base environment (usually os.Environ())
 	Dir     string
 	Steps   int // BATCHFIT_STEPS: the adapter stops the program after so many steps; 0 lets it run to its end
-	Timeout time.Duration
-	Grace   time.Duration
-	LogDir  string // per-trial stdout, stderr and adapter report files
+	// WorstCaseOff sets BATCHFIT_WORST_CASE=0 (adapter.WorstCaseEnv): the
+	// adapter leaves the batches in the program's order, where it would
+	// run the loader's largest first, and never runs a trial whose shapes
+	// vary past its steps.
+	WorstCaseOff bool
+	Timeout      time.Duration
+	Grace        time.Duration
+	LogDir       string // per-trial stdout, stderr and adapter report files
 
 	// PythonPath, when set, puts the adapter's hook first on PYTHONPATH.
 	PythonPath string
@@ -730,6 +735,10 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, allocCap uint64,
 		"BATCHFIT_BATCH_SIZE": strconv.Itoa(size),
 		"BATCHFIT_STEPS":      strconv.Itoa(steps),
 		"BATCHFIT_TRIAL":      strconv.Itoa(n),
+		adapter.WorstCaseEnv:  "1",
+	}
+	if p.cfg.WorstCaseOff {
+		set[adapter.WorstCaseEnv] = "0"
 	}
 	if steps == 0 {
 		// --steps 0: the program's own end. Unset rather than 0, which a
