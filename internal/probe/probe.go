@@ -480,7 +480,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		StepTimes:    sum.StepTimes,
 		Steps:        sum.Steps,
 		StepPeaks:    sum.StepPeaks,
-		Rising:       record.Rising(sum.StepPeaks),
+		Rising:       rising(sum),
 		Batches:      sum.Batches,
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
@@ -676,6 +676,13 @@ func (p *Prober) spec(n, size int, gpus []int, sp special, allocCap uint64, base
 		OnSpawn:    p.cfg.OnSpawn,
 		OnSubmit:   p.cfg.OnSubmit,
 	}
+}
+
+// rising is how much the trial's peak still grew at its last step, judged
+// after the batches meant to raise it (record.RisingAfter).
+func rising(sum adapter.Summary) uint64 {
+	growth, _ := record.RisingAfter(sum.StepPeaks, record.SettleFrom(sum.Batches))
+	return growth
 }
 
 // exitDetails returns the signal that ended a trial ("" when none) and, for

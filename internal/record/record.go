@@ -350,15 +350,64 @@ const (
 // ordinary run (by hundreds of MiB for the SimCLR example). It takes
 // three steps or more to see memory still rising.
 func Rising(peaks []uint64) uint64 {
-	n := len(peaks)
-	if n < 3 || peaks[n-1] <= peaks[n-2] {
-		return 0
-	}
-	growth := peaks[n-1] - peaks[n-2]
-	if growth <= RisingFloor || float64(growth) <= RisingShare*float64(peaks[n-1]) {
-		return 0
-	}
+	growth, _ := RisingAfter(peaks, 0)
 	return growth
+}
+
+// RisingAfter is Rising judged over the steps after the first from, whose
+// batches were expected to raise the peak: the loader's largest batches
+// that ran first, or the steps up to the last at which the largest shape
+// grew (SettleFrom). The peak of step from (of step 2 at the earliest, as
+// for Rising) is the baseline, and growth at the last step after it is
+// memory still rising, whatever those batches did. judged is false when
+// the trial ran no step after the baseline: its peaks cannot say memory
+// stopped rising, however flat they are, since every step it ran was one
+// whose batch was to raise them.
+func RisingAfter(peaks []uint64, from int) (growth uint64, judged bool) {
+	n := len(peaks)
+	if n <= settleBase(from) {
+		return 0, false
+	}
+	if peaks[n-1] <= peaks[n-2] {
+		return 0, true
+	}
+	growth = peaks[n-1] - peaks[n-2]
+	if growth <= RisingFloor || float64(growth) <= RisingShare*float64(peaks[n-1]) {
+		return 0, true
+	}
+	return growth, true
+}
+
+// settleBase is the step whose peak is the baseline for memory still
+// rising: step from, never before step 2 (see Rising).
+func settleBase(from int) int {
+	return max(from, 2)
+}
+
+// SettleFrom is how many of a trial's first steps ran batches meant to
+// raise its peak, after which memory must stop rising: the loader's
+// largest batches when they ran first, the steps up to the last growth of
+// the largest shape when the trial ran on past its steps, else none.
+func SettleFrom(b *adapter.Batches) int {
+	switch {
+	case b == nil || !b.Varied:
+		return 0
+	case b.WorstFirst:
+		return b.WorstSteps
+	case b.ExtendedSteps > 0:
+		return b.GrewAtStep
+	}
+	return 0
+}
+
+// SettleUnseen says the trial's shapes varied and it ran no step after
+// the batches meant to raise its peak (SettleFrom): it cannot say memory
+// stopped rising. A trial that reported no step at all says nothing either
+// way.
+func (t Trial) SettleUnseen() bool {
+	from := SettleFrom(t.Batches)
+	steps := max(t.Steps, len(t.StepPeaks))
+	return from > 0 && steps > 0 && steps <= settleBase(from)
 }
 
 // RisingAtAnswer returns the trials at the answer that ran and whose peak
@@ -367,6 +416,19 @@ func (r *Run) RisingAtAnswer() []Trial {
 	var out []Trial
 	for _, t := range r.Trials {
 		if t.Size == r.Answer && t.Outcome.Fits() && t.Rising > 0 && t.Phase != PhaseSoak {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// UnsettledAtAnswer returns the trials at the answer that ran and whose
+// steps never went past the batches meant to raise their peak
+// (Trial.SettleUnseen), soaks left out.
+func (r *Run) UnsettledAtAnswer() []Trial {
+	var out []Trial
+	for _, t := range r.Trials {
+		if t.Size == r.Answer && t.Outcome.Fits() && t.SettleUnseen() && t.Phase != PhaseSoak {
 			out = append(out, t)
 		}
 	}

@@ -447,9 +447,11 @@ func (s *session) record(res search.Result) {
 	}
 	run.Soaks = s.soaks
 	run.Warnings = append(run.Warnings, s.moved...)
-	if w := s.risingWarning(); w != "" {
-		run.Warnings = append(run.Warnings, w)
-		s.deps.Alert("warning: " + w)
+	for _, w := range []string{s.risingWarning(), s.unsettledWarning()} {
+		if w != "" {
+			run.Warnings = append(run.Warnings, w)
+			s.deps.Alert("warning: " + w)
+		}
 	}
 }
 
