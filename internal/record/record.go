@@ -298,12 +298,20 @@ type Soak struct {
 	Steps     int              `json:"steps"`
 	StepPeaks []uint64         `json:"step_peak_bytes"`
 	Rising    uint64           `json:"rising_bytes"`
+	// WorstFirst says the soak ran the whole loader's batches largest
+	// first (the adapter orders the epoch so under BATCHFIT_SOAK=1), so
+	// that it met the training's worst batches early.
+	WorstFirst bool `json:"worst_first"`
 }
 
 // SoakText says what a soak did: "soaked 10m at 282: out of memory after
-// 312 steps".
+// 312 steps"; "soaked 10m at 36, the loader's largest batches first: ran
+// 10m (700 steps)".
 func (s Soak) SoakText() string {
 	head := fmt.Sprintf("soaked %s at %d", shortDuration(s.Limit), s.Size)
+	if s.WorstFirst {
+		head += ", the loader's largest batches first"
+	}
 	if s.Outcome.Fits() {
 		return fmt.Sprintf("%s: ran %s (%d steps)", head, shortDuration(s.Seconds), s.Steps)
 	}

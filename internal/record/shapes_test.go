@@ -156,3 +156,20 @@ func TestInputShapesManyTensors(t *testing.T) {
 		t.Errorf("Note = %q, want %q", got, want)
 	}
 }
+
+func TestSoakText(t *testing.T) {
+	for _, tc := range []struct {
+		s    Soak
+		want string
+	}{
+		{Soak{Size: 282, Limit: 600, Seconds: 600, Outcome: classify.OK, Steps: 700}, "soaked 10m at 282: ran 10m (700 steps)"},
+		{Soak{Size: 36, Limit: 600, Seconds: 600, Outcome: classify.OK, Steps: 700, WorstFirst: true},
+			"soaked 10m at 36, the loader's largest batches first: ran 10m (700 steps)"},
+		{Soak{Size: 36, Limit: 600, Seconds: 30, Outcome: classify.OOM, Steps: 2, WorstFirst: true},
+			"soaked 10m at 36, the loader's largest batches first: out of memory after 2 steps"},
+	} {
+		if got := tc.s.SoakText(); got != tc.want {
+			t.Errorf("SoakText = %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -151,7 +151,11 @@ func (t fakeTrainer) soak(size int, peak uint64, report string, limit time.Durat
 		adapter.Append(report, adapter.Event{Event: "exit", OOM: true, Exception: "torch.OutOfMemoryError", Steps: steps, StepPeaks: peaks})
 		return trial.Result{ExitCode: 1, Duration: limit / 2, StderrTail: []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")}
 	}
-	adapter.Append(report, adapter.Event{Event: "exit", Stopped: true, MaxAllocated: peak, Steps: steps, StepPeaks: peaks})
+	ev := adapter.Event{Event: "exit", Stopped: true, MaxAllocated: peak, Steps: steps, StepPeaks: peaks}
+	if t.worstSteps > 0 {
+		ev.Batches = &adapter.Batches{Source: "dataloader", Varied: true, WorstFirst: true, WorstSteps: t.worstSteps}
+	}
+	adapter.Append(report, ev)
 	return trial.Result{ExitCode: 0, Signal: syscall.SIGTERM, TimedOut: true, Duration: limit}
 }
 

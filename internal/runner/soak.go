@@ -103,7 +103,7 @@ func soakOf(t record.Trial, limit float64) record.Soak {
 	return record.Soak{
 		Size: t.Size, Trial: t.N, Limit: limit, Seconds: t.Seconds,
 		Outcome: t.Outcome, Reason: t.Reason, Steps: stepsOf(t),
-		StepPeaks: t.StepPeaks, Rising: t.Rising,
+		StepPeaks: t.StepPeaks, Rising: t.Rising, WorstFirst: t.Batches != nil && t.Batches.WorstFirst,
 	}
 }
 

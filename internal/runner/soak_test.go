@@ -88,6 +88,9 @@ func TestMemoryAfterTheLargestBatches(t *testing.T) {
 			if run.InputShapes == nil || !run.InputShapes.WorstFirst {
 				t.Errorf("input shapes %+v, want worst first", run.InputShapes)
 			}
+			if tc.soak > 0 && (len(run.Soaks) != 1 || !run.Soaks[0].WorstFirst) {
+				t.Errorf("soaks %+v, want one of the largest batches first", run.Soaks)
+			}
 		})
 	}
 }
