@@ -109,31 +109,30 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	type plain Run // no methods: no recursion
 	return ordered[Run](struct {
 		plain
-		ID           *string      `json:"id"`
-		Fingerprint  *string      `json:"fingerprint"`
-		Finished     *time.Time   `json:"finished"`
-		Torch        *string      `json:"torch"`
-		Answer       *int         `json:"answer"`
-		FirstFailure *int         `json:"first_failure"`
-		Margins      []Margin     `json:"margins"`
-		Recommended  *int         `json:"recommended"`
-		Trials       []Trial      `json:"trials"`
-		NonMonotonic []Pair       `json:"non_monotonic"`
-		Flaky        []FlakySize  `json:"flaky"`
-		Error        *string      `json:"error"`
-		LogDir       *string      `json:"log_dir"`
-		CachedFrom   *string      `json:"cached_from"`
-		Warnings     []string     `json:"warnings"`
-		Proof        *string      `json:"proof"`
-		Soaks        []Soak       `json:"soaks"`
-		InputShapes  *inputShapes `json:"input_shapes"`
+		ID           *string     `json:"id"`
+		Fingerprint  *string     `json:"fingerprint"`
+		Finished     *time.Time  `json:"finished"`
+		Torch        *string     `json:"torch"`
+		Answer       *int        `json:"answer"`
+		FirstFailure *int        `json:"first_failure"`
+		Margins      []Margin    `json:"margins"`
+		Recommended  *int        `json:"recommended"`
+		Trials       []Trial     `json:"trials"`
+		NonMonotonic []Pair      `json:"non_monotonic"`
+		Flaky        []FlakySize `json:"flaky"`
+		Error        *string     `json:"error"`
+		LogDir       *string     `json:"log_dir"`
+		CachedFrom   *string     `json:"cached_from"`
+		Warnings     []string    `json:"warnings"`
+		Proof        *string     `json:"proof"`
+		Soaks        []Soak      `json:"soaks"`
 	}{
 		plain: plain(r), ID: str(r.ID), Fingerprint: str(r.Fingerprint), Finished: when(r.Finished),
 		Torch: str(r.Torch), Answer: num(r.Answer), FirstFailure: num(r.FirstFailure),
 		Margins: r.Margins(), Recommended: num(r.Recommended), Trials: list(r.Trials),
 		NonMonotonic: list(r.NonMonotonic), Flaky: list(r.Flaky), Error: str(r.Error),
 		LogDir: str(r.LogDir), CachedFrom: str(r.CachedFrom), Warnings: list(r.Warnings), Proof: str(r.Proof),
-		Soaks: list(r.Soaks), InputShapes: (*inputShapes)(r.InputShapes),
+		Soaks: list(r.Soaks),
 	}, map[string]string{"margins": "first_failure"})
 }
 
@@ -282,22 +281,17 @@ func (b *batches) MarshalJSON() ([]byte, error) {
 		map[string]string{"ranges": "largest"})
 }
 
-// inputShapes is a run's InputShapes in its JSON.
-type inputShapes InputShapes
-
 // MarshalJSON writes the input shapes with every key present.
-func (in *inputShapes) MarshalJSON() ([]byte, error) {
-	if in == nil {
-		return []byte("null"), nil
-	}
+func (in InputShapes) MarshalJSON() ([]byte, error) {
+	type plain InputShapes
 	return ordered[InputShapes](struct {
-		InputShapes
+		plain
 		WhyNot        *string      `json:"why_not"`
 		ExtendedSteps *int         `json:"extended_steps"`
 		Bound         *string      `json:"bound"`
 		Trial         *int         `json:"trial"`
 		Ranges        []ShapeRange `json:"ranges"`
-	}{InputShapes(*in), str(in.WhyNot), num(in.ExtendedSteps), str(in.Bound), num(in.Trial), list(in.Ranges)}, nil)
+	}{plain(in), str(in.WhyNot), num(in.ExtendedSteps), str(in.Bound), num(in.Trial), list(in.Ranges)}, nil)
 }
 
 // MarshalJSON writes the figures with null for those the failure did not

@@ -127,15 +127,12 @@ func (s *session) risingWarning() string {
 	if run.Answer == 0 {
 		return ""
 	}
-	if n := len(s.soaks); n > 0 {
-		last := s.soaks[n-1]
-		if last.Size == run.Answer && last.Outcome.Fits() {
-			if last.Rising == 0 {
-				return ""
-			}
-			return fmt.Sprintf("memory was still rising at the end of the soak of %d (%s at its last step of %d); it may not fit a longer run: soak longer (--soak)",
-				run.Answer, "+"+units.Bytes(last.Rising), last.Steps)
+	if last, ok := s.answerSoaked(); ok {
+		if last.Rising == 0 {
+			return ""
 		}
+		return fmt.Sprintf("memory was still rising at the end of the soak of %d (%s at its last step of %d); it may not fit a longer run: soak longer (--soak)",
+			run.Answer, "+"+units.Bytes(last.Rising), last.Steps)
 	}
 	rising := run.RisingAtAnswer()
 	if len(rising) == 0 {
@@ -158,11 +155,8 @@ func (s *session) unsettledWarning() string {
 	if run.Answer == 0 {
 		return ""
 	}
-	if n := len(s.soaks); n > 0 {
-		last := s.soaks[n-1]
-		if last.Size == run.Answer && last.Outcome.Fits() && !s.soakUnsettled(last) {
-			return ""
-		}
+	if last, ok := s.answerSoaked(); ok && !s.soakUnsettled(last) {
+		return ""
 	}
 	unseen := run.UnsettledAtAnswer()
 	if len(unseen) == 0 {
@@ -181,6 +175,15 @@ func (s *session) unsettledWarning() string {
 	}
 	return fmt.Sprintf("memory after the largest batches was not seen at the answer (%d; %s); a longer run may not fit: run at least %d steps (--steps %d) or soak the answer (--soak 10m)",
 		run.Answer, strings.Join(parts, ", "), need, need)
+}
+
+// answerSoaked returns the last soak when it ran the answer and survived.
+func (s *session) answerSoaked() (record.Soak, bool) {
+	if n := len(s.soaks); n > 0 {
+		last := s.soaks[n-1]
+		return last, last.Size == s.run.Answer && last.Outcome.Fits()
+	}
+	return record.Soak{}, false
 }
 
 // soakUnsettled says the soak's trial, too, ran no step after its largest
