@@ -143,8 +143,8 @@ func newSearchCommand(io *streams) *cobra.Command {
 		Short: "Find the largest batch size COMMAND runs at",
 		Long: `Run COMMAND at different batch sizes, each trial in a fresh process, and report
 the largest size that runs. "{}" in ARGS is replaced by the batch size (no
-shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS
-and BATCHFIT_TRIAL in its environment. A Python program is stopped after
+shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS,
+BATCHFIT_WORST_CASE and BATCHFIT_TRIAL in its environment. A Python program is stopped after
 --steps training steps (PyTorch optimizer steps; JAX: see the README), so an
 unmodified trainer need not be told how long to run; --steps 0 lets it run
 to its own end.
