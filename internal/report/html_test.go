@@ -187,7 +187,8 @@ func TestWriteHTMLContent(t *testing.T) {
 			`<div class="number">967</div>`, "967 ran ok; 968 does not (oom).",
 		}, nil},
 		{"soaked, kept", htmlSoakKept(t), []string{"<h2>Soak</h2>", "kept the answer"},
-			[]string{"moved the answer", "A soak that did not fit", `class="moved-row"`}},
+			[]string{"moved the answer", "A soak that did not fit", `class="moved-row"`, "largest first"}},
+		{"soaked, largest batches first", htmlSoakWorstFirst(t), []string{"The soak ran the whole loader's batches largest first"}, nil},
 		{"nothing fits", &record.Run{Status: record.NothingFits, Settings: record.Settings{Min: 4},
 			Trials: []record.Trial{{N: 1, Size: 4, Outcome: classify.OOM}}},
 			[]string{"No batch size fits", "Even batch size 4 does not run.", `<div class="number">—</div>`, "nothing fits"},
@@ -223,6 +224,14 @@ func htmlSoakKept(t *testing.T) *record.Run {
 	run.Soaks = run.Soaks[1:]
 	run.Soaks[0].Size = 968
 	run.Answer, run.FirstFailure, run.Warnings = 968, 969, nil
+	return run
+}
+
+// htmlSoakWorstFirst is the kept soak as one that ran the loader's largest
+// batches first.
+func htmlSoakWorstFirst(t *testing.T) *record.Run {
+	run := htmlSoakKept(t)
+	run.Soaks[0].WorstFirst = true
 	return run
 }
 
