@@ -215,8 +215,9 @@ type Trial struct {
 	// adapter, so that memory still rising at the last step shows.
 	StepPeaks []uint64 `json:"step_peak_bytes"`
 	// Rising is how much the peak grew at the last step, when it grew by
-	// more than noise (see Rising): memory not yet settled, which a longer
-	// run may take past the card.
+	// more than noise (see Rising), judged after the batches meant to
+	// raise it where the shapes varied (RisingAfter): memory not yet
+	// settled, which a longer run may take past the card.
 	Rising uint64 `json:"rising_bytes"`
 	// Batches are the shapes of the batches the trial's steps consumed, as
 	// the adapter saw them; nil when it saw none.
