@@ -112,7 +112,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 
 	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
 	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
-	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_* and OMP_* always count)")
+	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_*, OMP_*, BATCHFIT_SHAPE_PATIENCE and BATCHFIT_SHAPE_SECONDS always count)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document: the run record, or the error (docs/json.md)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep each run's trial logs in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when something failed unexpectedly)")
