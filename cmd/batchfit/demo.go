@@ -19,6 +19,8 @@ func newDemoCommand(io *streams) *cobra.Command {
 	var simSlowStart time.Duration
 	var simFlaky float64
 	var simFlakyBand int
+	var simLengths string
+	var simIterable bool
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Run a whole search on a simulated GPU (no GPU needed)",
@@ -40,6 +42,15 @@ search; only the GPU is simulated. Takes a few seconds.
 			if simFlakyBand < 1 {
 				return usageError("give --sim-flaky-band a number of samples, 1 or more", "--sim-flaky-band must be at least 1, got %d", simFlakyBand)
 			}
+			var lengths sim.Lengths
+			if simLengths != "" {
+				if err := lengths.Set(simLengths); err != nil {
+					return usageError("give --sim-lengths the sequence lengths of the loader's batches, such as 384,512,2048", "--sim-lengths %q: not a list of positive lengths", simLengths)
+				}
+			}
+			if simIterable && lengths == nil {
+				return usageError("add --sim-lengths, whose order an iterable loader keeps", "--sim-iterable needs --sim-lengths")
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find the batchfit executable: %w", err)
@@ -57,6 +68,7 @@ search; only the GPU is simulated. Takes a few seconds.
 			w := sim.ResNet50()
 			w.SlowStart = simSlowStart
 			w.FlakyP, w.FlakyBand = simFlaky, simFlakyBand
+			w.Lengths, w.Iterable = lengths, simIterable
 			t := &target{
 				command:   sim.Command(exe, card, w),
 				shown:     demoShown(cmd.Flags()),
@@ -71,13 +83,15 @@ search; only the GPU is simulated. Takes a few seconds.
 	cmd.Flags().IntVar(&simGPUs, "sim-gpus", 1, "number of simulated GPUs (try with --gpus all)")
 	cmd.Flags().Float64Var(&simFlaky, "sim-flaky", 0, "simulate a flaky trainer: each trial within --sim-flaky-band samples of the limit runs out of memory with this probability, e.g. 0.2")
 	cmd.Flags().IntVar(&simFlakyBand, "sim-flaky-band", 3, "how near the limit, in samples, --sim-flaky's trials fail")
+	cmd.Flags().StringVar(&simLengths, "sim-lengths", "", "simulate a language model padded to each batch's longest sequence: the loader's sequence `lengths`, one batch a step, such as 384,512,1024,640,2048,768 (its longest batch late); memory follows the step's length")
+	cmd.Flags().BoolVar(&simIterable, "sim-iterable", false, "with --sim-lengths, a loader that cannot be reordered (an iterable dataset): trials cannot run the longest batch first")
 	// For tests: a card whose state others can share (batchfit __sim-hold
 	// puts a stranger's memory there), and trials slow to start.
 	cmd.Flags().StringVar(&simState, "sim-state", "", "the simulated card's state folder")
 	cmd.Flags().DurationVar(&simSlowStart, "sim-slow-start", 0, "each simulated trial sleeps this long first")
 	cmd.Flags().MarkHidden("sim-state")
 	cmd.Flags().MarkHidden("sim-slow-start")
-	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus", "sim-flaky", "sim-flaky-band")
+	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus", "sim-flaky", "sim-flaky-band", "sim-lengths", "sim-iterable")
 	useFlagGroups(cmd)
 	return cmd
 }
@@ -88,7 +102,7 @@ search; only the GPU is simulated. Takes a few seconds.
 // where the card's state lives, --sim-slow-start how long a trial takes,
 // which reaches a cached answer only through the timeout check of its
 // trials' times.
-var simTrainerFlags = []string{"sim-flaky", "sim-flaky-band"}
+var simTrainerFlags = []string{"sim-flaky", "sim-flaky-band", "sim-lengths", "sim-iterable"}
 
 // demoShown is the demo's command as recorded and fingerprinted: "batchfit
 // demo" and each of simTrainerFlags not at its default, as --name=value,

@@ -39,6 +39,7 @@ import (
 type searchOptions struct {
 	min, max, start, multipleOf int
 	steps                       int
+	worstCase                   string
 	timeout, soak               time.Duration
 	confirm                     int
 	strategy                    string
@@ -85,6 +86,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.start, "start", 0, "first batch size to try (default: chosen by the strategy)")
 	fs.IntVar(&o.multipleOf, "multiple-of", 1, "only consider batch sizes that are multiples of this")
 	fs.IntVar(&o.steps, "steps", 3, "training steps per trial (BATCHFIT_STEPS): the adapter stops a PyTorch program after `N` optimizer steps (JAX: optax updates, see README); 0 lets it run to its end")
+	fs.StringVar(&o.worstCase, "worst-case", "on", "on: where a program's batch shapes vary (padding to the longest sequence, say), each trial runs the loader's largest batches first (BATCHFIT_WORST_CASE=1), or runs on until the largest shape stops growing where the loader cannot be reordered; off: the batches come in the program's order, and the answer holds only for the shapes its steps met")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial; a trial past it is killed and counts as not fitting")
 	fs.DurationVar(&o.soak, "soak", 0, "after the search, run the answer in a fresh process for this long (10m), to the program's end at most, and show its memory per step; an out-of-memory soak moves the answer down")
 	fs.BoolVar(&o.throughput, "throughput", false, "after the search, measure samples/s at the answer and at ¾, ½ and ¼ of it in fresh trials of 14 steps (3 left out as warm-up), and recommend a smaller size only when it is faster beyond the measured noise")
@@ -97,7 +99,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.verbose, "verbose", false, "also show details that change no answer: the packages the fork server preloaded, and those it left out and why")
 	fs.BoolVar(&o.preload, "preload", false, "fork the trials of a Python command from a preloading server (the default; see --no-preload)")
 	fs.MarkHidden("preload")
-	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
+	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "worst-case", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
 
 	memoryLimitFlag(fs, &o.memoryLimit, limit.ScopeProcess)
 	fs.StringVar(&o.limitScope, "memory-limit-scope", string(limit.ScopeProcess), "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
@@ -110,7 +112,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 
 	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
 	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
-	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_* and OMP_* always count)")
+	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_*, OMP_*, BATCHFIT_SHAPE_PATIENCE and BATCHFIT_SHAPE_SECONDS always count)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document: the run record, or the error (docs/json.md)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep each run's trial logs in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when something failed unexpectedly)")
@@ -141,8 +143,8 @@ func newSearchCommand(io *streams) *cobra.Command {
 		Short: "Find the largest batch size COMMAND runs at",
 		Long: `Run COMMAND at different batch sizes, each trial in a fresh process, and report
 the largest size that runs. "{}" in ARGS is replaced by the batch size (no
-shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS
-and BATCHFIT_TRIAL in its environment. A Python program is stopped after
+shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS,
+BATCHFIT_WORST_CASE and BATCHFIT_TRIAL in its environment. A Python program is stopped after
 --steps training steps (PyTorch optimizer steps; JAX: see the README), so an
 unmodified trainer need not be told how long to run; --steps 0 lets it run
 to its own end.
@@ -318,7 +320,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, err
 	}
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
-		Search: sc, Steps: o.steps, Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: memLimit, MemoryLimitScope: scope,
+		Search: sc, Steps: o.steps, WorstCaseOff: o.worstCase == "off", Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: memLimit, MemoryLimitScope: scope,
 		Preload: !o.noPreload, Verbose: o.verbose, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {
@@ -548,6 +550,8 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, usageError("give --steps a number of training steps, or 0 to let the program run to its end", "--steps must not be negative, got %d", o.steps)
 	case o.steps > maxSteps:
 		return cfg, usageError(fmt.Sprintf("give at most %d, or --steps 0 to let the program run to its end", maxSteps), "--steps %d is more steps than a trial needs", o.steps)
+	case o.worstCase != "on" && o.worstCase != "off":
+		return cfg, usageError("use --worst-case on (run the largest batches first, the default) or --worst-case off", "--worst-case %q is neither on nor off", o.worstCase)
 	case o.timeout <= 0:
 		return cfg, usageError("give --timeout a positive duration such as 10m", "--timeout must be positive, got %s", o.timeout)
 	case o.soak < 0:

@@ -117,7 +117,61 @@ type Event struct {
 	// site-packages or dist-packages, in import order: what a fork server
 	// may preload (internal/forkserver).
 	Packages []string `json:"packages,omitempty"`
+
+	// Batches are the shapes of the batches the training steps consumed,
+	// and whether the trial ran the loader's largest batches first; nil
+	// when the adapter saw no batch.
+	Batches *Batches `json:"batches,omitempty"`
 }
+
+// WorstCaseEnv, set in every trial's environment, is "1" to have the
+// adapter run the loader's largest batches first (the default when unset),
+// "0" for --worst-case off: the batches come in the program's own order,
+// and a trial whose shapes vary stops at BATCHFIT_STEPS all the same.
+const WorstCaseEnv = "BATCHFIT_WORST_CASE"
+
+// Batches is what the adapter saw of a trial's batch shapes, as
+// batchfit/_runtime/report.py writes them. Shapes that vary between batches (NLP
+// with dynamic padding, speech, detection) make a few steps' peak the
+// peak of those steps' batches only, so a trial either runs the largest
+// batches first (WorstFirst) or runs on until the largest shape stops
+// growing (ExtendedSteps, Bound), and says which.
+type Batches struct {
+	// Source is where the shapes were read: "dataloader", "forward" or
+	// "jit".
+	Source string `json:"source"`
+	// Shapes are the batch each counted step consumed (element i is step
+	// i+1's, aligned with Event.StepPeaks), at most 1000 of them.
+	Shapes []BatchShape `json:"shapes"`
+	// Largest is the largest batch by total elements: the loader's
+	// largest when WorstFirst, else the largest seen.
+	Largest BatchShape `json:"largest"`
+	// Varied says shapes differed between batches, seen or planned.
+	Varied bool `json:"varied"`
+	// WorstFirst says the trial's first WorstSteps steps were the
+	// loader's largest batches.
+	WorstFirst bool `json:"worst_first"`
+	WorstSteps int  `json:"worst_steps"`
+	// WhyNot, set when Varied and not WorstFirst, says why the largest
+	// batches could not run first: "off" for --worst-case off, "iterable
+	// dataset", "no DataLoader", "scan timed out after 20 s", ...
+	WhyNot string `json:"why_not"`
+	// ScanSeconds is the loader scan's time, ScannedBatches the batches
+	// it looked at.
+	ScanSeconds    float64 `json:"scan_seconds"`
+	ScannedBatches int     `json:"scanned_batches"`
+	// ExtendedSteps are the steps run past BATCHFIT_STEPS because shapes
+	// still grew; GrewAtStep is the last step at which the largest shape
+	// grew; Bound is what ended an extended trial: "steps" (patience),
+	// "time" or "end" (the program's own).
+	ExtendedSteps int    `json:"extended_steps"`
+	GrewAtStep    int    `json:"grew_at_step"`
+	Bound         string `json:"bound"`
+}
+
+// BatchShape is one batch's tensor shapes by their path into the batch
+// ("input_ids", "1.boxes", "arg0"), at most 16 tensors.
+type BatchShape map[string][]int
 
 // MaxSources bounds Event.Sources and Summary.Sources. The adapter only
 // stats them (hashing is the Go side's), so the bound keeps the exit event

@@ -73,6 +73,29 @@ func TestReadStoppedLine(t *testing.T) {
 	}
 }
 
+// An event with the batches' shapes, as the hook writes it for a loader
+// whose largest batches it ran first.
+func TestReadBatchesLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.jsonl")
+	line := `{"version":1,"event":"exit","pid":7,"steps":2,"step_peaks":[2000,2000],"batches":{"source":"dataloader",` +
+		`"shapes":[{"input_ids":[36,2048],"attention_mask":[36,2048]},{"input_ids":[36,384],"attention_mask":[36,384]}],` +
+		`"largest":{"input_ids":[36,2048],"attention_mask":[36,2048]},"varied":true,"worst_first":true,"worst_steps":1,` +
+		`"scan_seconds":0.42,"scanned_batches":5000,"extended_steps":0,"grew_at_step":1,"bound":"steps","future_key":1}}` + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err := Read(path)
+	if err != nil || bad != 0 || len(got) != 1 {
+		t.Fatalf("Read = %v, bad %d, err %v", got, bad, err)
+	}
+	long := BatchShape{"input_ids": {36, 2048}, "attention_mask": {36, 2048}}
+	want := &Batches{Source: "dataloader", Shapes: []BatchShape{long, {"input_ids": {36, 384}, "attention_mask": {36, 384}}},
+		Largest: long, Varied: true, WorstFirst: true, WorstSteps: 1, ScanSeconds: 0.42, ScannedBatches: 5000, GrewAtStep: 1, Bound: "steps"}
+	if !reflect.DeepEqual(got[0].Batches, want) {
+		t.Errorf("Batches = %+v, want %+v", got[0].Batches, want)
+	}
+}
+
 func TestReadBadLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "report.jsonl")
 	content := `{"version":1,"event":"exit","pid":1}

@@ -47,6 +47,9 @@ type Summary struct {
 	Steps     int
 	StepTimes []float64
 	StepPeaks []uint64
+	// Batches are the batch shapes of the same process (its steps'
+	// shapes align with StepPeaks), else of the first that reported any.
+	Batches *Batches
 	// Stopped is set when the adapter ended any process after its steps.
 	Stopped bool
 	// Sources are the source files every process loaded (see
@@ -118,7 +121,15 @@ func Summarize(events []Event) Summary {
 		s.Framework = frameworkOf.Framework
 	}
 	if stepper != nil {
-		s.Steps, s.StepTimes, s.StepPeaks = stepper.Steps, stepper.StepTimes, stepper.StepPeaks
+		s.Steps, s.StepTimes, s.StepPeaks, s.Batches = stepper.Steps, stepper.StepTimes, stepper.StepPeaks, stepper.Batches
+	}
+	if s.Batches == nil {
+		for i := range events {
+			if ev := &events[i]; ev.Event == "exit" && ev.Batches != nil {
+				s.Batches = ev.Batches
+				break
+			}
+		}
 	}
 	return s
 }

@@ -49,6 +49,22 @@ func TestSummarize(t *testing.T) {
 			want: Summary{Events: 3, Exception: "ValueError: zero", Ranks: 3, Steps: 1},
 		},
 		{
+			name: "batches of the stepping rank",
+			events: []Event{
+				{Version: 1, Event: "exit", Rank: 1, Steps: 2, Batches: &Batches{Source: "forward"}},
+				{Version: 1, Event: "exit", Rank: 0, Steps: 2, Batches: &Batches{Source: "dataloader", Varied: true}},
+			},
+			want: Summary{Events: 2, Ranks: 2, Steps: 2, Batches: &Batches{Source: "dataloader", Varied: true}},
+		},
+		{
+			name: "batches of a process that did not step",
+			events: []Event{
+				{Version: 1, Event: "exit", PID: 1},
+				{Version: 1, Event: "exit", PID: 2, Batches: &Batches{Source: "forward"}},
+			},
+			want: Summary{Events: 2, Ranks: 1, Batches: &Batches{Source: "forward"}},
+		},
+		{
 			name: "dataloader workers share the rank",
 			events: []Event{
 				{Version: 1, Event: "exit", PID: 1, Torch: "2.11.0"},

@@ -52,7 +52,7 @@ func Forkable(argv []string, dir string) bool {
 // a trial would take the server for one of its processes.
 var perTrialEnv = []string{
 	"BATCHFIT_BATCH_SIZE", "BATCHFIT_STEPS", "BATCHFIT_TRIAL", "BATCHFIT_REPORT",
-	"BATCHFIT_SOAK", "BATCHFIT_TRIAL_COOKIE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", adapter.CPUThreadsEnv,
+	"BATCHFIT_SOAK", adapter.WorstCaseEnv, "BATCHFIT_TRIAL_COOKIE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", adapter.CPUThreadsEnv,
 }
 
 // serverEnv is env without the per-trial variables, sorted: the server's

@@ -34,6 +34,13 @@ const HashBudget = 256 << 20
 // memory a program uses.
 var memoryEnv = []string{"PYTORCH_", "CUDA_", "XLA_", "TF_", "NCCL_", "OMP_"}
 
+// shapeEnv are the adapter's variables that batchfit leaves to the user:
+// how long a trial whose batch shapes vary, and whose loader cannot run its
+// largest batches first, runs on while its largest shape grows. They
+// change which batches a trial meets, so they count though they are
+// BATCHFIT_*.
+var shapeEnv = []string{"BATCHFIT_SHAPE_PATIENCE", "BATCHFIT_SHAPE_SECONDS"}
+
 // trialEnv are variables batchfit sets for each trial itself (probe.Prober),
 // from settings the fingerprint already holds.
 var trialEnv = []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
@@ -125,8 +132,8 @@ func Executable(argv0, dir string, env []string, h *Hasher) *record.File {
 }
 
 // MemoryEnv returns the memory-relevant NAME=VALUE of env, sorted: the
-// prefixes above and the names in extra, less batchfit's own (BATCHFIT_*)
-// and those it sets for each trial.
+// prefixes above, shapeEnv and the names in extra, less batchfit's own
+// (BATCHFIT_*) and those it sets for each trial.
 func MemoryEnv(env, extra []string) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -136,6 +143,10 @@ func MemoryEnv(env, extra []string) []string {
 			continue
 		}
 		seen[name] = true
+		if slices.Contains(shapeEnv, name) {
+			out = append(out, env[i])
+			continue
+		}
 		if strings.HasPrefix(name, "BATCHFIT_") || slices.Contains(trialEnv, name) {
 			continue
 		}

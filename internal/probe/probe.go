@@ -38,9 +38,14 @@ type Config struct {
 	Env     []string // base environment (usually os.Environ())
 	Dir     string
 	Steps   int // BATCHFIT_STEPS: the adapter stops the program after so many steps; 0 lets it run to its end
-	Timeout time.Duration
-	Grace   time.Duration
-	LogDir  string // per-trial stdout, stderr and adapter report files
+	// WorstCaseOff sets BATCHFIT_WORST_CASE=0 (adapter.WorstCaseEnv): the
+	// adapter leaves the batches in the program's order, where it would
+	// run the loader's largest first, and never runs a trial whose shapes
+	// vary past its steps.
+	WorstCaseOff bool
+	Timeout      time.Duration
+	Grace        time.Duration
+	LogDir       string // per-trial stdout, stderr and adapter report files
 
 	// PythonPath, when set, puts the adapter's hook first on PYTHONPATH.
 	PythonPath string
@@ -475,7 +480,8 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		StepTimes:    sum.StepTimes,
 		Steps:        sum.Steps,
 		StepPeaks:    sum.StepPeaks,
-		Rising:       record.Rising(sum.StepPeaks),
+		Rising:       rising(sum),
+		Batches:      sum.Batches,
 		Forked:       res.Forked,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
 		Held:         sp.held,
@@ -672,6 +678,13 @@ func (p *Prober) spec(n, size int, gpus []int, sp special, allocCap uint64, base
 	}
 }
 
+// rising is how much the trial's peak still grew at its last step, judged
+// after the batches meant to raise it (record.RisingAfter).
+func rising(sum adapter.Summary) uint64 {
+	growth, _ := record.RisingAfter(sum.StepPeaks, record.SettleFrom(sum.Batches))
+	return growth
+}
+
 // exitDetails returns the signal that ended a trial ("" when none) and, for
 // a crash, its stderr tail for the hint.
 func exitDetails(res trial.Result, outcome classify.Outcome) (signal, tail string) {
@@ -729,6 +742,10 @@ func (p *Prober) env(n, size, steps int, soak bool, gpus []int, allocCap uint64,
 		"BATCHFIT_BATCH_SIZE": strconv.Itoa(size),
 		"BATCHFIT_STEPS":      strconv.Itoa(steps),
 		"BATCHFIT_TRIAL":      strconv.Itoa(n),
+		adapter.WorstCaseEnv:  "1",
+	}
+	if p.cfg.WorstCaseOff {
+		set[adapter.WorstCaseEnv] = "0"
 	}
 	if steps == 0 {
 		// --steps 0: the program's own end. Unset rather than 0, which a

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +45,22 @@ func TestStepsZero(t *testing.T) {
 	p := New(Config{Steps: 0, Env: []string{"BATCHFIT_STEPS=5"}})
 	if v, ok := adapter.Lookup(p.env(1, 8, 0, false, nil, 0, "/r"), "BATCHFIT_STEPS"); ok {
 		t.Errorf("BATCHFIT_STEPS=%q, want it unset", v)
+	}
+}
+
+// Every trial is told --worst-case, whatever it inherited.
+func TestWorstCaseEnv(t *testing.T) {
+	for _, tc := range []struct {
+		off  bool
+		want string
+	}{{false, "1"}, {true, "0"}} {
+		p := New(Config{Steps: 3, WorstCaseOff: tc.off, Env: []string{adapter.WorstCaseEnv + "=7"}})
+		env := p.env(1, 8, 3, false, nil, 0, "/r")
+		if v, _ := adapter.Lookup(env, adapter.WorstCaseEnv); v != tc.want {
+			t.Errorf("off %v: %s=%q, want %q", tc.off, adapter.WorstCaseEnv, v, tc.want)
+		}
+		if n := strings.Count(strings.Join(env, "\n"), adapter.WorstCaseEnv+"="); n != 1 {
+			t.Errorf("off %v: %s set %d times", tc.off, adapter.WorstCaseEnv, n)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/gpu"
 )
 
@@ -184,7 +185,8 @@ func (s Settings) MarshalJSON() ([]byte, error) {
 		Margin           *float64 `json:"margin_percent"`
 		SoakSecs         *float64 `json:"soak_seconds"`
 		Framework        *string  `json:"framework"`
-	}{plain(s), num(s.Start), num(s.MemoryLimit), str(s.MemoryLimitScope), str(s.MemoryLimitCard), num(s.Margin), num(s.SoakSecs), str(s.Framework)}, nil)
+		WorstCase        *string  `json:"worst_case"`
+	}{plain(s), num(s.Start), num(s.MemoryLimit), str(s.MemoryLimitScope), str(s.MemoryLimitCard), num(s.Margin), num(s.SoakSecs), str(s.Framework), str(s.WorstCase)}, nil)
 }
 
 // device is a gpu.Device in a run's JSON.
@@ -235,6 +237,7 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		Steps       *int      `json:"steps"`
 		StepPeaks   []uint64  `json:"step_peak_bytes"`
 		Rising      *uint64   `json:"rising_bytes"`
+		Batches     *batches  `json:"batches"`
 		AllocCap    *uint64   `json:"allocator_cap_bytes"`
 		Throughput  *float64  `json:"samples_per_second"`
 		WorkerPID   *int      `json:"worker_pid"`
@@ -247,10 +250,48 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		plain: plain(t), Reason: str(t.Reason), Signal: str(t.Signal), Phase: str(t.Phase), GPUs: list(t.GPUs),
 		Allocated: num(t.Allocated), Reserved: num(t.Reserved), Device: num(t.Device), PoolLimit: num(t.PoolLimit), Foreign: num(t.Foreign),
 		ForeignPIDs: list(t.ForeignPIDs), StepTimes: list(t.StepTimes), Steps: num(t.Steps),
-		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), AllocCap: num(t.AllocatorCap), Throughput: num(t.Throughput()),
+		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), Batches: (*batches)(t.Batches), AllocCap: num(t.AllocatorCap), Throughput: num(t.Throughput()),
 		WorkerPID: num(t.WorkerPID), Retained: retained, Recycled: str(t.Recycled),
 		Stdout: str(t.Stdout), Stderr: str(t.Stderr), Tail: str(t.Tail),
 	}, map[string]string{"samples_per_second": "step_seconds"})
+}
+
+// batches is a trial's adapter.Batches in a run's JSON.
+type batches adapter.Batches
+
+// MarshalJSON writes the batches with every key present, and the ranges
+// of the tensors that varied.
+func (b *batches) MarshalJSON() ([]byte, error) {
+	if b == nil {
+		return []byte("null"), nil
+	}
+	return ordered[adapter.Batches](struct {
+		adapter.Batches
+		Shapes         []adapter.BatchShape `json:"shapes"`
+		WorstSteps     *int                 `json:"worst_steps"`
+		WhyNot         *string              `json:"why_not"`
+		ScanSeconds    *float64             `json:"scan_seconds"`
+		ScannedBatches *int                 `json:"scanned_batches"`
+		ExtendedSteps  *int                 `json:"extended_steps"`
+		GrewAtStep     *int                 `json:"grew_at_step"`
+		Bound          *string              `json:"bound"`
+		Ranges         []ShapeRange         `json:"ranges"`
+	}{adapter.Batches(*b), list(b.Shapes), num(b.WorstSteps), str(b.WhyNot), num(b.ScanSeconds), num(b.ScannedBatches),
+		num(b.ExtendedSteps), num(b.GrewAtStep), str(b.Bound), list(ShapeRanges((*adapter.Batches)(b)))},
+		map[string]string{"ranges": "largest"})
+}
+
+// MarshalJSON writes the input shapes with every key present.
+func (in InputShapes) MarshalJSON() ([]byte, error) {
+	type plain InputShapes
+	return ordered[InputShapes](struct {
+		plain
+		WhyNot        *string      `json:"why_not"`
+		ExtendedSteps *int         `json:"extended_steps"`
+		Bound         *string      `json:"bound"`
+		Trial         *int         `json:"trial"`
+		Ranges        []ShapeRange `json:"ranges"`
+	}{plain(in), str(in.WhyNot), num(in.ExtendedSteps), str(in.Bound), num(in.Trial), list(in.Ranges)}, nil)
 }
 
 // MarshalJSON writes the figures with null for those the failure did not
@@ -276,6 +317,9 @@ func (t *Trial) UnmarshalJSON(b []byte) error {
 	unlist(&t.ForeignPIDs)
 	unlist(&t.StepTimes)
 	unlist(&t.StepPeaks)
+	if t.Batches != nil {
+		unlist(&t.Batches.Shapes)
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
 )
@@ -18,7 +19,8 @@ func fullRun() *Run {
 	return &Run{
 		GPU:          &GPUInfo{Devices: []gpu.Device{{}}},
 		GlobalBatch:  &GlobalBatch{},
-		Trials:       []Trial{{OOM: &OOMFigures{}}},
+		Trials:       []Trial{{OOM: &OOMFigures{}, Batches: &adapter.Batches{}}},
+		InputShapes:  &InputShapes{Ranges: []ShapeRange{{}}},
 		Model:        &Model{},
 		Pool:         &Pool{},
 		Soaks:        []Soak{{}},
@@ -94,7 +96,7 @@ func structKeys() []string {
 // even when its value is empty, so that scripts need not test for it.
 func TestJSONHasEveryKey(t *testing.T) {
 	got := jsonKeys(t, fullRun())
-	for _, k := range append(structKeys(), "samples_per_second", "margins") {
+	for _, k := range append(structKeys(), "samples_per_second", "margins", "ranges") {
 		if !slices.Contains(got, k) {
 			t.Errorf("the JSON of a run lacks %q", k)
 		}
@@ -150,7 +152,9 @@ func TestJSONSamplesPerSecond(t *testing.T) {
 // the --margin answer included.
 func TestJSONReadsBack(t *testing.T) {
 	r := &Run{ID: "x", Status: Found, Answer: 90, Margin: 80, Settings: Settings{Margin: 10, Min: 1},
-		Trials: []Trial{{N: 1, Size: 90, Outcome: classify.OK, WorkerPID: 7}}}
+		Trials: []Trial{{N: 1, Size: 90, Outcome: classify.OK, WorkerPID: 7}, {N: 2, Size: 90, Outcome: classify.OK,
+			Batches: &adapter.Batches{Source: "dataloader", Shapes: []adapter.BatchShape{{"x": {90, 7}}}, Largest: adapter.BatchShape{"x": {90, 9}}, Varied: true}}},
+		InputShapes: &InputShapes{WhyNot: "off", Trial: 2, Ranges: []ShapeRange{{Tensors: []string{"x"}, Smallest: []int{90, 7}, Largest: []int{90, 9}}}}}
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -247,5 +251,33 @@ func TestJSONKeyOrder(t *testing.T) {
 			t.Errorf("%s comes before the key above it in %s", k, s)
 		}
 		last = i
+	}
+}
+
+// TestJSONBatches: a trial's batches have every key, null for what the
+// adapter did not say, and the ranges of the tensors that varied.
+func TestJSONBatches(t *testing.T) {
+	tr := Trial{N: 1, Size: 36, Outcome: classify.OK, Batches: &adapter.Batches{Source: "dataloader", Varied: true, WorstFirst: true, WorstSteps: 1,
+		Shapes: []adapter.BatchShape{{"input_ids": {36, 2048}}, {"input_ids": {36, 384}}}, Largest: adapter.BatchShape{"input_ids": {36, 2048}}}}
+	b, err := json.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Batches map[string]json.RawMessage `json:"batches"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"source": `"dataloader"`, "worst_steps": "1", "why_not": "null", "scan_seconds": "null", "bound": "null",
+		"shapes":  `[{"input_ids":[36,2048]},{"input_ids":[36,384]}]`,
+		"ranges":  `[{"tensors":["input_ids"],"smallest":[36,384],"largest":[36,2048]}]`,
+		"largest": `{"input_ids":[36,2048]}`,
+	}
+	for k, v := range want {
+		if got := string(doc.Batches[k]); got != v {
+			t.Errorf("batches %s = %s, want %s", k, got, v)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/gpu"
 )
@@ -70,6 +71,9 @@ type Run struct {
 	// CachedFrom is the run a cached answer came from.
 	CachedFrom string   `json:"cached_from"`
 	Warnings   []string `json:"warnings"`
+	// InputShapes say what the trials met of batch shapes that vary; nil
+	// when no trial saw them vary.
+	InputShapes *InputShapes `json:"input_shapes"`
 	// Proof says how the answer's proof ran under --memory-limit:
 	// ProofHeld on a held card, ProofCapped in trials capped to the
 	// limit; "" without a limit.
@@ -151,6 +155,10 @@ type Settings struct {
 	SoakSecs        float64 `json:"soak_seconds"` // --soak
 	Framework       string  `json:"framework"`    // adapter.Framework's name
 	Preload         bool    `json:"preload"`      // --preload: trials may be forked (Trial.Forked)
+	// WorstCase is --worst-case: "on" when trials run the loader's
+	// largest batches first where they can, "off"; "" in runs recorded
+	// before the flag.
+	WorstCase string `json:"worst_case"`
 }
 
 // How an answer under --memory-limit was proven (Run.Proof).
@@ -207,9 +215,13 @@ type Trial struct {
 	// adapter, so that memory still rising at the last step shows.
 	StepPeaks []uint64 `json:"step_peak_bytes"`
 	// Rising is how much the peak grew at the last step, when it grew by
-	// more than noise (see Rising): memory not yet settled, which a longer
-	// run may take past the card.
+	// more than noise (see Rising), judged after the batches meant to
+	// raise it where the shapes varied (RisingAfter): memory not yet
+	// settled, which a longer run may take past the card.
 	Rising uint64 `json:"rising_bytes"`
+	// Batches are the shapes of the batches the trial's steps consumed, as
+	// the adapter saw them; nil when it saw none.
+	Batches *adapter.Batches `json:"batches"`
 	// Forked marks a trial forked from a server that had preloaded the
 	// program's modules (--preload), not started afresh.
 	Forked bool `json:"forked"`
@@ -287,12 +299,20 @@ type Soak struct {
 	Steps     int              `json:"steps"`
 	StepPeaks []uint64         `json:"step_peak_bytes"`
 	Rising    uint64           `json:"rising_bytes"`
+	// WorstFirst says the soak ran the whole loader's batches largest
+	// first (the adapter orders the epoch so under BATCHFIT_SOAK=1), so
+	// that it met the training's worst batches early.
+	WorstFirst bool `json:"worst_first"`
 }
 
 // SoakText says what a soak did: "soaked 10m at 282: out of memory after
-// 312 steps".
+// 312 steps"; "soaked 10m at 36, the loader's largest batches first: ran
+// 10m (700 steps)".
 func (s Soak) SoakText() string {
 	head := fmt.Sprintf("soaked %s at %d", shortDuration(s.Limit), s.Size)
+	if s.WorstFirst {
+		head += ", the loader's largest batches first"
+	}
 	if s.Outcome.Fits() {
 		return fmt.Sprintf("%s: ran %s (%d steps)", head, shortDuration(s.Seconds), s.Steps)
 	}
@@ -339,15 +359,64 @@ const (
 // ordinary run (by hundreds of MiB for the SimCLR example). It takes
 // three steps or more to see memory still rising.
 func Rising(peaks []uint64) uint64 {
-	n := len(peaks)
-	if n < 3 || peaks[n-1] <= peaks[n-2] {
-		return 0
-	}
-	growth := peaks[n-1] - peaks[n-2]
-	if growth <= RisingFloor || float64(growth) <= RisingShare*float64(peaks[n-1]) {
-		return 0
-	}
+	growth, _ := RisingAfter(peaks, 0)
 	return growth
+}
+
+// RisingAfter is Rising judged over the steps after the first from, whose
+// batches were expected to raise the peak: the loader's largest batches
+// that ran first, or the steps up to the last at which the largest shape
+// grew (SettleFrom). The peak of step from (of step 2 at the earliest, as
+// for Rising) is the baseline, and growth at the last step after it is
+// memory still rising, whatever those batches did. judged is false when
+// the trial ran no step after the baseline: its peaks cannot say memory
+// stopped rising, however flat they are, since every step it ran was one
+// whose batch was to raise them.
+func RisingAfter(peaks []uint64, from int) (growth uint64, judged bool) {
+	n := len(peaks)
+	if n <= settleBase(from) {
+		return 0, false
+	}
+	if peaks[n-1] <= peaks[n-2] {
+		return 0, true
+	}
+	growth = peaks[n-1] - peaks[n-2]
+	if growth <= RisingFloor || float64(growth) <= RisingShare*float64(peaks[n-1]) {
+		return 0, true
+	}
+	return growth, true
+}
+
+// settleBase is the step whose peak is the baseline for memory still
+// rising: step from, never before step 2 (see Rising).
+func settleBase(from int) int {
+	return max(from, 2)
+}
+
+// SettleFrom is how many of a trial's first steps ran batches meant to
+// raise its peak, after which memory must stop rising: the loader's
+// largest batches when they ran first, the steps up to the last growth of
+// the largest shape when the trial ran on past its steps, else none.
+func SettleFrom(b *adapter.Batches) int {
+	switch {
+	case b == nil || !b.Varied:
+		return 0
+	case b.WorstFirst:
+		return b.WorstSteps
+	case b.ExtendedSteps > 0:
+		return b.GrewAtStep
+	}
+	return 0
+}
+
+// SettleUnseen says the trial's shapes varied and it ran no step after
+// the batches meant to raise its peak (SettleFrom): it cannot say memory
+// stopped rising. A trial that reported no step at all says nothing either
+// way.
+func (t Trial) SettleUnseen() bool {
+	from := SettleFrom(t.Batches)
+	steps := max(t.Steps, len(t.StepPeaks))
+	return from > 0 && steps > 0 && steps <= settleBase(from)
 }
 
 // RisingAtAnswer returns the trials at the answer that ran and whose peak
@@ -356,6 +425,19 @@ func (r *Run) RisingAtAnswer() []Trial {
 	var out []Trial
 	for _, t := range r.Trials {
 		if t.Size == r.Answer && t.Outcome.Fits() && t.Rising > 0 && t.Phase != PhaseSoak {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// UnsettledAtAnswer returns the trials at the answer that ran and whose
+// steps never went past the batches meant to raise their peak
+// (Trial.SettleUnseen), soaks left out.
+func (r *Run) UnsettledAtAnswer() []Trial {
+	var out []Trial
+	for _, t := range r.Trials {
+		if t.Size == r.Answer && t.Outcome.Fits() && t.SettleUnseen() && t.Phase != PhaseSoak {
 			out = append(out, t)
 		}
 	}

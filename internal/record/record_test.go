@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 )
 
@@ -97,27 +98,91 @@ func TestRunWithoutTrialsHasAnEmptyList(t *testing.T) {
 	}
 }
 
+// TestRising: memory still rising is growth at the last step, judged after
+// the batches meant to raise the peak (from: none for fixed shapes), and
+// only where a step ran after them.
 func TestRising(t *testing.T) {
 	const gib = 1 << 30
 	tests := []struct {
-		name  string
-		peaks []uint64
-		want  uint64
+		name   string
+		peaks  []uint64
+		from   int
+		want   uint64
+		judged bool
 	}{
-		{"no peaks", nil, 0},
+		{"no peaks", nil, 0, 0, false},
 		// The optimizer's state appears in step 1: step 2 is higher in
 		// every ordinary run, and two steps cannot tell more.
-		{"two steps, the second higher", []uint64{10 * gib, 10*gib + 359<<20}, 0},
-		{"settled after the first step", []uint64{10 * gib, 11 * gib, 11 * gib}, 0},
-		{"still rising at the third", []uint64{10 * gib, 11 * gib, 12 * gib}, 1 * gib},
-		{"falling", []uint64{10 * gib, 12 * gib, 11 * gib}, 0},
-		{"growth within the floor", []uint64{10 * gib, 10 * gib, 10*gib + RisingFloor}, 0},
-		{"growth within the share", []uint64{10 * gib, 10 * gib, 10*gib + 20<<20}, 0},
-		{"growth above both", []uint64{1 * gib, 1 * gib, 1*gib + 20<<20}, 20 << 20},
+		{"two steps, the second higher", []uint64{10 * gib, 10*gib + 359<<20}, 0, 0, false},
+		{"settled after the first step", []uint64{10 * gib, 11 * gib, 11 * gib}, 0, 0, true},
+		{"still rising at the third", []uint64{10 * gib, 11 * gib, 12 * gib}, 0, 1 * gib, true},
+		{"falling", []uint64{10 * gib, 12 * gib, 11 * gib}, 0, 0, true},
+		{"growth within the floor", []uint64{10 * gib, 10 * gib, 10*gib + RisingFloor}, 0, 0, true},
+		{"growth within the share", []uint64{10 * gib, 10 * gib, 10*gib + 20<<20}, 0, 0, true},
+		{"growth above both", []uint64{1 * gib, 1 * gib, 1*gib + 20<<20}, 0, 20 << 20, true},
+		// The worst batch ran first and its peak stands: the smaller
+		// batches after it must still not raise it.
+		{"worst first, settled after it", []uint64{20 * gib, 20 * gib, 20 * gib}, 1, 0, true},
+		{"worst first, rising past its peak", []uint64{20 * gib, 20 * gib, 21 * gib}, 1, 1 * gib, true},
+		// Peaks of the steps after the worst alone (an adapter that reset
+		// them): lower than the worst's, and still growing.
+		{"worst first, rising below its peak", []uint64{20 * gib, 12 * gib, 13 * gib}, 1, 1 * gib, true},
+		{"three worst batches, two steps after", []uint64{18 * gib, 19 * gib, 20 * gib, 20 * gib, 20 * gib}, 3, 0, true},
+		// The last worst batch raised the peak: that is the batch, not
+		// memory still rising.
+		{"growth within the worst batches", []uint64{18 * gib, 19 * gib, 20 * gib, 20 * gib}, 3, 0, true},
+		{"only worst batches ran", []uint64{18 * gib, 19 * gib, 20 * gib}, 3, 0, false},
+		{"only the worst batch ran, and step 2 is the optimizer's", []uint64{20 * gib, 21 * gib}, 1, 0, false},
+		{"extended: after the last growth", []uint64{10 * gib, 12 * gib, 14 * gib, 14 * gib, 15 * gib}, 3, 1 * gib, true},
+		{"extended: ended at the last growth", []uint64{10 * gib, 12 * gib, 14 * gib}, 3, 0, false},
 	}
 	for _, tt := range tests {
-		if got := Rising(tt.peaks); got != tt.want {
-			t.Errorf("%s: Rising(%v) = %d, want %d", tt.name, tt.peaks, got, tt.want)
+		got, judged := RisingAfter(tt.peaks, tt.from)
+		if got != tt.want || judged != tt.judged {
+			t.Errorf("%s: RisingAfter(%v, %d) = %d, %v; want %d, %v", tt.name, tt.peaks, tt.from, got, judged, tt.want, tt.judged)
 		}
+		if tt.from == 0 && Rising(tt.peaks) != tt.want {
+			t.Errorf("%s: Rising(%v) = %d, want %d", tt.name, tt.peaks, Rising(tt.peaks), tt.want)
+		}
+	}
+}
+
+func TestSettleFrom(t *testing.T) {
+	tests := []struct {
+		name string
+		b    *adapter.Batches
+		want int
+	}{
+		{"no batches", nil, 0},
+		{"fixed shapes", &adapter.Batches{WorstFirst: true, WorstSteps: 3}, 0},
+		{"worst first", &adapter.Batches{Varied: true, WorstFirst: true, WorstSteps: 3, GrewAtStep: 1}, 3},
+		{"extended", &adapter.Batches{Varied: true, WhyNot: "iterable dataset", ExtendedSteps: 17, GrewAtStep: 9}, 9},
+		{"off", &adapter.Batches{Varied: true, WhyNot: "off", GrewAtStep: 3}, 0},
+	}
+	for _, tt := range tests {
+		if got := SettleFrom(tt.b); got != tt.want {
+			t.Errorf("%s: SettleFrom = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestUnsettledAtAnswer(t *testing.T) {
+	worst := &adapter.Batches{Varied: true, WorstFirst: true, WorstSteps: 3}
+	r := &Run{Answer: 36, Trials: []Trial{
+		{N: 1, Size: 36, Outcome: classify.OK, Steps: 3, Batches: worst},                      // only worst batches
+		{N: 2, Size: 36, Outcome: classify.OK, Steps: 5, Batches: worst},                      // two steps after them
+		{N: 3, Size: 36, Outcome: classify.OK, Steps: 3},                                      // fixed shapes
+		{N: 4, Size: 36, Outcome: classify.OK, Batches: worst},                                // no steps reported
+		{N: 5, Size: 37, Outcome: classify.OK, Steps: 3, Batches: worst},                      // not the answer
+		{N: 6, Size: 36, Outcome: classify.OK, Steps: 3, Batches: worst, Phase: PhaseSoak},    // a soak
+		{N: 7, Size: 36, Outcome: classify.OK, StepPeaks: []uint64{1, 2, 3}, Batches: worst},  // peaks only
+		{N: 8, Size: 36, Outcome: classify.OOM, StepPeaks: []uint64{1, 2, 3}, Batches: worst}, // did not fit
+	}}
+	var got []int
+	for _, t := range r.UnsettledAtAnswer() {
+		got = append(got, t.N)
+	}
+	if !slices.Equal(got, []int{1, 7}) {
+		t.Errorf("UnsettledAtAnswer = trials %v, want 1 and 7", got)
 	}
 }

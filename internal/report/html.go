@@ -241,6 +241,16 @@ func htmlFacts(run *record.Run) []htmlFact {
 		rounds = fmt.Sprintf(" in %d rounds", run.Rounds)
 	}
 	f.add("Trials", fmt.Sprintf("%d%s", len(run.Trials), rounds), false)
+	if in := run.InputShapes; in != nil {
+		order := "the largest batches first"
+		switch {
+		case in.WhyNot == record.WorstCaseOff:
+			order = "in the program's order (--worst-case off)"
+		case !in.WorstFirst:
+			order = "in the program's order (" + in.WhyNot + ")"
+		}
+		f.add("Input shapes", htmlOr(in.Seen(), "varied")+"; trials ran "+order, true)
+	}
 	f.add("Run", run.ID, true)
 	f.add("Logs", run.LogDir, true)
 	return f

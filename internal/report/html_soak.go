@@ -55,6 +55,9 @@ func htmlSoakOf(run *record.Run) *htmlSoakView {
 		row.Moved = !s.Outcome.Fits() && row.Effect != ""
 		v.Rows = append(v.Rows, row)
 	}
+	if slices.ContainsFunc(run.Soaks, func(s record.Soak) bool { return s.WorstFirst }) {
+		v.Intro += " The soak ran the whole loader's batches largest first, so that it met the training's worst batches early."
+	}
 	if slices.ContainsFunc(v.Rows, func(r htmlSoak) bool { return r.Moved }) {
 		v.Intro += " A soak that did not fit moved the answer down, and the new answer was soaked in turn."
 	}

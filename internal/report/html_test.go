@@ -153,12 +153,16 @@ func TestWriteHTMLContent(t *testing.T) {
 			{N: 2, Size: 16, Outcome: classify.Crash, ExitCode: 1, Tail: "ImportError: no module named foo", Stderr: "/tmp/l/2.err"},
 		},
 		Answer: 8}
+	shapes := chartResNet(t)
+	shapes.InputShapes = &record.InputShapes{WhyNot: "iterable dataset", Trial: 3,
+		Ranges: []record.ShapeRange{{Tensors: []string{"input_ids"}, Smallest: []int{968, 384}, Largest: []int{968, 1024}}}}
 	tests := []struct {
 		name string
 		run  *record.Run
 		want []string
 		not  []string
 	}{
+		{"input shapes", shapes, []string{"Input shapes", "input_ids 968x384 … 968x1024; trials ran in the program's order (iterable dataset)"}, nil},
 		{"found", resnet, []string{
 			`<div class="number">968</div>`, "968 ran ok; 969 does not (oom).",
 			"With 5 % of memory free: 920.",
@@ -183,7 +187,8 @@ func TestWriteHTMLContent(t *testing.T) {
 			`<div class="number">967</div>`, "967 ran ok; 968 does not (oom).",
 		}, nil},
 		{"soaked, kept", htmlSoakKept(t), []string{"<h2>Soak</h2>", "kept the answer"},
-			[]string{"moved the answer", "A soak that did not fit", `class="moved-row"`}},
+			[]string{"moved the answer", "A soak that did not fit", `class="moved-row"`, "largest first"}},
+		{"soaked, largest batches first", htmlSoakWorstFirst(t), []string{"The soak ran the whole loader's batches largest first"}, nil},
 		{"nothing fits", &record.Run{Status: record.NothingFits, Settings: record.Settings{Min: 4},
 			Trials: []record.Trial{{N: 1, Size: 4, Outcome: classify.OOM}}},
 			[]string{"No batch size fits", "Even batch size 4 does not run.", `<div class="number">—</div>`, "nothing fits"},
@@ -219,6 +224,14 @@ func htmlSoakKept(t *testing.T) *record.Run {
 	run.Soaks = run.Soaks[1:]
 	run.Soaks[0].Size = 968
 	run.Answer, run.FirstFailure, run.Warnings = 968, 969, nil
+	return run
+}
+
+// htmlSoakWorstFirst is the kept soak as one that ran the loader's largest
+// batches first.
+func htmlSoakWorstFirst(t *testing.T) *record.Run {
+	run := htmlSoakKept(t)
+	run.Soaks[0].WorstFirst = true
 	return run
 }
 

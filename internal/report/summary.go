@@ -82,6 +82,9 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 	if line := PoolText(run); line != "" {
 		fmt.Fprintf(&b, "  %s\n", line)
 	}
+	if note := run.InputShapes.Note(); note != "" {
+		fmt.Fprintf(&b, "  %s\n", termtext.Line(note, termtext.Width))
+	}
 	for _, sk := range run.Soaks {
 		fmt.Fprintf(&b, "  soak: %s\n", sk.SoakText())
 		if c := SoakCurve(sk.StepPeaks); c != "" {

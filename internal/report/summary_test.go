@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
 	"github.com/batchfit/batchfit/internal/record"
 )
@@ -120,5 +121,41 @@ func TestSummaryNotExact(t *testing.T) {
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("summary lacks %q:\n%s", tc.want, b.String())
 		}
+	}
+}
+
+// TestSummaryShowsTheInputShapes: shapes that varied are said with their
+// range, and what the trials did about them.
+func TestSummaryShowsTheInputShapes(t *testing.T) {
+	batches := func(worst bool, why string) *adapter.Batches {
+		return &adapter.Batches{Varied: true, WorstFirst: worst, WhyNot: why,
+			Shapes:  []adapter.BatchShape{{"input_ids": {36, 2048}}, {"input_ids": {36, 384}}},
+			Largest: adapter.BatchShape{"input_ids": {36, 2048}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		b       *adapter.Batches
+		want    string
+		notWant string
+	}{
+		{"worst first", batches(true, ""), "  input shapes varied (input_ids length 384–2048): trials ran the largest batches first\n", "warning:"},
+		{"iterable", batches(false, "iterable dataset"), "  warning: input shapes varied (input_ids 36x384 … 36x2048) and trials could not run the largest batches first (iterable dataset)", "trials ran the largest"},
+		{"fixed", &adapter.Batches{Shapes: []adapter.BatchShape{{"x": {36}}}}, "trials: 1", "input shapes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := &record.Run{Status: record.Found, Answer: 36, FirstFailure: 37,
+				Trials: []record.Trial{{N: 1, Size: 36, Outcome: classify.OK, Batches: tc.b}}}
+			run.InputShapes = record.InputShapesOf(run.Trials, run.Answer)
+			if w := run.InputShapes.Warning(); w != "" {
+				run.Warnings = append(run.Warnings, w)
+			}
+			var b bytes.Buffer
+			if err := WriteSummaryHead(&b, run); err != nil {
+				t.Fatal(err)
+			}
+			if out := b.String(); !strings.Contains(out, tc.want) || strings.Contains(out, tc.notWant) {
+				t.Errorf("summary, want %q and not %q:\n%s", tc.want, tc.notWant, out)
+			}
+		})
 	}
 }

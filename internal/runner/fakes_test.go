@@ -49,6 +49,9 @@ type fakeTrainer struct {
 	sources, opened []string
 	// rising reports step peaks that still grow at the last step.
 	rising bool
+	// worstSteps, when set, reports batches whose shapes vary, the
+	// loader's largest run first in so many of the three steps.
+	worstSteps int
 	// soakFits, when set, is the largest size a soak survives; a larger
 	// one runs out of memory after soakSteps steps. A soak that survives
 	// runs until batchfit stops it.
@@ -120,6 +123,10 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 		}
 		ev := adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step},
 			StepPeaks: peaks, Sources: statSources(t.sources), Opened: statSources(t.opened)}
+		if t.worstSteps > 0 {
+			ev.Batches = &adapter.Batches{Source: "dataloader", Varied: true, WorstFirst: true, WorstSteps: t.worstSteps,
+				Largest: adapter.BatchShape{"input_ids": {size, 2048}}}
+		}
 		if t.noMemory {
 			ev.MaxAllocated, ev.MaxReserved, ev.StepPeaks = 0, 0, nil
 		}
@@ -144,7 +151,11 @@ func (t fakeTrainer) soak(size int, peak uint64, report string, limit time.Durat
 		adapter.Append(report, adapter.Event{Event: "exit", OOM: true, Exception: "torch.OutOfMemoryError", Steps: steps, StepPeaks: peaks})
 		return trial.Result{ExitCode: 1, Duration: limit / 2, StderrTail: []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")}
 	}
-	adapter.Append(report, adapter.Event{Event: "exit", Stopped: true, MaxAllocated: peak, Steps: steps, StepPeaks: peaks})
+	ev := adapter.Event{Event: "exit", Stopped: true, MaxAllocated: peak, Steps: steps, StepPeaks: peaks}
+	if t.worstSteps > 0 {
+		ev.Batches = &adapter.Batches{Source: "dataloader", Varied: true, WorstFirst: true, WorstSteps: t.worstSteps}
+	}
+	adapter.Append(report, ev)
 	return trial.Result{ExitCode: 0, Signal: syscall.SIGTERM, TimedOut: true, Duration: limit}
 }
 

@@ -41,6 +41,10 @@ type Config struct {
 	Search  search.Config
 	Steps   int           // training steps per trial (BATCHFIT_STEPS); 0: to the program's own end
 	Timeout time.Duration // per trial
+	// WorstCaseOff is --worst-case off: trials run their batches in the
+	// program's order, not the loader's largest first
+	// (probe.Config.WorstCaseOff).
+	WorstCaseOff bool
 	// Soak, when above 0, runs the answer once more in a fresh process for
 	// this long (to the program's end, at most) once the search has found
 	// it; an out-of-memory soak moves the answer down (see soak.go).

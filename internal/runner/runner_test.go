@@ -527,3 +527,28 @@ func writeFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestWorstCaseOff: --worst-case off reaches every trial and the record.
+func TestWorstCaseOff(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		f := newFixture(plain)
+		f.cfg.LogBase = t.TempDir()
+		f.cfg.WorstCaseOff = off
+		run, err := f.run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, env := "on", "1"
+		if off {
+			want, env = "off", "0"
+		}
+		if run.Settings.WorstCase != want {
+			t.Errorf("off %v: settings say %q", off, run.Settings.WorstCase)
+		}
+		for i, e := range f.exec.envs {
+			if v, _ := adapter.Lookup(e, adapter.WorstCaseEnv); v != env {
+				t.Errorf("off %v: trial %d has %s=%q, want %q", off, i+1, adapter.WorstCaseEnv, v, env)
+			}
+		}
+	}
+}

@@ -100,8 +100,11 @@ func (s *session) newRun(ctx context.Context) *record.Run {
 			Strategy: string(sc.Strategy), Confirm: sc.Confirm, TimeoutSecs: cfg.Timeout.Seconds(),
 			SoakSecs:    cfg.Soak.Seconds(),
 			MemoryLimit: s.limit, Margin: sc.MarginPercent, Framework: cfg.Framework.Name(),
-			Preload: cfg.Preload, Parallel: max(1, len(cfg.Group.Slots)),
+			Preload: cfg.Preload, Parallel: max(1, len(cfg.Group.Slots)), WorstCase: "on",
 		},
+	}
+	if cfg.WorstCaseOff {
+		run.Settings.WorstCase = "off"
 	}
 	if s.limit > 0 {
 		run.Settings.MemoryLimitScope = string(limit.ScopeProcess)
@@ -244,6 +247,7 @@ func (s *session) probeConfig(ctx context.Context) (probe.Config, error) {
 		Env:          cfg.Env,
 		Dir:          cfg.Dir,
 		Steps:        cfg.Steps,
+		WorstCaseOff: cfg.WorstCaseOff,
 		Timeout:      cfg.Timeout,
 		LogDir:       s.run.LogDir,
 		Framework:    cfg.Framework,
@@ -435,11 +439,19 @@ func (s *session) record(res search.Result) {
 	if w := caveat.Fragmentation(run.Trials, res.FirstFailure, s.capacity()); w != "" {
 		run.Warnings = append(run.Warnings, w)
 	}
-	run.Soaks = s.soaks
-	run.Warnings = append(run.Warnings, s.moved...)
-	if w := s.risingWarning(); w != "" {
+	run.InputShapes = record.InputShapesOf(run.Trials, run.Answer)
+	if w := run.InputShapes.Warning(); w != "" {
+		// Even with -q: the answer holds only for the shapes the trials met.
 		run.Warnings = append(run.Warnings, w)
 		s.deps.Alert("warning: " + w)
+	}
+	run.Soaks = s.soaks
+	run.Warnings = append(run.Warnings, s.moved...)
+	for _, w := range []string{s.risingWarning(), s.unsettledWarning()} {
+		if w != "" {
+			run.Warnings = append(run.Warnings, w)
+			s.deps.Alert("warning: " + w)
+		}
 	}
 }
 

@@ -103,7 +103,7 @@ func soakOf(t record.Trial, limit float64) record.Soak {
 	return record.Soak{
 		Size: t.Size, Trial: t.N, Limit: limit, Seconds: t.Seconds,
 		Outcome: t.Outcome, Reason: t.Reason, Steps: stepsOf(t),
-		StepPeaks: t.StepPeaks, Rising: t.Rising,
+		StepPeaks: t.StepPeaks, Rising: t.Rising, WorstFirst: t.Batches != nil && t.Batches.WorstFirst,
 	}
 }
 
@@ -127,15 +127,12 @@ func (s *session) risingWarning() string {
 	if run.Answer == 0 {
 		return ""
 	}
-	if n := len(s.soaks); n > 0 {
-		last := s.soaks[n-1]
-		if last.Size == run.Answer && last.Outcome.Fits() {
-			if last.Rising == 0 {
-				return ""
-			}
-			return fmt.Sprintf("memory was still rising at the end of the soak of %d (%s at its last step of %d); it may not fit a longer run: soak longer (--soak)",
-				run.Answer, "+"+units.Bytes(last.Rising), last.Steps)
+	if last, ok := s.answerSoaked(); ok {
+		if last.Rising == 0 {
+			return ""
 		}
+		return fmt.Sprintf("memory was still rising at the end of the soak of %d (%s at its last step of %d); it may not fit a longer run: soak longer (--soak)",
+			run.Answer, "+"+units.Bytes(last.Rising), last.Steps)
 	}
 	rising := run.RisingAtAnswer()
 	if len(rising) == 0 {
@@ -147,4 +144,63 @@ func (s *session) risingWarning() string {
 	}
 	return fmt.Sprintf("memory was still rising at the last step of the answer's trials (%d; %s); a longer run may not fit: run more steps (--steps) or soak the answer (--soak 10m)",
 		run.Answer, strings.Join(parts, ", "))
+}
+
+// unsettledWarning says when the answer's trials ran no step after the
+// batches meant to raise their peak (record.Trial.SettleUnseen): their
+// peaks cannot say memory stopped rising, however flat, unless a soak of
+// the answer survived past them.
+func (s *session) unsettledWarning() string {
+	run := s.run
+	if run.Answer == 0 {
+		return ""
+	}
+	if last, ok := s.answerSoaked(); ok && !s.soakUnsettled(last) {
+		return ""
+	}
+	unseen := run.UnsettledAtAnswer()
+	if len(unseen) == 0 {
+		return ""
+	}
+	var parts []string
+	need := 0
+	for _, t := range unseen {
+		from := record.SettleFrom(t.Batches)
+		need = max(need, from+1, 3)
+		if t.Batches.WorstFirst {
+			parts = append(parts, fmt.Sprintf("trial %d ran only its %s", t.N, largestBatches(from)))
+		} else {
+			parts = append(parts, fmt.Sprintf("trial %d ended at step %d, where its largest shape last grew", t.N, from))
+		}
+	}
+	return fmt.Sprintf("memory after the largest batches was not seen at the answer (%d; %s); a longer run may not fit: run at least %d steps (--steps %d) or soak the answer (--soak 10m)",
+		run.Answer, strings.Join(parts, ", "), need, need)
+}
+
+// answerSoaked returns the last soak when it ran the answer and survived.
+func (s *session) answerSoaked() (record.Soak, bool) {
+	if n := len(s.soaks); n > 0 {
+		last := s.soaks[n-1]
+		return last, last.Size == s.run.Answer && last.Outcome.Fits()
+	}
+	return record.Soak{}, false
+}
+
+// soakUnsettled says the soak's trial, too, ran no step after its largest
+// batches.
+func (s *session) soakUnsettled(soak record.Soak) bool {
+	for _, t := range s.run.Trials {
+		if t.N == soak.Trial {
+			return t.SettleUnseen()
+		}
+	}
+	return false
+}
+
+// largestBatches is "largest batch" or "3 largest batches".
+func largestBatches(n int) string {
+	if n == 1 {
+		return "largest batch"
+	}
+	return fmt.Sprintf("%d largest batches", n)
 }

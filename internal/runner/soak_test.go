@@ -51,6 +51,50 @@ func TestRisingMemoryAtTheAnswerIsSaid(t *testing.T) {
 	}
 }
 
+// TestMemoryAfterTheLargestBatches: a trial that ran only the loader's
+// largest batches cannot say memory stopped rising; one step after them
+// (and after the optimizer's first) can, and a soak that survived does.
+func TestMemoryAfterTheLargestBatches(t *testing.T) {
+	want := "memory after the largest batches was not seen at the answer"
+	for _, tc := range []struct {
+		name       string
+		worstSteps int
+		soak       time.Duration
+		warned     bool
+	}{
+		{"only the largest batches ran", 3, 0, true},
+		{"steps ran after them", 1, 0, false},
+		{"a soak survived past them", 3, 10 * time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := plain
+			tr.worstSteps = tc.worstSteps
+			f := newFixture(tr)
+			f.cfg.LogBase = t.TempDir()
+			f.cfg.Soak = tc.soak
+			run, err := f.run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := slices.ContainsFunc(run.Warnings, func(w string) bool { return strings.Contains(w, want) })
+			if warned != tc.warned {
+				t.Fatalf("warned %v, want %v: %q", warned, tc.warned, run.Warnings)
+			}
+			if warned && !slices.ContainsFunc(run.Warnings, func(w string) bool {
+				return strings.Contains(w, "ran only its 3 largest batches") && strings.Contains(w, "--steps 4")
+			}) {
+				t.Errorf("warnings %q do not say which trial, nor how many steps", run.Warnings)
+			}
+			if run.InputShapes == nil || !run.InputShapes.WorstFirst {
+				t.Errorf("input shapes %+v, want worst first", run.InputShapes)
+			}
+			if tc.soak > 0 && (len(run.Soaks) != 1 || !run.Soaks[0].WorstFirst) {
+				t.Errorf("soaks %+v, want one of the largest batches first", run.Soaks)
+			}
+		})
+	}
+}
+
 func TestSoakThatSurvivesKeepsTheAnswer(t *testing.T) {
 	tr := plain
 	tr.rising = true // the short trials rose; the soak settles it

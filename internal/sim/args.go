@@ -33,6 +33,8 @@ func bindWorkload(fs *flag.FlagSet, w *Workload) {
 	fs.DurationVar(&w.SlowStart, "slow-start", 0, "real sleep before initializing")
 	fs.Float64Var(&w.FlakyP, "flaky-p", 0, "chance that a trial loses flaky-band samples of memory to fragmentation")
 	fs.IntVar(&w.FlakyBand, "flaky-band", 0, "samples of memory a flaky trial loses")
+	fs.Var(&w.Lengths, "lengths", "sequence lengths of the loader's batches, one a step: 384,512,2048")
+	fs.BoolVar(&w.Iterable, "iterable", false, "the loader cannot be reordered (an iterable dataset)")
 }
 
 func bindCard(fs *flag.FlagSet, c *Card) {

@@ -26,6 +26,11 @@ type trialConfig struct {
 	trial      int // BATCHFIT_TRIAL, 1-based
 	reportPath string
 	rank       int
+	// worstCase is BATCHFIT_WORST_CASE (on unless "0"), patience
+	// BATCHFIT_SHAPE_PATIENCE: how a trial of Workload.Lengths orders and
+	// ends its steps, as the adapter would.
+	worstCase bool
+	patience  int
 }
 
 // parseTrial reads the arguments and batchfit's environment. Errors here are
@@ -75,6 +80,12 @@ func parseTrial(args []string, getenv func(string) string) (trialConfig, error) 
 	if v := getenv("BATCHFIT_TRIAL"); v != "" {
 		if c.trial, err = positive("BATCHFIT_TRIAL", v); err != nil {
 			return c, err
+		}
+	}
+	c.worstCase, c.patience = getenv(adapter.WorstCaseEnv) != "0", shapePatience
+	if v := getenv("BATCHFIT_SHAPE_PATIENCE"); v != "" {
+		if c.patience, err = strconv.Atoi(v); err != nil || c.patience < 0 {
+			return c, fmt.Errorf("BATCHFIT_SHAPE_PATIENCE: want a number of steps, got %q", v)
 		}
 	}
 	c.reportPath = getenv(adapter.ReportEnv)
@@ -161,6 +172,9 @@ type child struct {
 	registered bool
 	allocated  uint64 // this process's allocator, now (= peak: it only grows)
 	reserved   uint64
+	// batches are the shapes of the steps run so far, for the adapter's
+	// report; nil for a workload without Lengths.
+	batches *adapter.Batches
 }
 
 func (c *child) run() int {
@@ -195,7 +209,16 @@ func (c *child) run() int {
 	}
 	fmt.Fprintf(c.stdout, "[%s] using cuda:0 (%s)\n", nameOr(w.Name), c.card.Name)
 
-	if code, ok := c.allocate(); !ok {
+	plan := w.schedule(c.batch, c.steps, c.worstCase, c.patience)
+	steps, first := c.steps, 0
+	var shapes []adapter.BatchShape
+	if plan.lengths != nil {
+		steps, first = len(plan.lengths), plan.lengths[0]
+		b := plan.batches
+		shapes, b.Shapes = b.Shapes, nil // each step that runs adds its own
+		c.batches = &b
+	}
+	if code, ok := c.allocate(first); !ok {
 		return code
 	}
 	if code, ok := c.injectFault(); !ok {
@@ -203,22 +226,43 @@ func (c *child) run() int {
 	}
 
 	step := w.StepSeconds(c.batch)
-	times := make([]float64, c.steps)
-	for i := range c.steps {
+	times := make([]float64, steps)
+	var peaks []uint64
+	for i := range steps {
+		if plan.lengths != nil {
+			if code, ok := c.grow(plan.lengths[i]); !ok {
+				return code
+			}
+			c.batches.Shapes = append(c.batches.Shapes, shapes[i])
+			peaks = append(peaks, c.allocated)
+		}
 		time.Sleep(w.StepSleep)
 		times[i] = step
 		loss := 4.2 - 0.05*float64(i) - 0.01*float64(c.batch%7)
-		fmt.Fprintf(c.stdout, "step %d/%d loss %.3f (%.3f s, %.0f samples/s)\n", i+1, c.steps, loss, step, float64(c.batch)/step)
+		fmt.Fprintf(c.stdout, "step %d/%d loss %.3f (%.3f s, %.0f samples/s)\n", i+1, steps, loss, step, float64(c.batch)/step)
 	}
-	c.reportExit(adapter.Event{Steps: c.steps, StepTimes: times}, true)
+	c.reportExit(adapter.Event{Steps: steps, StepTimes: times, StepPeaks: peaks}, true)
 	c.leaveLeak()
 	return 0
 }
 
+// grow takes what a step at length needs beyond what the allocator holds:
+// a longer batch than any before takes more activations; a shorter one
+// reuses the blocks it has.
+func (c *child) grow(length int) (int, bool) {
+	w := c.w
+	p := w.activations(c.batch, length)
+	if satAdd(w.Fixed, p) <= c.allocated {
+		return 0, true
+	}
+	return c.alloc(phaseForward, satAdd(w.Fixed, p), satAdd(w.Fixed, roundUp(p, w.Round)))
+}
+
 // allocate takes the trial's memory as a training step would: weights,
-// gradients and optimizer state, then the activations layer by layer; ok is
-// false, with the exit status, when it ran out.
-func (c *child) allocate() (int, bool) {
+// gradients and optimizer state, then the activations layer by layer, of
+// a batch at length (see Workload.activations; 0 for the whole part); ok
+// is false, with the exit status, when it ran out.
+func (c *child) allocate(length int) (int, bool) {
 	w := c.w
 	// Weights, gradients, optimizer state: no rounding, they are many
 	// tensors packed into the allocator's blocks.
@@ -233,7 +277,7 @@ func (c *child) allocate() (int, bool) {
 	// Activations, layer by layer; each step rounds the batch part as the
 	// allocator does its blocks.
 	const layers = 16
-	part := w.part(c.batch)
+	part := w.activations(c.batch, length)
 	for k := uint64(1); k <= layers; k++ {
 		p := part / layers * k
 		if k == layers {
@@ -411,6 +455,7 @@ func (c *child) reportExit(ev adapter.Event, cudaInit bool) {
 	ev.PID = c.pid
 	ev.Rank = c.rank
 	ev.Torch = simTorch
+	ev.Batches = c.batches
 	if cudaInit {
 		ev.CUDAInitialized = true
 		ev.Device = c.card.Name

@@ -69,6 +69,20 @@ type Workload struct {
 	// a trial that loses nothing stops fitting.
 	FlakyP    float64
 	FlakyBand int
+
+	// Lengths, when set, are the sequence lengths of the loader's batches
+	// in its order, one a step, over and over, as a language model padded
+	// to each batch's longest sequence sees them: a step's activations are
+	// part(b) scaled by its length over the longest (the laws above are
+	// the longest batch's), so a trial's peak is the longest batch's only
+	// once a step ran it. A trial runs the longest first, as the adapter
+	// does (BATCHFIT_WORST_CASE), and reports its batches' shapes.
+	Lengths Lengths
+	// Iterable makes the loader one that cannot be reordered (an iterable
+	// dataset): a trial whose lengths vary runs on past its steps until
+	// the longest length seen has not grown for BATCHFIT_SHAPE_PATIENCE
+	// steps, as the adapter does.
+	Iterable bool
 }
 
 // Card is a simulated GPU model. Dir is the state directory shared by the
@@ -138,6 +152,12 @@ func (w Workload) Validate() error {
 	}
 	if !(w.FlakyP >= 0 && w.FlakyP <= 1) {
 		errs = append(errs, fmt.Errorf("flaky-p %g must be a probability, in [0, 1]", w.FlakyP))
+	}
+	for _, l := range w.Lengths {
+		if l < 1 {
+			errs = append(errs, fmt.Errorf("lengths must be positive, got %d", l))
+			break
+		}
 	}
 	if w.FlakyP > 0 && w.FlakyBand < 1 {
 		errs = append(errs, errors.New("flaky-band must be at least 1 when flaky-p is set"))

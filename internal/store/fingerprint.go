@@ -60,13 +60,23 @@ import (
 //	executable <0|1>              1 when it was found
 //	<path string> <hash string>   only when executable is 1
 //
-// Version 5, written now, is "batchfit fingerprint v5" and the lines of
-// version 4 after its first. Its lines mean what they did; the answer to
-// them changed: under a whole-process limit it is proven on a held card
+// Version 5 is "batchfit fingerprint v5" and the lines of version 4 after
+// its first. Its lines mean what they did; the answer to them changed:
+// under a whole-process limit it is proven on a held card
 // (record.ProofHeld), which a capped trial could beat by a size or two,
 // and XLA's pool is the named card's (75 % of it by default), not the
 // whole limit. A run proven capped under a whole-process limit is never
 // a cached answer (Store.Cached).
+//
+// Version 6, written now, is "batchfit fingerprint v6" and the lines of
+// version 5 after its first, followed by --worst-case, which decides
+// which batches a trial of a program whose shapes vary meets (its
+// largest first, or the program's first few):
+//
+//	worst_case <string>           "on" or "off"
+//
+// Runs of earlier versions ran the program's first batches, as "off"
+// does, and say nothing of their shapes.
 //
 // The files the program loaded (Inputs.Loaded) are not in it: they are
 // known only after a trial, and are hashed again when a cached answer is
@@ -103,7 +113,7 @@ func CommandKey(r *record.Run) string {
 }
 
 // fingerprintVersion is the version Fingerprint writes.
-const fingerprintVersion = 5
+const fingerprintVersion = 6
 
 func fingerprintText(r *record.Run, version int) []byte {
 	var c canon
@@ -139,6 +149,9 @@ func fingerprintText(r *record.Run, version int) []byte {
 		c.executable(r.Inputs)
 	}
 	// Version 5 adds no line (see Fingerprint).
+	if version >= 6 {
+		c.field("worst_case").str(r.Settings.WorstCase).end()
+	}
 	return c.b
 }
 

@@ -190,8 +190,24 @@ func TestFingerprintEncodingV5(t *testing.T) {
 	if want := strings.Replace(v4, "batchfit fingerprint v4\n", "batchfit fingerprint v5\n", 1); v5 != want {
 		t.Fatalf("version 5\n got %q\nwant %q", v5, want)
 	}
-	if Fingerprint(r) != digest([]byte(v5)) {
-		t.Fatal("Fingerprint does not write version 5")
+}
+
+// TestFingerprintEncodingV6: version 6 is version 5's lines and
+// --worst-case, which decides which batches a trial meets.
+func TestFingerprintEncodingV6(t *testing.T) {
+	r := sampleRun()
+	r.Settings.WorstCase = "on"
+	v5, v6 := string(fingerprintText(r, 5)), string(fingerprintText(r, 6))
+	if want := strings.Replace(v5, "batchfit fingerprint v5\n", "batchfit fingerprint v6\n", 1) + "worst_case 2:on\n"; v6 != want {
+		t.Fatalf("version 6\n got %q\nwant %q", v6, want)
+	}
+	if Fingerprint(r) != digest([]byte(v6)) {
+		t.Fatal("Fingerprint does not write version 6")
+	}
+	on := Fingerprint(r)
+	r.Settings.WorstCase = "off"
+	if Fingerprint(r) == on {
+		t.Fatal("--worst-case is not in the fingerprint")
 	}
 }
 
