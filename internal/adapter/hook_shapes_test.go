@@ -10,8 +10,9 @@ import (
 )
 
 // The adapter records each step's batch shapes in the exit event's
-// "batches" object, and runs a trial whose shapes vary past BATCHFIT_STEPS
-// until its largest batch stops growing. These tests run the real hook on
+// "batches" object, runs a DataLoader's largest batches first where their
+// shapes vary, and otherwise runs a varied trial past BATCHFIT_STEPS until
+// its largest batch stops growing. These tests run the real hook on
 // Debian's CPU torch with testdata/shapestrain.py, whose last batch (4 x 48
 // tokens) raises torch's CUDA OOM error, and read the event's raw JSON.
 
@@ -61,6 +62,73 @@ func shapesJSON(t *testing.T, v any) string {
 	return string(data)
 }
 
+func TestHookRunsWorstBatchesFirst(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	for _, tc := range []struct {
+		mode, largest string
+	}{
+		{"map", `{"batch":[4,48]}`},
+		{"lightning", `{"batch":[4,48]}`},
+		{"hf", `{"attention_mask":[4,48],"input_ids":[4,48],"labels":[4,48]}`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			// As before: the first three batches are short, and the trial
+			// ends well after 3 steps, its shapes varied.
+			r, ev := runRaw(t, py, []string{"BATCHFIT_STEPS=3", "BATCHFIT_WORST_CASE=0"}, testdata("shapestrain.py"), tc.mode)
+			b := batchesOf(t, ev)
+			if r.code != 0 || ev["stopped"] != true || ev["steps"] != 3.0 {
+				t.Fatalf("--worst-case off: exit %d, event %v, want stopped after 3 steps; stderr:\n%s", r.code, ev, r.stderr)
+			}
+			if b["varied"] != true || b["worst_first"] != false || b["why_not"] != "off" || b["extended_steps"] != 0.0 || len(b["shapes"].([]any)) != 3 {
+				t.Errorf("--worst-case off: batches %v, want varied, why_not off, 3 shapes, no extension", b)
+			}
+			// The largest batch comes first and meets the OOM.
+			r, ev = runRaw(t, py, []string{"BATCHFIT_STEPS=3"}, testdata("shapestrain.py"), tc.mode)
+			b = batchesOf(t, ev)
+			if r.code == 0 || ev["oom"] != true || r.stdout != "" {
+				t.Errorf("worst first: exit %d, stdout %q, event %v, want the OOM at the first step", r.code, r.stdout, ev)
+			}
+			if b["worst_first"] != true || b["varied"] != true || shapesJSON(t, b["largest"]) != tc.largest || b["scanned_batches"] != 6.0 {
+				t.Errorf("worst first: batches %v, want worst_first, varied, largest %s, 6 batches scanned", b, tc.largest)
+			}
+			if _, ok := b["scan_seconds"].(float64); !ok {
+				t.Errorf("worst first: no scan_seconds in %v", b)
+			}
+			// Where everything fits, the three largest run first, then the
+			// trial stops as always.
+			r, ev = runRaw(t, py, []string{"BATCHFIT_STEPS=3", "SHAPES_LIMIT=1000"}, testdata("shapestrain.py"), tc.mode)
+			b = batchesOf(t, ev)
+			if want := "step 1 tokens 192\nstep 2 tokens 108\n"; r.code != 0 || r.stdout != want || ev["stopped"] != true {
+				t.Errorf("fits: exit %d, stdout\n%s\nwant\n%s", r.code, r.stdout, want)
+			}
+			shapes := b["shapes"].([]any)
+			if b["worst_steps"] != 3.0 || len(shapes) != 3 || shapesJSON(t, shapes[0]) != tc.largest {
+				t.Errorf("fits: batches %v, want 3 worst steps, the largest first", b)
+			}
+		})
+	}
+}
+
+func TestHookSoakRunsWholeEpochLargestFirst(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	r, ev := runRaw(t, py, []string{SoakEnv + "=1", "SHAPES_LIMIT=1000"}, testdata("shapestrain.py"), "map", "8")
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	var lengths []int
+	for _, s := range batchesOf(t, ev)["shapes"].([]any) {
+		dims := s.(map[string]any)["batch"].([]any)
+		lengths = append(lengths, int(dims[1].(float64)))
+	}
+	// The epoch largest first, then the next epoch in its own order.
+	if want := []int{48, 27, 23, 19, 15, 11, 11, 15}; !reflect.DeepEqual(lengths, want) {
+		t.Errorf("padded lengths by step %v, want %v", lengths, want)
+	}
+}
+
 func TestHookExtendsVariedTrials(t *testing.T) {
 	t.Parallel()
 	py := findPython(t, true)
@@ -74,8 +142,11 @@ func TestHookExtendsVariedTrials(t *testing.T) {
 	}{
 		// Past BATCHFIT_STEPS to the growing batch that does not fit.
 		{"no DataLoader meets the OOM", "forward", nil, "no DataLoader", "end", true, 5, 2},
+		{"iterable meets the OOM", "iterable", nil, "iterable dataset", "end", true, 5, 2},
+		{"a scan out of time", "map", []string{"BATCHFIT_SCAN_SECONDS=0.000001"}, "scan timed out after 1e-06 s", "end", true, 5, 2},
 		// The largest (step 6's) has not grown for 2 steps at step 8.
 		{"patience", "forward", []string{"SHAPES_LIMIT=1000", "BATCHFIT_SHAPE_PATIENCE=2"}, "no DataLoader", "steps", false, 8, 5},
+		{"patience, iterable", "iterable", []string{"SHAPES_LIMIT=1000", "BATCHFIT_SHAPE_PATIENCE=2"}, "iterable dataset", "steps", false, 8, 5},
 		// 0.1 s at 0.03 s a step: about 4 steps past the third, well
 		// before patience would end it (step 26); -1: any count.
 		{"time", "forward", []string{"SHAPES_LIMIT=1000", "BATCHFIT_SHAPE_SECONDS=0.1", "SHAPES_SLEEP=0.03"}, "no DataLoader", "time", false, -1, -1},
@@ -96,9 +167,11 @@ func TestHookExtendsVariedTrials(t *testing.T) {
 		})
 	}
 	// Off, the trial stops at BATCHFIT_STEPS all the same.
-	r, ev := runRaw(t, py, []string{"BATCHFIT_STEPS=3", "BATCHFIT_WORST_CASE=0"}, testdata("shapestrain.py"), "forward")
-	if b := batchesOf(t, ev); r.code != 0 || ev["steps"] != 3.0 || b["why_not"] != "off" || b["extended_steps"] != 0.0 || b["bound"] != nil {
-		t.Errorf("--worst-case off: exit %d, event %v, want 3 steps, why_not off, no extension", r.code, ev)
+	for _, mode := range []string{"forward", "iterable"} {
+		r, ev := runRaw(t, py, []string{"BATCHFIT_STEPS=3", "BATCHFIT_WORST_CASE=0"}, testdata("shapestrain.py"), mode)
+		if b := batchesOf(t, ev); r.code != 0 || ev["steps"] != 3.0 || b["why_not"] != "off" || b["extended_steps"] != 0.0 || b["bound"] != nil {
+			t.Errorf("%s, --worst-case off: exit %d, event %v, want 3 steps, why_not off, no extension", mode, r.code, ev)
+		}
 	}
 }
 

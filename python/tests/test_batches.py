@@ -1,6 +1,7 @@
-"""batchfit._runtime.batches: the shapes of a trial's batches, and whether a
-varied trial goes on past BATCHFIT_STEPS. Standard library only; run with
-python3 -m unittest discover -s tests."""
+"""batchfit._runtime.batches and loader: the shapes of a trial's batches,
+whether a varied trial goes on past BATCHFIT_STEPS, and the loader scan that
+puts the largest batches first. Standard library, and torch where installed
+(the loader tests); run with python3 -m unittest discover -s tests."""
 
 import collections
 import os
@@ -10,7 +11,14 @@ from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from batchfit._runtime import batches  # noqa: E402
+from batchfit._runtime import batches, loader  # noqa: E402
+from batchfit._runtime.state import state  # noqa: E402
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError:  # the loader tests need it
+    torch = None
 
 
 class Tensor:
@@ -120,6 +128,91 @@ class StepsTest(unittest.TestCase):
         batches.note({"arg0": [4, 8, 16]}, "forward")
         batches.on_step(1)
         self.assertEqual(batches.event_fields(1)["shapes"], [{"batch": [4, 8]}])
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class LoaderTest(unittest.TestCase):
+    def setUp(self):
+        batches.reset()
+        self.addCleanup(batches.reset)
+        patcher = mock.patch.multiple(state, path="/dev/null", steps=0, stop_at=2)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def loader(self, lengths, **kw):
+        class Items(torch.utils.data.Dataset):
+            def __len__(self):
+                return len(lengths)
+
+            def __getitem__(self, i):
+                return list(range(lengths[i]))
+
+        def pad(items):
+            longest = max(len(x) for x in items)
+            return torch.tensor([x + [0] * (longest - len(x)) for x in items])
+
+        return torch.utils.data.DataLoader(Items(), batch_size=2, collate_fn=pad, **kw)
+
+    def first(self, data):
+        it = iter(data)
+        loader._prepare(data, it, torch.utils.data.IterableDataset)
+        return it.__dict__.get("_batchfit_first")
+
+    def test_largest_first(self):
+        first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+        self.assertFalse(batches.log.worst_first)  # until a step takes one
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 9)])
+        self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
+        self.assertEqual(batches.log.scanned_batches, 4)
+
+    def test_fixed_items_are_left_alone(self):
+        self.assertIsNone(self.first(self.loader([5] * 8)))
+        self.assertFalse(batches.log.worst_first)
+        self.assertIsNone(batches.log.scan_seconds)
+
+    def test_random_state_is_put_back(self):
+        data = self.loader([3, 4, 5, 6, 30, 2, 9, 9], shuffle=True)
+        torch.manual_seed(1)
+        self.assertIsNotNone(self.first(data))  # the scan shuffled a plan
+        after = torch.rand(1)
+        torch.manual_seed(1)
+        iter(data)  # draws its base seed, as first() did
+        self.assertTrue(torch.equal(after, torch.rand(1)))
+
+    def test_padding_to_one_length_is_left_alone(self):
+        data = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        data.collate_fn = lambda items: torch.zeros(len(items), 32)
+        self.assertIsNone(self.first(data))
+        self.assertFalse(batches.log.planned_varied)
+        self.assertEqual(batches.log.why_not, "planned batches of one shape")
+
+    def test_scan_time_bound(self):
+        with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):
+            self.assertIsNone(self.first(self.loader(list(range(1, 200)))))
+        self.assertEqual(batches.log.why_not, "scan timed out after 1e-06 s")
+
+    def test_not_before_the_trial_or_after_its_first_step(self):
+        with mock.patch.object(state, "steps", 1):
+            self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
+        with mock.patch.object(state, "path", None):
+            self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
+
+    def test_iterable_and_unsized(self):
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                return iter([[1], [1, 2]])
+
+        self.assertIsNone(self.first(torch.utils.data.DataLoader(Stream(), batch_size=None)))
+        self.assertEqual(batches.log.why_not, "iterable dataset")
+
+        class Unsized(torch.utils.data.Sampler):
+            def __iter__(self):
+                return iter([[0, 1], [2, 3]])
+
+        data = self.loader([1, 2, 3, 4])
+        data = torch.utils.data.DataLoader(data.dataset, batch_sampler=Unsized(None), collate_fn=data.collate_fn)
+        self.assertIsNone(self.first(data))
+        self.assertEqual(batches.log.why_not, "sampler not sized")
 
 
 if __name__ == "__main__":
