@@ -191,11 +191,16 @@ class LoaderTest(unittest.TestCase):
             self.assertIsNone(self.first(self.loader(list(range(1, 200)))))
         self.assertEqual(batches.log.why_not, "scan timed out after 1e-06 s")
 
-    def test_not_before_the_trial_or_after_its_first_step(self):
+    def test_only_before_a_stopped_trial_or_a_soak_steps(self):
         with mock.patch.object(state, "steps", 1):
             self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
         with mock.patch.object(state, "path", None):
             self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
+        with mock.patch.object(state, "stop_at", 0):  # run to its end
+            self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
+            with mock.patch.dict(os.environ, {loader.SOAK_ENV: "1"}):
+                first = self.first(self.loader([3, 30, 4, 5]))
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 5)])
 
     def test_iterable_and_unsized(self):
         class Stream(torch.utils.data.IterableDataset):

@@ -16,9 +16,12 @@ scanned on the CPU, bounded in time (BATCHFIT_SCAN_SECONDS, default 20):
   (its length times its longest item, per tensor), and the largest
   candidates are collated for real with the loader's collate_fn, so that
   the padding is what training sees;
-- the iterator then yields the k largest (k = BATCHFIT_STEPS, else 3) first,
-  pinned as the loader pins, and then its own batches. In a soak
-  (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, instead.
+- the iterator then yields the k largest (k = BATCHFIT_STEPS) first,
+  pinned as the loader pins, and then its own batches: k more than its
+  epoch, of which the trial runs BATCHFIT_STEPS. In a soak
+  (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, instead (of
+  its own length). A program run to its end (BATCHFIT_STEPS unset or 0)
+  meets every batch anyway and is left alone.
 
 The random state of torch, random and numpy is put back after the scan, so
 that the program's own batches and augmentations are what they were. Each
@@ -113,6 +116,11 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
     soak = os.environ.get(SOAK_ENV) == "1"
     if state.steps > 0 or state.path is None:
         return  # batches after the trial's first step, or no trial
+    if state.stop_at <= 0 and not soak:
+        # A program run to its end meets every batch anyway, and batches
+        # served before its own would lengthen its epoch (a learning-rate
+        # schedule counted in steps could overrun).
+        return
     log = batches.log
     if not batches.worst_case_on():
         return
