@@ -164,6 +164,12 @@ func TestHookExtendsVariedTrials(t *testing.T) {
 			if b["varied"] != true || b["worst_first"] != false || b["why_not"] != tc.why || b["bound"] != tc.bound || b["extended_steps"] != tc.extended {
 				t.Errorf("batches %v, want varied, why_not %q, bound %q, %v extended steps", b, tc.why, tc.bound, tc.extended)
 			}
+			// The batch the OOM came at is the largest seen, though no
+			// counted step consumed it (a DataLoader's: the program fails
+			// before its module sees the batch).
+			if largest := shapesJSON(t, b["largest"]); tc.oom && tc.mode != "forward" && !strings.HasSuffix(largest, `":[4,48]}`) {
+				t.Errorf("largest %s, want the 4 x 48 batch", largest)
+			}
 		})
 	}
 	// Off, the trial stops at BATCHFIT_STEPS all the same.

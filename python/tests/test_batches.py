@@ -122,7 +122,19 @@ class StepsTest(unittest.TestCase):
         self.assertEqual(fields["largest"], {"ids": [4, 48]})
         self.assertEqual(fields["shapes"], [])
 
+    def test_the_failed_step_counts_for_largest(self):
+        self.steps([8, 12])
+        batches.note({"ids": [4, 48]}, "dataloader")  # step 3 runs out of memory
+        fields = batches.event_fields(2)
+        self.assertEqual(fields["largest"], {"ids": [4, 48]})
+        self.assertEqual(len(fields["shapes"]), 2)
+        self.assertFalse(fields["worst_first"])
+        batches.reset()
+        batches.note({"arg0": [4, 48]}, "forward")  # the first step does
+        self.assertEqual(batches.event_fields(0)["largest"], {"arg0": [4, 48]})
+
     def test_dataloader_outranks_forward(self):
+        batches.note({"arg0": [1, 64]}, "forward")  # a warm-up call
         batches.note({"batch": [4, 8]}, "dataloader")
         self.assertFalse(batches.waiting_for_forward())
         batches.note({"arg0": [4, 8, 16]}, "forward")

@@ -1,7 +1,8 @@
 """The shapes of the batches a trial's steps consumed, and whether they
-varied: the exit event's "batches" object. A batch is noted where the program hands it over (a torch
-DataLoader iterator's batch, the outermost module's forward arguments, a
-jitted JAX step's arguments) and bound to the step that counts next.
+varied: the exit event's "batches" object. A batch is noted where the
+program takes it (a torch DataLoader iterator's batch, the outermost
+module's forward arguments, a jitted JAX step's arguments) and bound to the
+step that counts next.
 
 A trial whose shapes vary and whose largest batches could not be run first
 (see loader) is not stopped at BATCHFIT_STEPS: it goes on until the largest
@@ -149,9 +150,11 @@ def note(shapes: Shapes, source: str, worst: bool = False) -> None:
     becomes."""
     if log.source == "dataloader" and source == "forward":
         return
-    log.source = source
-    if log.pending is None or size(shapes) >= size(log.pending):
+    # A batch from a new source replaces what another left (a forward call
+    # before the program's first DataLoader batch: a warm-up, a summary).
+    if log.pending is None or log.source != source or size(shapes) >= size(log.pending):
         log.pending = shapes
+    log.source = source
     # Sticky until the step: with gradient accumulation a step takes several.
     log.pending_worst = log.pending_worst or worst
 
@@ -185,11 +188,8 @@ def on_step(step: int) -> None:
         log.varied = True
     n = size(shapes)
     if n > log.largest_size:
-        if log.largest is not None:
-            log.grew_at_step = step
         log.largest, log.largest_size = shapes, n
-        if log.grew_at_step == 0:
-            log.grew_at_step = step
+        log.grew_at_step = step
 
 
 def keep_going(steps: int, stop_at: int) -> bool:
@@ -215,15 +215,20 @@ def keep_going(steps: int, stop_at: int) -> bool:
 
 
 def event_fields(steps: int) -> dict[str, Any]:
-    """The exit event's "batches" object, or nothing when no batch was seen."""
-    if log.first is None and log.planned_largest is None:
+    """The exit event's "batches" object, or nothing when no batch was seen.
+    The batch of a step that did not finish (out of memory) is seen: it
+    counts for "largest" (not "shapes", which are the counted steps'), and,
+    when it is one of the loader's largest, for "worst_first"."""
+    if log.first is None and log.pending is None and log.planned_largest is None:
         return {}
     out: dict[str, Any] = {"source": log.source or "dataloader", "shapes": list(log.shapes)}
     varied = log.varied or log.planned_varied
-    # A step that took one of the largest and did not finish (out of
-    # memory) ran the worst first all the same.
     worst_first = log.worst_first or log.pending_worst
-    largest = log.planned_largest if worst_first and log.planned_largest else log.largest
+    largest = log.largest
+    if log.pending is not None and size(log.pending) > log.largest_size:
+        largest = log.pending
+    if worst_first and log.planned_largest:
+        largest = log.planned_largest
     out["largest"] = largest or {}
     out["varied"] = varied
     out["worst_first"] = worst_first
