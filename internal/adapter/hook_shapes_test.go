@@ -96,16 +96,17 @@ func TestHookRunsWorstBatchesFirst(t *testing.T) {
 			if _, ok := b["scan_seconds"].(float64); !ok {
 				t.Errorf("worst first: no scan_seconds in %v", b)
 			}
-			// Where everything fits, the three largest run first, then the
-			// trial stops as always.
+			// Where everything fits, the two largest run first, then one
+			// of the loader's own (a step after them shows whether memory
+			// still rises), and the trial stops as always.
 			r, ev = runRaw(t, py, []string{"BATCHFIT_STEPS=3", "SHAPES_LIMIT=1000"}, testdata("shapestrain.py"), tc.mode)
 			b = batchesOf(t, ev)
 			if want := "step 1 tokens 192\nstep 2 tokens 108\n"; r.code != 0 || r.stdout != want || ev["stopped"] != true {
 				t.Errorf("fits: exit %d, stdout\n%s\nwant\n%s", r.code, r.stdout, want)
 			}
 			shapes := b["shapes"].([]any)
-			if b["worst_steps"] != 3.0 || len(shapes) != 3 || shapesJSON(t, shapes[0]) != tc.largest {
-				t.Errorf("fits: batches %v, want 3 worst steps, the largest first", b)
+			if b["worst_steps"] != 2.0 || len(shapes) != 3 || shapesJSON(t, shapes[0]) != tc.largest || !strings.Contains(shapesJSON(t, shapes[2]), "[4,11]") {
+				t.Errorf("fits: batches %v, want 2 worst steps, the largest first, then the loader's first", b)
 			}
 		})
 	}

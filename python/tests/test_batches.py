@@ -147,7 +147,7 @@ class LoaderTest(unittest.TestCase):
     def setUp(self):
         batches.reset()
         self.addCleanup(batches.reset)
-        patcher = mock.patch.multiple(state, path="/dev/null", steps=0, stop_at=2)
+        patcher = mock.patch.multiple(state, path="/dev/null", steps=0, stop_at=3)
         patcher.start()
         self.addCleanup(patcher.stop)
 
@@ -197,6 +197,14 @@ class LoaderTest(unittest.TestCase):
         self.assertIsNone(self.first(data))
         self.assertFalse(batches.log.planned_varied)
         self.assertEqual(batches.log.why_not, "planned batches of one shape")
+
+    def test_a_step_is_left_after_the_largest(self):
+        with mock.patch.object(state, "stop_at", 1):
+            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30)])
+        with mock.patch.object(state, "stop_at", 4):
+            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 9), (2, 6)])
 
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):

@@ -16,9 +16,10 @@ scanned on the CPU, bounded in time (BATCHFIT_SCAN_SECONDS, default 20):
   (its length times its longest item, per tensor), and the largest
   candidates are collated for real with the loader's collate_fn, so that
   the padding is what training sees;
-- the iterator then yields the k largest (k = BATCHFIT_STEPS) first,
-  pinned as the loader pins, and then its own batches: k more than its
-  epoch, of which the trial runs BATCHFIT_STEPS. In a soak
+- the iterator then yields the k largest first, pinned as the loader pins,
+  and then its own batches: k more than its epoch, of which the trial runs
+  BATCHFIT_STEPS. k is BATCHFIT_STEPS less one (at least one), so that a
+  step after the largest shows whether memory still rises there. In a soak
   (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, instead (of
   its own length). A program run to its end (BATCHFIT_STEPS unset or 0)
   meets every batch anyway and is left alone.
@@ -43,7 +44,7 @@ from batchfit._runtime.state import state
 SCAN_SECONDS_ENV = "BATCHFIT_SCAN_SECONDS"
 SOAK_ENV = "BATCHFIT_SOAK"
 DEFAULT_SCAN_SECONDS = 20.0
-DEFAULT_FIRST = 3
+DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
 _SAMPLE = 32  # items read to tell a fixed-shape dataset
 _CANDIDATES = 4  # batches collated per batch served first
 
@@ -138,7 +139,7 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         log.why_not = "sampler not sized"
         return
     bound = _scan_seconds()
-    k = state.stop_at or DEFAULT_FIRST
+    k = max(state.stop_at - 1, 1) if state.stop_at > 0 else DEFAULT_FIRST
     kept = _random_state(loader, sampler)
     try:
         first = _scan(loader, dataset, sampler, k, bound, soak)
