@@ -138,8 +138,10 @@ class StepsTest(unittest.TestCase):
         batches.note({"batch": [4, 8]}, "dataloader")
         self.assertFalse(batches.waiting_for_forward())
         batches.note({"arg0": [4, 8, 16]}, "forward")
+        batches.note({"arg1": [4, 8, 16]}, "jit")
         batches.on_step(1)
         self.assertEqual(batches.event_fields(1)["shapes"], [{"batch": [4, 8]}])
+        self.assertEqual(batches.event_fields(1)["source"], "dataloader")
 
 
 @unittest.skipIf(torch is None, "needs torch")

@@ -146,9 +146,10 @@ def note(shapes: Shapes, source: str, worst: bool = False) -> None:
     consumes it. Of the batches taken between two steps the largest is the
     step's: with gradient accumulation a step takes several, and a loader
     that fetches one ahead (accelerate's) hands over the next batch before
-    the step. A DataLoader's batch outranks the forward arguments it
-    becomes."""
-    if log.source == "dataloader" and source == "forward":
+    the step. A DataLoader's batch outranks what it becomes: a module's
+    forward arguments, a jitted JAX step's (a JAX program fed by a torch
+    DataLoader)."""
+    if log.source == "dataloader" and source != "dataloader":
         return
     # A batch from a new source replaces what another left (a forward call
     # before the program's first DataLoader batch: a warm-up, a summary).

@@ -8,7 +8,7 @@ DataLoader.__iter__ and the iterators' __next__ are wrapped at class level
 through them). Before the trial's first step, a new iterator's loader is
 scanned on the CPU, bounded in time (BATCHFIT_SCAN_SECONDS, default 20):
 
-- a few items spread over the dataset are read; when their tensors have
+- 16 items spread over the dataset are read; when their tensors have
   equal shapes the loader is left alone (fixed-shape programs run as
   before, at the cost of those reads);
 - else the loader's own batch_sampler lists one epoch's batches, every item
@@ -45,7 +45,7 @@ SCAN_SECONDS_ENV = "BATCHFIT_SCAN_SECONDS"
 SOAK_ENV = "BATCHFIT_SOAK"
 DEFAULT_SCAN_SECONDS = 20.0
 DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
-_SAMPLE = 32  # items read to tell a fixed-shape dataset
+_SAMPLE = 16  # items read to tell a fixed-shape dataset
 _CANDIDATES = 4  # batches collated per batch served first
 
 
