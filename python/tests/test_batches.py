@@ -4,14 +4,17 @@ puts the largest batches first. Standard library, and torch where installed
 (the loader tests); run with python3 -m unittest discover -s tests."""
 
 import collections
+import importlib
+import importlib.util
 import os
 import sys
+import tempfile
 import unittest
 from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from batchfit._runtime import batches, loader  # noqa: E402
+from batchfit._runtime import batches, loader, torch_steps  # noqa: E402
 from batchfit._runtime.state import state  # noqa: E402
 
 try:
@@ -240,6 +243,43 @@ class LoaderTest(unittest.TestCase):
         data = torch.utils.data.DataLoader(data.dataset, batch_sampler=Unsized(None), collate_fn=data.collate_fn)
         self.assertIsNone(self.first(data))
         self.assertEqual(batches.log.why_not, "sampler not sized")
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class ForwardHookTest(unittest.TestCase):
+    def setUp(self):
+        batches.reset()
+        self.addCleanup(batches.reset)
+        import torch.nn.modules.module as module
+
+        self.hooks = module._global_forward_pre_hooks
+
+    def test_reads_the_outermost_module(self):
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        self.assertEqual(len(self.hooks), before + 1)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
+        model(torch.zeros(3, 4))
+        batches.on_step(1)
+        self.assertEqual(batches.event_fields(1)["shapes"], [{"arg0": [3, 4]}])
+        batches.note({"batch": [3, 4]}, "dataloader")
+        model(torch.zeros(3, 4))  # the hook goes
+        self.assertEqual(len(self.hooks), before)
+
+    @unittest.skipIf(importlib.util.find_spec("torch._dynamo") is not None, "a torch with a real torch._dynamo")
+    def test_gone_once_dynamo_loads(self):
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        self.assertEqual(len(self.hooks), before + 1)
+        with tempfile.TemporaryDirectory() as stand_in:
+            open(os.path.join(stand_in, "_dynamo.py"), "w").close()
+            torch.__path__.append(stand_in)
+            try:
+                importlib.import_module("torch._dynamo")  # as torch.compile does
+            finally:
+                torch.__path__.remove(stand_in)
+                sys.modules.pop("torch._dynamo", None)
+        self.assertEqual(len(self.hooks), before)
 
 
 if __name__ == "__main__":

@@ -29,18 +29,26 @@ def _watch_forward(torch: ModuleType) -> None:
     pre-hook runs before its children's). A module called with keyword
     arguments only shows none to a global pre-hook; its first child that
     takes a tensor does. The hook goes once a DataLoader's batch is seen,
-    so that compiled and hot module calls are left as they were."""
+    and is never there while torch._dynamo is loaded: torch.compile traces
+    global hooks into the compiled module's frames and warns of them, so
+    that a compiled program would not run as it does without us."""
     module = getattr(getattr(torch, "nn", None), "modules", None)
     register = getattr(getattr(module, "module", None), "register_module_forward_pre_hook", None)
-    if not callable(register):
+    if not callable(register) or "torch._dynamo" in sys.modules:
         return
     handle: list[Any] = []
+
+    def drop(_: Any = None) -> None:
+        try:
+            while handle:
+                handle.pop().remove()
+        except Exception:
+            pass
 
     def pre_hook(mod: Any, args: Any) -> None:
         try:
             if batches.log.source == "dataloader":
-                if handle:
-                    handle.pop().remove()
+                drop()
                 return
             if not batches.waiting_for_forward():
                 return
@@ -53,7 +61,8 @@ def _watch_forward(torch: ModuleType) -> None:
     try:
         handle.append(register(pre_hook))
     except Exception:
-        pass
+        return
+    after_import("torch._dynamo", drop)
 
 
 def _optimizer_module_imported(module: ModuleType) -> None:
