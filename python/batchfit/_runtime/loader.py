@@ -208,14 +208,15 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float, soak: b
         return None
     order = sorted(range(len(plan)), key=lambda i: -estimates[i][0])
     collate = loader.collate_fn
-    measured: list[tuple[int, int, Any]] = []
+    # Only the k largest so far are kept: a collated batch may be large.
+    top: list[tuple[int, int, Any]] = []
     for i in order[:max(k * _CANDIDATES, 8)]:
-        if measured and time.monotonic() > deadline:
+        if top and time.monotonic() > deadline:
             break
         batch = collate([dataset[index] for index in plan[i]])
-        measured.append((batches.size(batches.shapes_of(batch)), i, batch))
-    measured.sort(key=lambda m: -m[0])
-    top = measured[:k]
+        top.append((batches.size(batches.shapes_of(batch)), i, batch))
+        top.sort(key=lambda m: -m[0])
+        del top[k:], batch
     largest = batches.shapes_of(top[0][2])
     # A collate_fn that pads to a fixed length makes items of any length
     # one shape: the smallest planned batch tells.
