@@ -188,7 +188,11 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float, soak: b
             if all(s == sample[0] for s in sample):
                 log.why_not = log.why_not or "sampled items of one shape"
                 return None  # items of one shape: the batches are too
-        plan = [list(b) for b in sampler]
+        plan: list[list[Any]] = []
+        for b in sampler:
+            plan.append(list(b))
+            if len(plan) % 1024 == 0 and time.monotonic() > deadline:
+                raise _TimedOut()
         estimates: list[tuple[int, tuple[Any, ...]]] = []
         for b in plan:
             longest: dict[str, int] = {}
