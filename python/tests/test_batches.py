@@ -93,6 +93,16 @@ class StepsTest(unittest.TestCase):
         self.assertEqual(fields["largest"], {"ids": [4, 16]})
         self.assertEqual(fields["why_not"], "not scanned")
 
+    def test_processes_that_step_together_never_go_on(self):
+        self.steps([8, 12, 16])
+        with mock.patch.dict(os.environ, {"WORLD_SIZE": "2"}):
+            self.assertFalse(batches.keep_going(3, 3))
+        fake_jax = mock.Mock(process_count=lambda: 4)
+        with mock.patch.dict(sys.modules, {"jax": fake_jax}):
+            self.assertFalse(batches.keep_going(3, 3))
+        with mock.patch.dict(os.environ, {"WORLD_SIZE": "1"}):
+            self.assertTrue(batches.keep_going(3, 3))
+
     def test_off_never_goes_on(self):
         self.steps([8, 12, 16])
         with mock.patch.dict(os.environ, {batches.WORST_CASE_ENV: "0"}):

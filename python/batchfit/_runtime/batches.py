@@ -8,11 +8,14 @@ A trial whose shapes vary and whose largest batches could not be run first
 (see loader) is not stopped at BATCHFIT_STEPS: it goes on until the largest
 batch seen has not grown for BATCHFIT_SHAPE_PATIENCE steps, or
 BATCHFIT_SHAPE_SECONDS have passed since the stop was due, since its first
-steps alone would understate the memory it needs."""
+steps alone would understate the memory it needs. A trial of several
+processes that step together (DDP, multi-process JAX) is never extended:
+they must all stop at the same step."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Dict, List
@@ -199,7 +202,7 @@ def keep_going(steps: int, stop_at: int) -> bool:
     largest has grown within BATCHFIT_SHAPE_PATIENCE steps and
     BATCHFIT_SHAPE_SECONDS."""
     try:
-        if not log.varied or log.worst_first or not worst_case_on():
+        if not log.varied or log.worst_first or not worst_case_on() or _distributed():
             return False
         now = time.monotonic()
         if log.extend_from is None:
@@ -211,6 +214,24 @@ def keep_going(steps: int, stop_at: int) -> bool:
             log.bound = "time"
             return False
         return True
+    except Exception:
+        return False
+
+
+def _distributed() -> bool:
+    """Whether the trial is one of several processes that step together
+    (torchrun's WORLD_SIZE, a multi-process JAX): each would judge growth by
+    its own batches, and a process that stopped while another went on
+    would leave that one waiting in its next collective. Such a trial stops
+    at BATCHFIT_STEPS, as every process does."""
+    try:
+        if int(os.environ.get("WORLD_SIZE", "1").strip()) > 1:
+            return True
+    except ValueError:
+        pass
+    count = getattr(sys.modules.get("jax"), "process_count", None)
+    try:
+        return callable(count) and int(count()) > 1
     except Exception:
         return False
 
