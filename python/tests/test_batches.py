@@ -276,6 +276,40 @@ class ForwardHookTest(unittest.TestCase):
         model(torch.zeros(3, 4))  # the hook goes
         self.assertEqual(len(self.hooks), before)
 
+    def test_a_batch_without_tensors_leaves_it_to_the_module(self):
+        class Graphs:
+            """A graph library's batch: tensors behind attributes."""
+
+            def __init__(self, x):
+                self.x = x
+
+        class Items(torch.utils.data.Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, i):
+                return torch.zeros(5, 3)
+
+        import torch.utils.data.dataloader as dataloader
+
+        for cls, name in ((dataloader.DataLoader, "__iter__"), (dataloader._BaseDataLoaderIter, "__next__")):
+            self.addCleanup(setattr, cls, name, cls.__dict__[name])
+        loader.dataloader_imported(dataloader)
+        data = torch.utils.data.DataLoader(Items(), batch_size=2, collate_fn=lambda items: Graphs(torch.cat(items)))
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        model = torch.nn.Linear(3, 1)
+        for graphs in data:
+            model(graphs.x)
+            break
+        batches.on_step(1)
+        self.assertEqual(batches.event_fields(1)["shapes"], [{"arg0": [10, 3]}])
+        self.assertEqual(batches.event_fields(1)["source"], "forward")
+        import torch.nn.modules.module as module
+
+        for key in list(self.hooks)[before:]:  # the hook stays: no DataLoader batch was seen
+            module._global_forward_pre_hooks.pop(key)
+
     @unittest.skipIf(importlib.util.find_spec("torch._dynamo") is not None, "a torch with a real torch._dynamo")
     def test_gone_once_dynamo_loads(self):
         before = len(self.hooks)

@@ -105,8 +105,13 @@ def dataloader_imported(module: ModuleType) -> None:
 
 
 def _note(batch: Any, worst: bool) -> None:
+    """Note a batch the loader yielded. One that shows no tensors (a graph
+    library's Batch object) is not noted, so that the module's arguments it
+    becomes are read instead."""
     try:
-        batches.note(batches.shapes_of(batch), "dataloader", worst)
+        shapes = batches.shapes_of(batch)
+        if shapes:
+            batches.note(shapes, "dataloader", worst)
     except Exception:
         pass
 
