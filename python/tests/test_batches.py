@@ -192,6 +192,15 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
         self.assertEqual(batches.log.scanned_batches, 4)
 
+    def test_one_scan_a_loader(self):
+        data = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        with mock.patch.object(loader, "_scan", wraps=loader._scan) as scan:
+            peeked = list(self.first(data))
+            again = list(self.first(data))
+        self.assertEqual(scan.call_count, 1)
+        self.assertEqual([tuple(b.shape) for b in again], [tuple(b.shape) for b in peeked])
+        self.assertIsNot(again[0], peeked[0])  # collated afresh
+
     def test_fixed_items_are_left_alone(self):
         self.assertIsNone(self.first(self.loader([5] * 8)))
         self.assertFalse(batches.log.worst_first)

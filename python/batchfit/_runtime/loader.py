@@ -47,6 +47,7 @@ DEFAULT_SCAN_SECONDS = 20.0
 DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
 _SAMPLE = 16  # items read to tell a fixed-shape dataset
 _CANDIDATES = 4  # batches collated per batch served first
+_SCANNED = "_batchfit_scanned"  # a loader's scan: what serves its first batches, or None
 
 
 def dataloader_imported(module: ModuleType) -> None:
@@ -143,19 +144,25 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
     except Exception:
         log.why_not = "sampler not sized"
         return
-    bound = _scan_seconds()
-    k = max(state.stop_at - 1, 1) if state.stop_at > 0 else DEFAULT_FIRST
-    kept = _random_state(loader, sampler)
-    try:
-        first = _scan(loader, dataset, sampler, k, bound, soak)
-    except Exception as e:
-        log.why_not = f"scan failed: {type(e).__name__}"
-        first = None
-    finally:
-        _restore_random(kept)
-    if first is None:
+    # One scan a loader: a program may take a batch to look at (next(iter(
+    # loader))) before it trains, and every iterator gets the same plan.
+    if _SCANNED in loader.__dict__:
+        serve = loader.__dict__[_SCANNED]
+    else:
+        bound = _scan_seconds()
+        k = max(state.stop_at - 1, 1) if state.stop_at > 0 else DEFAULT_FIRST
+        kept = _random_state(loader, sampler)
+        try:
+            serve = _scan(loader, dataset, sampler, k, bound, soak)
+        except Exception as e:
+            log.why_not = f"scan failed: {type(e).__name__}"
+            serve = None
+        finally:
+            _restore_random(kept)
+        loader.__dict__[_SCANNED] = serve
+    if serve is None:
         return
-    it.__dict__["_batchfit_first"] = first
+    it.__dict__["_batchfit_first"] = serve()
     if soak:
         it.__dict__["_batchfit_whole"] = True
 
@@ -172,8 +179,9 @@ class _TimedOut(Exception):
     pass
 
 
-def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float, soak: bool) -> Iterator[Any] | None:
-    """The batches to serve first, or None (the log says why)."""
+def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
+          soak: bool) -> Callable[[], Iterator[Any]] | None:
+    """What makes the batches to serve first, or None (the log says why)."""
     log = batches.log
     start = time.monotonic()
     deadline = start + bound
@@ -237,16 +245,22 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float, soak: b
     log.planned_varied = True
     log.planned_largest = largest
     pin = _pinner(loader)
-    served = {m[1] for m in top}
-    rest = [i for i in order if i not in served] if soak else []
+    first = [m[1] for m in top]
+    fresh = [m[2] for m in top]
+    taken = set(first)
+    rest = [i for i in order if i not in taken] if soak else []
 
     def serve() -> Iterator[Any]:
-        for _, _, batch in top:
-            yield pin(batch)
+        # The batches measured go to the first iterator; a later one gets
+        # them collated afresh, as a program may change a batch in place.
+        measured = fresh[:]
+        fresh.clear()
+        for n, i in enumerate(first):
+            yield pin(measured[n] if n < len(measured) else collate([dataset[index] for index in plan[i]]))
         for i in rest:
             yield pin(collate([dataset[index] for index in plan[i]]))
 
-    return serve()
+    return serve
 
 
 def _numel(dims: list[int]) -> int:
