@@ -6,7 +6,8 @@ order of the data does not change what a trial measures.
 DataLoader.__iter__ and the iterators' __next__ are wrapped at class level
 (subclasses such as accelerate's DataLoaderShard and Lightning's loaders go
 through them). Before the trial's first step, a new iterator's loader is
-scanned on the CPU, bounded in time (BATCHFIT_SCAN_SECONDS, default 20):
+scanned on the CPU, once a loader, bounded in time (BATCHFIT_SCAN_SECONDS,
+default 20):
 
 - 16 items spread over the dataset are read; when their tensors have
   equal shapes the loader is left alone (fixed-shape programs run as
@@ -24,8 +25,9 @@ scanned on the CPU, bounded in time (BATCHFIT_SCAN_SECONDS, default 20):
   its own length). A program run to its end (BATCHFIT_STEPS unset or 0)
   meets every batch anyway and is left alone.
 
-The random state of torch, random and numpy is put back after the scan, so
-that the program's own batches and augmentations are what they were. Each
+The random state of torch, random, numpy and the loader's and samplers'
+generators is put back after the scan, so that the program's own batches
+and augmentations are what they were. Each
 batch a DataLoader iterator yields is noted for its step (batches).
 """
 
