@@ -21,6 +21,14 @@ The hook's jobs, one module each:
   imported a module.
 - torch_steps, jax_steps: telling a training step; steps: counting them and
   stopping the trial after the last.
+- batches: the shapes of the batch each step consumed (a torch DataLoader's
+  batch, else the outermost module's arguments; a jitted JAX step's
+  arguments), and whether a trial whose shapes vary goes on past its last
+  step until they stop growing (BATCHFIT_SHAPE_PATIENCE steps,
+  BATCHFIT_SHAPE_SECONDS).
+- loader: a DataLoader over a map-style dataset whose batches vary serves
+  its largest batches first (BATCHFIT_WORST_CASE=0 turns it off; a soak
+  gets its whole epoch largest first).
 - report: the exit event and writing it; frameworks: what JAX and
   TensorFlow add to it, and the OOMs a program caught.
 - sources: the files the program loaded and opened, and its packages.
@@ -33,7 +41,11 @@ Rules these modules keep, because they run inside someone else's program:
 - Every error of our own is swallowed; the program's behaviour is unchanged
   apart from one torch.cuda.synchronize() per optimizer step (only when CUDA
   is initialized) or one jax.block_until_ready() per JAX step, so that step
-  times cover the device work, and the stop after BATCHFIT_STEPS steps.
+  times cover the device work, the stop after BATCHFIT_STEPS steps (later
+  where batch shapes vary, see batches), and, where a DataLoader's batches
+  vary in shape, their order: its largest batches come first, read once
+  more on the CPU before the first step (see loader), with the random
+  state put back.
 - Only the process that installed the hook reports: a forked child inherits
   the atexit handler but is not a trial of its own.
 """

@@ -34,6 +34,7 @@ import types
 import weakref
 from typing import Any, Callable, Hashable
 
+from batchfit._runtime import batches
 from batchfit._runtime.steps import count_step, owns_steps
 
 _jax_local = threading.local()  # .calls: jitted functions being called; .depth: of optax updates
@@ -122,7 +123,7 @@ class _Traced:
         finally:
             calls.pop()
         if not calls and self._batchfit_is_step():
-            _jax_step(("jax", id(self._batchfit_fun)), out)
+            _jax_step(("jax", id(self._batchfit_fun)), out, (args, kwargs))
         return out
 
     def _batchfit_is_step(self) -> bool:
@@ -253,11 +254,18 @@ def _has_tracer(tree: Any) -> bool:
     return any(isinstance(leaf, tracer) for leaf in leaves(tree))
 
 
-def _jax_step(key: Hashable, out: Any) -> None:
-    """A JAX step returned out: wait for it, then count it."""
+def _jax_step(key: Hashable, out: Any, called: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> None:
+    """A JAX step returned out: wait for it, then count it. called holds a
+    jitted step's arguments: their shapes are its batch's (a retrace for
+    each new shape)."""
     try:
         if not owns_steps(key):
             return
+        if called is not None:
+            try:
+                batches.note(batches.arguments_of(called[0], called[1]), "jit")
+            except Exception:
+                pass
         jax: Any = sys.modules.get("jax")
         block = getattr(jax, "block_until_ready", None)
         if callable(block):

@@ -8,7 +8,7 @@ import sys
 from types import ModuleType, TracebackType
 from typing import Any
 
-from batchfit._runtime import sources
+from batchfit._runtime import batches, sources
 from batchfit._runtime.state import state
 
 EVENT_VERSION = 1
@@ -69,6 +69,12 @@ def exit_event() -> dict[str, Any]:
         event["step_times"] = list(state.step_times)
     if state.step_peaks:
         event["step_peaks"] = list(state.step_peaks)
+    try:
+        seen = batches.event_fields(state.steps)
+        if seen:
+            event["batches"] = seen
+    except Exception:
+        pass
     try:
         packages = sources.third_party_packages()
         if packages:

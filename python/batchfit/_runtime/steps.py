@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Hashable
 
-from batchfit._runtime import report
+from batchfit._runtime import batches, report
 from batchfit._runtime.state import state
 
 STEPS_ENV = "BATCHFIT_STEPS"
@@ -54,7 +54,8 @@ def owns_steps(key: Hashable) -> bool:
 def count_step(peak: int | None) -> None:
     """One training step has finished (its device work included); peak is
     the framework's peak memory in bytes after it, or None. After the
-    BATCHFIT_STEPS-th step the program is stopped."""
+    BATCHFIT_STEPS-th step the program is stopped, unless its batches vary
+    and it goes on until they stop growing (batches.keep_going)."""
     now = time.perf_counter()
     if state.last_step is not None and len(state.step_times) < _MAX_STEP_TIMES:
         state.step_times.append(now - state.last_step)
@@ -62,10 +63,15 @@ def count_step(peak: int | None) -> None:
     state.steps += 1
     if peak is not None and len(state.step_peaks) < _MAX_STEP_TIMES:
         state.step_peaks.append(peak)
+    try:
+        batches.on_step(state.steps)
+    except Exception:
+        pass
     # A forked child inherits the count but is not the trial (see
     # report.at_exit): only the process that installed the hook is stopped.
     if 0 < state.stop_at <= state.steps and os.getpid() == state.pid:
-        stop()
+        if not batches.keep_going(state.steps, state.stop_at):
+            stop()
 
 
 def stop() -> None:

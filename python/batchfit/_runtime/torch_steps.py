@@ -1,5 +1,6 @@
 """torch's training steps: the steps of the first optimizer that steps,
-each timed to the end of its device work."""
+each timed to the end of its device work, and the batches they consume
+(a DataLoader's, see loader; else the outermost module's arguments)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,60 @@ import sys
 from types import ModuleType
 from typing import Any, Callable
 
+from batchfit._runtime import batches, loader
 from batchfit._runtime.imports import after_import
 from batchfit._runtime.state import state
 from batchfit._runtime.steps import count_step, owns_steps
 
 
 def torch_imported(torch: ModuleType) -> None:
-    """Once the program has imported torch, time its optimizer steps."""
+    """Once the program has imported torch, time its optimizer steps and
+    note their batches."""
     after_import("torch.optim.optimizer", _optimizer_module_imported)
+    after_import("torch.utils.data.dataloader", loader.dataloader_imported)
+    _watch_forward(torch)
+
+
+def _watch_forward(torch: ModuleType) -> None:
+    """Where no DataLoader hands the batch over, the batch is the arguments
+    of the first module called after a step (the outermost one: a module's
+    pre-hook runs before its children's). A module called with keyword
+    arguments only shows none to a global pre-hook; its first child that
+    takes a tensor does. The hook goes once a DataLoader's batch is seen,
+    and is never there while torch._dynamo is loaded: torch.compile traces
+    global hooks into the compiled module's frames and warns of them, so
+    that a compiled program would not run as it does without us."""
+    module = getattr(getattr(torch, "nn", None), "modules", None)
+    register = getattr(getattr(module, "module", None), "register_module_forward_pre_hook", None)
+    if not callable(register) or "torch._dynamo" in sys.modules:
+        return
+    handle: list[Any] = []
+
+    def drop(_: Any = None) -> None:
+        try:
+            while handle:
+                handle.pop().remove()
+        except Exception:
+            pass
+
+    def pre_hook(mod: Any, args: Any) -> None:
+        try:
+            if batches.log.source == "dataloader":
+                drop()
+                return
+            if not batches.waiting_for_forward():
+                return
+            shapes = batches.arguments_of(tuple(args), {})
+            if shapes:
+                batches.note(shapes, "forward")
+        except Exception:
+            pass
+
+    try:
+        handle.append(register(pre_hook))
+    except Exception:
+        return
+    after_import("torch._dynamo", drop)
 
 
 def _optimizer_module_imported(module: ModuleType) -> None:

@@ -1,0 +1,322 @@
+"""The worst batches first: a torch DataLoader over a map-style dataset whose
+batches vary in shape serves its largest batches at the start of the trial,
+so that BATCHFIT_STEPS steps meet the memory the whole epoch needs. The
+order of the data does not change what a trial measures.
+
+DataLoader.__iter__ and the iterators' __next__ are wrapped at class level
+(subclasses such as accelerate's DataLoaderShard and Lightning's loaders go
+through them). Before the trial's first step, a new iterator's loader is
+scanned on the CPU, once a loader, bounded in time (BATCHFIT_SCAN_SECONDS,
+default 20):
+
+- 16 items spread over the dataset are read; when their tensors have
+  equal shapes the loader is left alone (fixed-shape programs run as
+  before, at the cost of those reads);
+- else the loader's own batch_sampler lists one epoch's batches, every item
+  is read once for its tensor sizes, each batch's padded size is estimated
+  (its length times its longest item, per tensor), and the largest
+  candidates are collated for real with the loader's collate_fn, so that
+  the padding is what training sees;
+- the iterator then yields the k largest first, pinned as the loader pins,
+  and then its own batches: k more than its epoch, of which the trial runs
+  BATCHFIT_STEPS. k is BATCHFIT_STEPS less one (at least one), so that a
+  step after the largest shows whether memory still rises there. In a soak
+  (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, instead (of
+  its own length). A program run to its end (BATCHFIT_STEPS unset or 0)
+  meets every batch anyway and is left alone.
+
+The random state of torch, random, numpy and the loader's and samplers'
+generators is put back after the scan, so that the program's own batches
+and augmentations are what they were. Each
+batch a DataLoader iterator yields is noted for its step (batches).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+from batchfit._runtime import batches
+from batchfit._runtime.state import state
+
+SCAN_SECONDS_ENV = "BATCHFIT_SCAN_SECONDS"
+SOAK_ENV = "BATCHFIT_SOAK"
+DEFAULT_SCAN_SECONDS = 20.0
+DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
+_SAMPLE = 16  # items read to tell a fixed-shape dataset
+_CANDIDATES = 4  # batches collated per batch served first
+_SCANNED = "_batchfit_scanned"  # a loader's scan: what serves its first batches, or None
+
+
+def dataloader_imported(module: ModuleType) -> None:
+    """torch.utils.data.dataloader is imported: wrap its loader's __iter__
+    and its iterators' __next__, once."""
+    loader_cls = getattr(module, "DataLoader", None)
+    iter_cls = getattr(module, "_BaseDataLoaderIter", None)
+    if not isinstance(loader_cls, type) or not isinstance(iter_cls, type):
+        return
+    iterable = getattr(module, "IterableDataset", None)
+    original_iter = loader_cls.__dict__.get("__iter__")
+    original_next = iter_cls.__dict__.get("__next__")
+    if not callable(original_iter) or not callable(original_next):
+        return
+    if getattr(original_iter, "_batchfit_wrapped", False):
+        return
+    orig_iter: Callable[..., Any] = original_iter
+    orig_next: Callable[..., Any] = original_next
+
+    def __iter__(self: Any) -> Any:
+        it = orig_iter(self)
+        try:
+            # A persistent workers' iterator is the same object each epoch.
+            it.__dict__.pop("_batchfit_first", None)
+            it.__dict__.pop("_batchfit_whole", None)
+            _prepare(self, it, iterable)
+        except Exception:
+            pass
+        return it
+
+    def __next__(self: Any) -> Any:
+        first = self.__dict__.get("_batchfit_first")
+        if first is not None:
+            try:
+                batch = next(first)
+            except StopIteration:
+                self.__dict__.pop("_batchfit_first", None)
+                if self.__dict__.pop("_batchfit_whole", False):
+                    raise
+            except Exception:
+                self.__dict__.pop("_batchfit_first", None)
+            else:
+                _note(batch, True)
+                return batch
+        batch = orig_next(self)
+        _note(batch, False)
+        return batch
+
+    __iter__._batchfit_wrapped = True  # type: ignore[attr-defined]
+    for name, fn, orig in (("__iter__", __iter__, orig_iter), ("__next__", __next__, orig_next)):
+        fn.__name__ = name
+        fn.__qualname__ = getattr(orig, "__qualname__", name)
+        fn.__doc__ = getattr(orig, "__doc__", None)
+    setattr(loader_cls, "__iter__", __iter__)
+    setattr(iter_cls, "__next__", __next__)
+
+
+def _note(batch: Any, worst: bool) -> None:
+    """Note a batch the loader yielded. One that shows no tensors (a graph
+    library's Batch object) is not noted, so that the module's arguments it
+    becomes are read instead."""
+    try:
+        shapes = batches.shapes_of(batch)
+        if shapes:
+            batches.note(shapes, "dataloader", worst)
+    except Exception:
+        pass
+
+
+def _prepare(loader: Any, it: Any, iterable: Any) -> None:
+    """Arrange for it to yield loader's largest batches first, where it can;
+    else say why not (batches.log.why_not)."""
+    soak = os.environ.get(SOAK_ENV) == "1"
+    if state.steps > 0 or state.path is None:
+        return  # batches after the trial's first step, or no trial
+    if state.stop_at <= 0 and not soak:
+        # A program run to its end meets every batch anyway, and batches
+        # served before its own would lengthen its epoch (a learning-rate
+        # schedule counted in steps could overrun).
+        return
+    log = batches.log
+    if not batches.worst_case_on():
+        return
+    dataset = getattr(loader, "dataset", None)
+    if isinstance(iterable, type) and isinstance(dataset, iterable):
+        log.why_not = "iterable dataset"
+        return
+    sampler = getattr(loader, "batch_sampler", None)
+    if sampler is None:
+        log.why_not = "no batch sampler"
+        return
+    try:
+        len(sampler)
+    except Exception:
+        log.why_not = "sampler not sized"
+        return
+    # One scan a loader: a program may take a batch to look at (next(iter(
+    # loader))) before it trains, and every iterator gets the same plan.
+    if _SCANNED in loader.__dict__:
+        serve = loader.__dict__[_SCANNED]
+    else:
+        bound = _scan_seconds()
+        k = max(state.stop_at - 1, 1) if state.stop_at > 0 else DEFAULT_FIRST
+        kept = _random_state(loader, sampler)
+        try:
+            serve = _scan(loader, dataset, sampler, k, bound, soak)
+        except Exception as e:
+            log.why_not = f"scan failed: {type(e).__name__}"
+            serve = None
+        finally:
+            _restore_random(kept)
+        loader.__dict__[_SCANNED] = serve
+    if serve is None:
+        return
+    it.__dict__["_batchfit_first"] = serve()
+    if soak:
+        it.__dict__["_batchfit_whole"] = True
+
+
+def _scan_seconds() -> float:
+    try:
+        value = float(os.environ.get(SCAN_SECONDS_ENV, "").strip())
+    except ValueError:
+        return DEFAULT_SCAN_SECONDS
+    return value if value > 0 else DEFAULT_SCAN_SECONDS
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
+          soak: bool) -> Callable[[], Iterator[Any]] | None:
+    """What makes the batches to serve first, or None (the log says why)."""
+    log = batches.log
+    start = time.monotonic()
+    deadline = start + bound
+
+    def item_sizes(index: Any) -> dict[str, int]:
+        # Not kept: an epoch's plan reads each item once, and a dataset may
+        # be large.
+        if time.monotonic() > deadline:
+            raise _TimedOut()
+        shapes = batches.shapes_of(dataset[index], items=True)
+        return {key: _numel(dims) for key, dims in shapes.items()}
+
+    try:
+        n = len(dataset)
+        if n > 0:
+            sample = [item_sizes(i * n // min(n, _SAMPLE)) for i in range(min(n, _SAMPLE))]
+            if all(s == sample[0] for s in sample):
+                log.why_not = log.why_not or "sampled items of one shape"
+                return None  # items of one shape: the batches are too
+        plan: list[list[Any]] = []
+        for b in sampler:
+            plan.append(list(b))
+            if len(plan) % 1024 == 0 and time.monotonic() > deadline:
+                raise _TimedOut()
+        estimates: list[tuple[int, tuple[Any, ...]]] = []
+        for b in plan:
+            longest: dict[str, int] = {}
+            for index in b:
+                for key, value in item_sizes(index).items():
+                    if value > longest.get(key, 0):
+                        longest[key] = value
+            estimates.append((len(b) * sum(longest.values()), (len(b), tuple(sorted(longest.items())))))
+    except _TimedOut:
+        log.why_not = f"scan timed out after {bound:g} s"
+        log.scan_seconds = time.monotonic() - start
+        return None
+    log.scan_seconds = time.monotonic() - start
+    log.scanned_batches = len(plan)
+    if not plan or len({shape for _, shape in estimates}) < 2:
+        log.why_not = log.why_not or "planned batches of one shape"
+        return None
+    order = sorted(range(len(plan)), key=lambda i: -estimates[i][0])
+    collate = loader.collate_fn
+    # Only the k largest so far are kept: a collated batch may be large.
+    top: list[tuple[int, int, Any]] = []
+    for i in order[:max(k * _CANDIDATES, 8)]:
+        if top and time.monotonic() > deadline:
+            break
+        batch = collate([dataset[index] for index in plan[i]])
+        top.append((batches.size(batches.shapes_of(batch)), i, batch))
+        top.sort(key=lambda m: -m[0])
+        del top[k:], batch
+    largest = batches.shapes_of(top[0][2])
+    # A collate_fn that pads to a fixed length makes items of any length
+    # one shape: the smallest planned batch tells.
+    smallest = batches.shapes_of(collate([dataset[index] for index in plan[order[-1]]]))
+    log.scan_seconds = time.monotonic() - start
+    if smallest == largest:
+        log.why_not = log.why_not or "planned batches of one shape"
+        return None
+    log.planned_varied = True
+    log.planned_largest = largest
+    pin = _pinner(loader)
+    first = [m[1] for m in top]
+    fresh = [m[2] for m in top]
+    taken = set(first)
+    rest = [i for i in order if i not in taken] if soak else []
+
+    def serve() -> Iterator[Any]:
+        # The batches measured go to the first iterator; a later one gets
+        # them collated afresh, as a program may change a batch in place.
+        measured = fresh[:]
+        fresh.clear()
+        for n, i in enumerate(first):
+            yield pin(measured[n] if n < len(measured) else collate([dataset[index] for index in plan[i]]))
+        for i in rest:
+            yield pin(collate([dataset[index] for index in plan[i]]))
+
+    return serve
+
+
+def _numel(dims: list[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _pinner(loader: Any) -> Callable[[Any], Any]:
+    """Pin a batch in page-locked memory as the loader's iterator would."""
+    torch: Any = sys.modules.get("torch")
+    try:
+        if not loader.pin_memory or not torch.cuda.is_available():
+            return lambda batch: batch
+        from torch.utils.data._utils.pin_memory import pin_memory
+    except Exception:
+        return lambda batch: batch
+
+    def pin(batch: Any) -> Any:
+        try:
+            return pin_memory(batch)
+        except Exception:
+            return batch
+
+    return pin
+
+
+def _random_state(loader: Any, sampler: Any) -> list[tuple[Callable[[Any], Any], Any]]:
+    """The random states the scan may move (a sampler's shuffle, an item's
+    augmentation), each with what puts it back."""
+    kept: list[tuple[Callable[[Any], Any], Any]] = [(random.setstate, random.getstate())]
+    for owner in (loader, sampler, getattr(sampler, "sampler", None)):
+        generator: Any = getattr(owner, "generator", None)
+        try:
+            kept.append((generator.set_state, generator.get_state()))
+        except Exception:
+            pass
+    torch: Any = sys.modules.get("torch")
+    try:
+        kept.append((torch.set_rng_state, torch.get_rng_state()))
+    except Exception:
+        pass
+    np_random: Any = sys.modules.get("numpy.random")
+    try:
+        kept.append((np_random.set_state, np_random.get_state()))
+    except Exception:
+        pass
+    return kept
+
+
+def _restore_random(kept: list[tuple[Callable[[Any], Any], Any]]) -> None:
+    for restore, value in kept:
+        try:
+            restore(value)
+        except Exception:
+            pass

@@ -1,0 +1,339 @@
+"""batchfit._runtime.batches and loader: the shapes of a trial's batches,
+whether a varied trial goes on past BATCHFIT_STEPS, and the loader scan that
+puts the largest batches first. Standard library, and torch where installed
+(the loader tests); run with python3 -m unittest discover -s tests."""
+
+import collections
+import importlib
+import importlib.util
+import os
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from batchfit._runtime import batches, loader, torch_steps  # noqa: E402
+from batchfit._runtime.state import state  # noqa: E402
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError:  # the loader tests need it
+    torch = None
+
+
+class Tensor:
+    """Anything with a tuple .shape reads as a tensor."""
+
+    def __init__(self, *shape):
+        self.shape = tuple(shape)
+
+
+class ShapesTest(unittest.TestCase):
+    def test_paths(self):
+        encoding = collections.UserDict({"input_ids": Tensor(2, 7), "attention_mask": Tensor(2, 7)})
+        self.assertEqual(batches.shapes_of(encoding), {"input_ids": [2, 7], "attention_mask": [2, 7]})
+        self.assertEqual(batches.shapes_of(Tensor(3)), {"batch": [3]})
+        nested = (Tensor(2, 3, 8, 8), [{"boxes": Tensor(5, 4)}, "a caption", 7])
+        self.assertEqual(batches.shapes_of(nested), {"0": [2, 3, 8, 8], "1.0.boxes": [5, 4]})
+
+    def test_bounded(self):
+        many = {str(i): Tensor(i) for i in range(100)}
+        self.assertEqual(len(batches.shapes_of(many)), batches.MAX_TENSORS)
+        deep: object = Tensor(1)
+        for _ in range(50):
+            deep = [deep]
+        self.assertEqual(batches.shapes_of(deep), {})
+        loop: list = []
+        loop.append(loop)
+        self.assertEqual(batches.shapes_of(loop), {})
+
+    def test_items(self):
+        item = {"input_ids": [1, 2, 3], "text": "hello", "label": 1}
+        self.assertEqual(batches.shapes_of(item, items=True), {"input_ids": [3], "text": [5]})
+        self.assertEqual(batches.shapes_of(item), {})
+
+    def test_arguments_leave_out_parameters(self):
+        params = {f"w{i}": Tensor(8, 8) for i in range(40)}
+        got = batches.arguments_of((params, Tensor(4, 9)), {"mask": Tensor(4, 9)})
+        self.assertEqual(got, {"arg1": [4, 9], "mask": [4, 9]})
+
+
+class StepsTest(unittest.TestCase):
+    def setUp(self):
+        batches.reset()
+        self.addCleanup(batches.reset)
+
+    def steps(self, lengths, start=1):
+        for i, n in enumerate(lengths):
+            batches.note({"ids": [4, n]}, "dataloader")
+            batches.on_step(start + i)
+
+    def test_fixed(self):
+        self.steps([16, 16, 16])
+        fields = batches.event_fields(3)
+        self.assertFalse(fields["varied"])
+        self.assertEqual(fields["shapes"], [{"ids": [4, 16]}] * 3)
+        self.assertFalse(batches.keep_going(3, 3))
+        self.assertNotIn("bound", batches.event_fields(3))
+
+    def test_varied_goes_on_until_patience(self):
+        self.steps([8, 12, 16])
+        with mock.patch.dict(os.environ, {batches.PATIENCE_ENV: "2"}):
+            self.assertTrue(batches.keep_going(3, 3))
+            self.steps([16, 16], start=4)  # steps 4 and 5: 1 and 2 steps without growth
+            self.assertTrue(batches.keep_going(4, 3))
+            self.assertFalse(batches.keep_going(5, 3))
+        fields = batches.event_fields(5)
+        self.assertEqual(fields["bound"], "steps")
+        self.assertEqual(fields["extended_steps"], 2)
+        self.assertEqual(fields["grew_at_step"], 3)
+        self.assertEqual(fields["largest"], {"ids": [4, 16]})
+        self.assertEqual(fields["why_not"], "not scanned")
+
+    def test_processes_that_step_together_never_go_on(self):
+        self.steps([8, 12, 16])
+        with mock.patch.dict(os.environ, {"WORLD_SIZE": "2"}):
+            self.assertFalse(batches.keep_going(3, 3))
+        fake_jax = mock.Mock(process_count=lambda: 4)
+        with mock.patch.dict(sys.modules, {"jax": fake_jax}):
+            self.assertFalse(batches.keep_going(3, 3))
+        with mock.patch.dict(os.environ, {"WORLD_SIZE": "1"}):
+            self.assertTrue(batches.keep_going(3, 3))
+
+    def test_off_never_goes_on(self):
+        self.steps([8, 12, 16])
+        with mock.patch.dict(os.environ, {batches.WORST_CASE_ENV: "0"}):
+            self.assertFalse(batches.keep_going(3, 3))
+            self.assertEqual(batches.event_fields(3)["why_not"], "off")
+
+    def test_steps_without_a_batch_stay_aligned(self):
+        batches.on_step(1)
+        batches.note({"ids": [1, 2]}, "forward")
+        batches.on_step(2)
+        self.assertEqual(batches.event_fields(2)["shapes"], [{}, {"ids": [1, 2]}])
+
+    def test_worst_first_is_what_a_step_took(self):
+        # Gradient accumulation: one step takes a largest batch and another.
+        batches.note({"ids": [4, 48]}, "dataloader", worst=True)
+        batches.note({"ids": [4, 8]}, "dataloader")
+        batches.on_step(1)
+        self.steps([12, 16], start=2)
+        self.assertFalse(batches.keep_going(3, 3))
+        fields = batches.event_fields(3)
+        self.assertTrue(fields["worst_first"])
+        self.assertEqual(fields["worst_steps"], 1)
+        self.assertNotIn("why_not", fields)
+
+    def test_a_failed_first_step_ran_the_worst(self):
+        batches.log.planned_largest = {"ids": [4, 48]}
+        batches.note({"ids": [4, 48]}, "dataloader", worst=True)
+        fields = batches.event_fields(0)
+        self.assertTrue(fields["worst_first"])
+        self.assertEqual(fields["largest"], {"ids": [4, 48]})
+        self.assertEqual(fields["shapes"], [])
+
+    def test_the_failed_step_counts_for_largest(self):
+        self.steps([8, 12])
+        batches.note({"ids": [4, 48]}, "dataloader")  # step 3 runs out of memory
+        fields = batches.event_fields(2)
+        self.assertEqual(fields["largest"], {"ids": [4, 48]})
+        self.assertEqual(len(fields["shapes"]), 2)
+        self.assertFalse(fields["worst_first"])
+        batches.reset()
+        batches.note({"arg0": [4, 48]}, "forward")  # the first step does
+        self.assertEqual(batches.event_fields(0)["largest"], {"arg0": [4, 48]})
+
+    def test_dataloader_outranks_forward(self):
+        batches.note({"arg0": [1, 64]}, "forward")  # a warm-up call
+        batches.note({"batch": [4, 8]}, "dataloader")
+        self.assertFalse(batches.waiting_for_forward())
+        batches.note({"arg0": [4, 8, 16]}, "forward")
+        batches.note({"arg1": [4, 8, 16]}, "jit")
+        batches.on_step(1)
+        self.assertEqual(batches.event_fields(1)["shapes"], [{"batch": [4, 8]}])
+        self.assertEqual(batches.event_fields(1)["source"], "dataloader")
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class LoaderTest(unittest.TestCase):
+    def setUp(self):
+        batches.reset()
+        self.addCleanup(batches.reset)
+        patcher = mock.patch.multiple(state, path="/dev/null", steps=0, stop_at=3)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def loader(self, lengths, **kw):
+        class Items(torch.utils.data.Dataset):
+            def __len__(self):
+                return len(lengths)
+
+            def __getitem__(self, i):
+                return list(range(lengths[i]))
+
+        def pad(items):
+            longest = max(len(x) for x in items)
+            return torch.tensor([x + [0] * (longest - len(x)) for x in items])
+
+        return torch.utils.data.DataLoader(Items(), batch_size=2, collate_fn=pad, **kw)
+
+    def first(self, data):
+        it = iter(data)
+        loader._prepare(data, it, torch.utils.data.IterableDataset)
+        return it.__dict__.get("_batchfit_first")
+
+    def test_largest_first(self):
+        first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+        self.assertFalse(batches.log.worst_first)  # until a step takes one
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 9)])
+        self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
+        self.assertEqual(batches.log.scanned_batches, 4)
+
+    def test_one_scan_a_loader(self):
+        data = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        with mock.patch.object(loader, "_scan", wraps=loader._scan) as scan:
+            peeked = list(self.first(data))
+            again = list(self.first(data))
+        self.assertEqual(scan.call_count, 1)
+        self.assertEqual([tuple(b.shape) for b in again], [tuple(b.shape) for b in peeked])
+        self.assertIsNot(again[0], peeked[0])  # collated afresh
+
+    def test_fixed_items_are_left_alone(self):
+        self.assertIsNone(self.first(self.loader([5] * 8)))
+        self.assertFalse(batches.log.worst_first)
+        self.assertIsNone(batches.log.scan_seconds)
+
+    def test_random_state_is_put_back(self):
+        data = self.loader([3, 4, 5, 6, 30, 2, 9, 9], shuffle=True)
+        torch.manual_seed(1)
+        self.assertIsNotNone(self.first(data))  # the scan shuffled a plan
+        after = torch.rand(1)
+        torch.manual_seed(1)
+        iter(data)  # draws its base seed, as first() did
+        self.assertTrue(torch.equal(after, torch.rand(1)))
+
+    def test_padding_to_one_length_is_left_alone(self):
+        data = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        data.collate_fn = lambda items: torch.zeros(len(items), 32)
+        self.assertIsNone(self.first(data))
+        self.assertFalse(batches.log.planned_varied)
+        self.assertEqual(batches.log.why_not, "planned batches of one shape")
+
+    def test_a_step_is_left_after_the_largest(self):
+        with mock.patch.object(state, "stop_at", 1):
+            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30)])
+        with mock.patch.object(state, "stop_at", 4):
+            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 9), (2, 6)])
+
+    def test_scan_time_bound(self):
+        with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):
+            self.assertIsNone(self.first(self.loader(list(range(1, 200)))))
+        self.assertEqual(batches.log.why_not, "scan timed out after 1e-06 s")
+
+    def test_only_before_a_stopped_trial_or_a_soak_steps(self):
+        with mock.patch.object(state, "steps", 1):
+            self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
+        with mock.patch.object(state, "path", None):
+            self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
+        with mock.patch.object(state, "stop_at", 0):  # run to its end
+            self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
+            with mock.patch.dict(os.environ, {loader.SOAK_ENV: "1"}):
+                first = self.first(self.loader([3, 30, 4, 5]))
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 5)])
+
+    def test_iterable_and_unsized(self):
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                return iter([[1], [1, 2]])
+
+        self.assertIsNone(self.first(torch.utils.data.DataLoader(Stream(), batch_size=None)))
+        self.assertEqual(batches.log.why_not, "iterable dataset")
+
+        class Unsized(torch.utils.data.Sampler):
+            def __iter__(self):
+                return iter([[0, 1], [2, 3]])
+
+        data = self.loader([1, 2, 3, 4])
+        data = torch.utils.data.DataLoader(data.dataset, batch_sampler=Unsized(None), collate_fn=data.collate_fn)
+        self.assertIsNone(self.first(data))
+        self.assertEqual(batches.log.why_not, "sampler not sized")
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class ForwardHookTest(unittest.TestCase):
+    def setUp(self):
+        batches.reset()
+        self.addCleanup(batches.reset)
+        import torch.nn.modules.module as module
+
+        self.hooks = module._global_forward_pre_hooks
+
+    def test_reads_the_outermost_module(self):
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        self.assertEqual(len(self.hooks), before + 1)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
+        model(torch.zeros(3, 4))
+        batches.on_step(1)
+        self.assertEqual(batches.event_fields(1)["shapes"], [{"arg0": [3, 4]}])
+        batches.note({"batch": [3, 4]}, "dataloader")
+        model(torch.zeros(3, 4))  # the hook goes
+        self.assertEqual(len(self.hooks), before)
+
+    def test_a_batch_without_tensors_leaves_it_to_the_module(self):
+        class Graphs:
+            """A graph library's batch: tensors behind attributes."""
+
+            def __init__(self, x):
+                self.x = x
+
+        class Items(torch.utils.data.Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, i):
+                return torch.zeros(5, 3)
+
+        import torch.utils.data.dataloader as dataloader
+
+        for cls, name in ((dataloader.DataLoader, "__iter__"), (dataloader._BaseDataLoaderIter, "__next__")):
+            self.addCleanup(setattr, cls, name, cls.__dict__[name])
+        loader.dataloader_imported(dataloader)
+        data = torch.utils.data.DataLoader(Items(), batch_size=2, collate_fn=lambda items: Graphs(torch.cat(items)))
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        model = torch.nn.Linear(3, 1)
+        for graphs in data:
+            model(graphs.x)
+            break
+        batches.on_step(1)
+        self.assertEqual(batches.event_fields(1)["shapes"], [{"arg0": [10, 3]}])
+        self.assertEqual(batches.event_fields(1)["source"], "forward")
+        import torch.nn.modules.module as module
+
+        for key in list(self.hooks)[before:]:  # the hook stays: no DataLoader batch was seen
+            module._global_forward_pre_hooks.pop(key)
+
+    @unittest.skipIf(importlib.util.find_spec("torch._dynamo") is not None, "a torch with a real torch._dynamo")
+    def test_gone_once_dynamo_loads(self):
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        self.assertEqual(len(self.hooks), before + 1)
+        with tempfile.TemporaryDirectory() as stand_in:
+            open(os.path.join(stand_in, "_dynamo.py"), "w").close()
+            torch.__path__.append(stand_in)
+            try:
+                importlib.import_module("torch._dynamo")  # as torch.compile does
+            finally:
+                torch.__path__.remove(stand_in)
+                sys.modules.pop("torch._dynamo", None)
+        self.assertEqual(len(self.hooks), before)
+
+
+if __name__ == "__main__":
+    unittest.main()
