@@ -55,6 +55,17 @@ class ShapesTest(unittest.TestCase):
         self.assertEqual(batches.shapes_of(item, items=True), {"input_ids": [3], "text": [5]})
         self.assertEqual(batches.shapes_of(item), {})
 
+    def test_one_tensor_per_sample_is_one_entry(self):
+        boxes = [Tensor(3, 4), Tensor(250, 4), Tensor(7, 4)]
+        batch = (Tensor(3, 3, 8, 8), boxes)
+        with mock.patch.dict(os.environ, {"BATCHFIT_BATCH_SIZE": "3"}):
+            self.assertEqual(batches.shapes_of(batch), {"0": [3, 3, 8, 8], "1": [260, 4]})
+            # Not as long as the batch: a structure, position by position.
+            self.assertEqual(batches.shapes_of([Tensor(3, 5), Tensor(3, 5)]), {"0": [3, 5], "1": [3, 5]})
+        with mock.patch.dict(os.environ, {"BATCHFIT_BATCH_SIZE": "40"}):
+            many = [Tensor(i + 1, 4) for i in range(40)]
+            self.assertEqual(batches.shapes_of({"boxes": many}), {"boxes": [820, 4]})
+
     def test_arguments_leave_out_parameters(self):
         params = {f"w{i}": Tensor(8, 8) for i in range(40)}
         got = batches.arguments_of((params, Tensor(4, 9)), {"mask": Tensor(4, 9)})
@@ -191,6 +202,25 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 9)])
         self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
         self.assertEqual(batches.log.scanned_batches, 4)
+
+    def test_one_tensor_per_item_ranks_by_the_sum(self):
+        # A detection batch keeps one tensor of boxes per image: the batch
+        # with the most boxes in all is the largest, not the one with the
+        # single most crowded image.
+        objects = [300, 1, 1, 1, 120, 120, 120, 120, 5, 5]
+
+        class Scenes(torch.utils.data.Dataset):
+            def __len__(self):
+                return len(objects)
+
+            def __getitem__(self, i):
+                return torch.zeros(objects[i], 4)
+
+        data = torch.utils.data.DataLoader(Scenes(), batch_size=4, collate_fn=list)
+        with mock.patch.dict(os.environ, {"BATCHFIT_BATCH_SIZE": "4"}), mock.patch.object(state, "stop_at", 2):
+            first = self.first(data)
+        self.assertEqual([[len(b) for b in batch] for batch in first], [[120, 120, 120, 120]])
+        self.assertEqual(batches.log.planned_largest, {"batch": [480, 4]})
 
     def test_one_scan_a_loader(self):
         data = self.loader([3, 4, 5, 6, 30, 2, 9, 9])

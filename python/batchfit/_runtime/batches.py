@@ -109,11 +109,46 @@ def shapes_of(batch: Any, root: str = "batch", prefix: str = "", items: bool = F
             for key in list(x.keys())[:_MAX_NODES]:
                 walk(x[key], f"{path}.{key}" if path else str(key), depth + 1)
         elif isinstance(x, (list, tuple)):
+            merged = None if items else _per_sample(x)
+            if merged is not None:
+                out[path or root] = merged
+                return
             for i, item in enumerate(x[:_MAX_NODES]):
                 walk(item, f"{path}.{i}" if path else str(i), depth + 1)
 
     walk(batch, prefix, 0)
     return out
+
+
+def _per_sample(x: list[Any] | tuple[Any, ...]) -> list[int] | None:
+    """The shape of a list that holds one tensor per sample of the batch
+    (a detection batch's boxes, one tensor of a varying number of rows per
+    image, as torchvision's detection models take them), as one tensor:
+    concatenated along the first dimension, the largest of each other. Its
+    positions, one entry each, would say nothing of the batch as a whole,
+    and would crowd out its other tensors. A list is one per sample when
+    it is as long as the trial's batch size (BATCHFIT_BATCH_SIZE) and
+    holds tensors of one rank; None otherwise."""
+    try:
+        n = int(os.environ.get("BATCHFIT_BATCH_SIZE", ""))
+    except ValueError:
+        return None
+    if n < 2 or len(x) != n:
+        return None
+    shapes: list[tuple[Any, ...]] = []
+    for item in x:
+        shape = getattr(item, "shape", None)
+        if not isinstance(shape, tuple) or not shape:
+            return None
+        shapes.append(shape)
+    rank = len(shapes[0])
+    if any(len(shape) != rank for shape in shapes):
+        return None
+    try:
+        dims = [[int(d) for d in shape] for shape in shapes]
+    except (TypeError, ValueError):
+        return None
+    return [sum(d[0] for d in dims)] + [max(d[i] for d in dims) for i in range(1, rank)]
 
 
 def arguments_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Shapes:

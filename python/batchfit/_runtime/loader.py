@@ -208,14 +208,22 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
             plan.append(list(b))
             if len(plan) % 1024 == 0 and time.monotonic() > deadline:
                 raise _TimedOut()
+        # Two estimates of a batch's collated size: padded (its length times
+        # its longest item, per tensor: a padding collate_fn) and summed
+        # (its items' sizes: a collate_fn that keeps one tensor per item,
+        # a detection batch's boxes). The candidates come from both.
         estimates: list[tuple[int, tuple[Any, ...]]] = []
+        summed: list[int] = []
         for b in plan:
             longest: dict[str, int] = {}
+            total = 0
             for index in b:
                 for key, value in item_sizes(index).items():
+                    total += value
                     if value > longest.get(key, 0):
                         longest[key] = value
             estimates.append((len(b) * sum(longest.values()), (len(b), tuple(sorted(longest.items())))))
+            summed.append(total)
     except _TimedOut:
         log.why_not = f"scan timed out after {bound:g} s"
         log.scan_seconds = time.monotonic() - start
@@ -226,10 +234,13 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         log.why_not = log.why_not or "planned batches of one shape"
         return None
     order = sorted(range(len(plan)), key=lambda i: -estimates[i][0])
+    by_sum = sorted(range(len(plan)), key=lambda i: -summed[i])
+    n_candidates = max(k * _CANDIDATES, 8)
+    candidates = list(dict.fromkeys(order[:n_candidates] + by_sum[:n_candidates]))
     collate = loader.collate_fn
     # Only the k largest so far are kept: a collated batch may be large.
     top: list[tuple[int, int, Any]] = []
-    for i in order[:max(k * _CANDIDATES, 8)]:
+    for i in candidates:
         if top and time.monotonic() > deadline:
             break
         batch = collate([dataset[index] for index in plan[i]])
