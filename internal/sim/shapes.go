@@ -70,13 +70,15 @@ func (w Workload) schedule(batch, steps int, worstCase bool, patience int) sched
 	b.Source = "dataloader"
 	switch {
 	case varied && worstCase && !w.Iterable:
-		// The longest first, then the rest in the loader's order.
+		// The longest twice, as the adapter serves it (at step 1, and at
+		// step 2 once the optimizer has made its state), then the rest in
+		// the loader's order.
 		at := slices.Index(epoch, longest)
-		order := append([]int{longest}, slices.Delete(slices.Clone(epoch), at, at+1)...)
+		order := append([]int{longest, longest}, slices.Delete(slices.Clone(epoch), at, at+1)...)
 		for i := range steps {
 			s.lengths = append(s.lengths, order[i%len(order)])
 		}
-		b.WorstFirst, b.WorstSteps, b.ScannedBatches = true, 1, len(epoch)
+		b.WorstFirst, b.WorstSteps, b.ScannedBatches = true, min(2, steps), len(epoch)
 	case varied && worstCase:
 		b.WhyNot = "iterable dataset"
 		s.lengths, b.ExtendedSteps, b.Bound = runOn(epoch, steps, patience)

@@ -25,8 +25,8 @@ func TestSchedule(t *testing.T) {
 		largest    int
 	}{
 		{name: "no lengths", w: Workload{}, steps: 3, worstCase: true},
-		{name: "worst first: the longest, then the loader's order", w: padded, steps: 3, worstCase: true,
-			lengths: []int{2048, 384, 512}, worstFirst: true, grewAt: 1, largest: 2048},
+		{name: "worst first: the longest twice, then the loader's order", w: padded, steps: 3, worstCase: true,
+			lengths: []int{2048, 2048, 384}, worstFirst: true, grewAt: 1, largest: 2048},
 		{name: "off: the loader's first batches", w: padded, steps: 3, worstCase: false,
 			lengths: []int{384, 512, 1024}, whyNot: "off", grewAt: 3, largest: 1024},
 		{name: "iterable: runs on until the longest stops growing", w: iterable, steps: 3, worstCase: true, patience: 4,
@@ -95,7 +95,7 @@ func TestChildLengths(t *testing.T) {
 	if ok.code != 0 {
 		t.Fatalf("worst first at max: exit %d, stderr %q", ok.code, ok.stderr)
 	}
-	if b := ok.event(t).Batches; b == nil || !b.WorstFirst || b.WorstSteps != 1 || b.Shapes[0]["input_ids"][1] != 2048 {
+	if b := ok.event(t).Batches; b == nil || !b.WorstFirst || b.WorstSteps != 2 || b.Shapes[0]["input_ids"][1] != 2048 {
 		t.Errorf("worst first batches %+v", b)
 	}
 }

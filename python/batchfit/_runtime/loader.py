@@ -14,13 +14,15 @@ default 20):
   before, at the cost of those reads);
 - else the loader's own batch_sampler lists one epoch's batches, every item
   is read once for its tensor sizes, each batch's padded size is estimated
-  (its length times its longest item, per tensor), and the largest
-  candidates are collated for real with the loader's collate_fn, so that
-  the padding is what training sees;
-- the iterator then yields the k largest first, pinned as the loader pins,
-  and then its own batches: k more than its epoch, of which the trial runs
-  BATCHFIT_STEPS. k is BATCHFIT_STEPS less one (at least one), so that a
-  step after the largest shows whether memory still rises there. In a soak
+  (its length times its longest item, per tensor) and summed (its items'
+  sizes), and the largest candidates by either are collated for real with
+  the loader's collate_fn, so that the padding is what training sees;
+- the iterator then yields the largest batch twice (step 1 runs before the
+  optimizer has made its state, step 2 after), then the next largest, k
+  in all, pinned as the loader pins, and then its own batches: k more than
+  its epoch, of which the trial runs BATCHFIT_STEPS. k is BATCHFIT_STEPS
+  less one (at least two), so that a step after the largest shows whether
+  memory still rises there. In a soak
   (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, instead (of
   its own length). A program run to its end (BATCHFIT_STEPS unset or 0)
   meets every batch anyway and is left alone.
@@ -152,7 +154,9 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         serve = loader.__dict__[_SCANNED]
     else:
         bound = _scan_seconds()
-        k = max(state.stop_at - 1, 1) if state.stop_at > 0 else DEFAULT_FIRST
+        # The largest batch is served twice (see _scan), and one step of
+        # the loader's own follows what is served within the trial.
+        k = max(state.stop_at - 2, 1) if state.stop_at > 0 else DEFAULT_FIRST
         kept = _random_state(loader, sampler)
         try:
             serve = _scan(loader, dataset, sampler, k, bound, soak)
@@ -258,18 +262,25 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
     log.planned_varied = True
     log.planned_largest = largest
     pin = _pinner(loader)
-    first = [m[1] for m in top]
-    fresh = [m[2] for m in top]
+    # The largest batch runs at step 1 and again at step 2, then the next
+    # largest: step 1 runs before the optimizer has made its state (Adam's
+    # moments, as large as the weights twice over), so the largest batch
+    # met only there would understate what it takes at a later step of
+    # training, where that batch may come.
+    first = [top[0][1]] + [m[1] for m in top]
+    fresh = {m[1]: m[2] for m in top}
     taken = set(first)
     rest = [i for i in order if i not in taken] if soak else []
 
     def serve() -> Iterator[Any]:
-        # The batches measured go to the first iterator; a later one gets
-        # them collated afresh, as a program may change a batch in place.
-        measured = fresh[:]
+        # The batches measured go to the first iterator, once each; a
+        # repeat and a later iterator get them collated afresh, as a
+        # program may change a batch in place.
+        measured = dict(fresh)
         fresh.clear()
-        for n, i in enumerate(first):
-            yield pin(measured[n] if n < len(measured) else collate([dataset[index] for index in plan[i]]))
+        for i in first:
+            batch = measured.pop(i, None)
+            yield pin(batch if batch is not None else collate([dataset[index] for index in plan[i]]))
         for i in rest:
             yield pin(collate([dataset[index] for index in plan[i]]))
 
