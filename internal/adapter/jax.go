@@ -74,8 +74,19 @@ func (JAX) Hooked() bool { return true }
 // LimitEnv makes XLA's pool limit/total of the device through exactly one
 // fraction variable: the user's XLA_CLIENT_MEM_FRACTION when that is the one
 // they set, else XLA_PYTHON_CLIENT_MEM_FRACTION (and the other is dropped).
-// Preallocation is left as the user has it.
+// Preallocation is left as the user has it. The fraction is a bare one,
+// which the jaxlib batchfit was measured with holds as a fixed pool (and
+// refuses to read as START-CAP); JAXLimitEnv writes it for a jaxlib that
+// grows a bare fraction's pool.
 func (JAX) LimitEnv(env []string, limit, total uint64) []string {
+	return JAXLimitEnv(env, limit, total, false)
+}
+
+// JAXLimitEnv is JAX's LimitEnv, with the fraction F written as "F-F"
+// when fixed: newer jaxlib reads a bare fraction as "preallocate F, then
+// grow into the whole device", and only START-CAP as a pool that stops at
+// CAP (docs/design/whole-process-memory-limit.md).
+func JAXLimitEnv(env []string, limit, total uint64, fixed bool) []string {
 	if limit == 0 || total == 0 || limit > total {
 		return env
 	}
@@ -88,6 +99,9 @@ func (JAX) LimitEnv(env []string, limit, total uint64) []string {
 	// Full precision, as for torch's fraction: four decimals of a large card
 	// are several MiB.
 	fraction := strconv.FormatFloat(float64(limit)/float64(total), 'f', -1, 64)
+	if fixed {
+		fraction += "-" + fraction
+	}
 	return append(Without(env, XLAFractionEnv, XLAClientFractionEnv), key+"="+fraction)
 }
 

@@ -25,3 +25,23 @@ func TestJAXPool(t *testing.T) {
 		}
 	}
 }
+
+// A fixed pool is written START-CAP, for a jaxlib that grows a bare
+// fraction's pool; in the user's variable when that is the one they set.
+func TestJAXLimitEnvFixed(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		env   []string
+		fixed bool
+		want  string
+	}{
+		{nil, false, XLAFractionEnv + "=0.25"},
+		{nil, true, XLAFractionEnv + "=0.25-0.25"},
+		{[]string{XLAClientFractionEnv + "=0.9"}, true, XLAClientFractionEnv + "=0.25-0.25"},
+	} {
+		got := JAXLimitEnv(tc.env, 20*gib, 80*gib, tc.fixed)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("JAXLimitEnv(%q, fixed %v) = %q, want [%s]", tc.env, tc.fixed, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"github.com/batchfit/batchfit/internal/record"
 
 	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/classify"
@@ -201,12 +202,9 @@ func (p *Prober) poolEnv(env []string, allocCap uint64) []string {
 	if p.cfg.MemoryLimit == 0 || (name != adapter.FrameworkJAX && name != adapter.FrameworkAuto) {
 		return env
 	}
-	pool, ok := adapter.JAXPool(p.cfg.Env, p.cfg.MemoryLimit)
-	if !ok {
+	pool := p.namedPool(allocCap)
+	if pool == 0 {
 		return env
-	}
-	if allocCap > 0 {
-		pool = min(pool, allocCap)
 	}
 	p.mu.Lock()
 	framework := p.framework
@@ -221,5 +219,56 @@ func (p *Prober) poolEnv(env []string, allocCap uint64) []string {
 		// trial had it (see limitEnv).
 		total = p.cfg.DeviceTotal
 	}
-	return adapter.JAX{}.LimitEnv(env, pool, total)
+	return adapter.JAXLimitEnv(env, pool, total, p.poolFixed())
+}
+
+// namedPool is XLA's pool on the named card (adapter.JAXPool), no more
+// than allocCap when that is set; 0 without a limit or a pool.
+func (p *Prober) namedPool(allocCap uint64) uint64 {
+	if p.cfg.MemoryLimit == 0 {
+		return 0
+	}
+	pool, ok := adapter.JAXPool(p.cfg.Env, p.cfg.MemoryLimit)
+	if !ok {
+		return 0
+	}
+	if allocCap > 0 {
+		pool = min(pool, allocCap)
+	}
+	return pool
+}
+
+// poolFixed says trials write XLA's fraction as a fixed pool ("F-F"): a
+// trial's pool grew past the bare fraction it was given (poolGrew).
+func (p *Prober) poolFixed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fixedPool
+}
+
+// poolGrew says trial t's XLA pool went past the pool poolEnv gave it (its
+// limit, or its peak): its jaxlib grows a bare fraction's pool into the
+// whole device, so t had more memory than the named card would give it.
+// Trials from then on are given a fixed pool (poolFixed), and t runs again.
+// The jaxlib batchfit was measured with (0.11.2) holds a bare fraction as a
+// fixed pool; newer ones preallocate it and grow.
+func (p *Prober) poolGrew(t record.Trial) bool {
+	if p.poolFixed() || t.PoolLimit == 0 || p.Framework() != adapter.FrameworkJAX {
+		return false
+	}
+	pool := p.namedPool(t.AllocatorCap)
+	if pool == 0 {
+		return false
+	}
+	// The fraction written rounds to bytes, and jaxlib's pool to its own
+	// granularity: grown is past that by more than 1 %.
+	slack := pool / 100
+	return t.PoolLimit > pool+slack || t.Allocated > pool+slack
+}
+
+// fixPool makes poolEnv write fixed pools from now on.
+func (p *Prober) fixPool() {
+	p.mu.Lock()
+	p.fixedPool = true
+	p.mu.Unlock()
 }

@@ -147,6 +147,8 @@ type Prober struct {
 	framework string
 	// held runs the trials on a held card (SetHeld).
 	held bool
+	// fixedPool writes XLA's fraction as a fixed pool (poolGrew).
+	fixedPool bool
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -393,7 +395,7 @@ func (e *GPUBusyError) Hint() string {
 // another process took memory on its GPU while it ran; sp makes it a soak
 // or a throughput measurement.
 func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (search.Observation, error) {
-	recapped := false
+	recapped, refixed := false, false
 	for runs := 1; ; runs++ {
 		guessed := !sp.held && p.guessing() // a held trial has no cap to guess
 		o, t, recap, err := p.attempt(ctx, size, gpus, sp)
@@ -405,6 +407,14 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (sea
 			p.dropGuess()
 			p.warn(fmt.Sprintf("trial %d at batch size %d: its allocator was capped at %s from an earlier run's figures; this program holds less outside it, so it runs again capped at %s",
 				t.N, size, units.Bytes(t.AllocatorCap), units.Bytes(p.allocatorCap())))
+			continue
+		}
+		if err == nil && !refixed && p.poolGrew(t) && ctx.Err() == nil {
+			// Once: every trial from now on gets a fixed pool.
+			refixed, runs = true, runs-1
+			p.fixPool()
+			p.warn(fmt.Sprintf("trial %d at batch size %d: XLA's pool grew to %s, past the %s the card gives it: this jaxlib grows a bare memory fraction's pool, so trials now get a fixed one (START-CAP); running it again",
+				t.N, size, units.Bytes(max(t.PoolLimit, t.Allocated)), units.Bytes(p.namedPool(t.AllocatorCap))))
 			continue
 		}
 		if err == nil && recap && !recapped && ctx.Err() == nil {
