@@ -61,6 +61,19 @@ func alone(slots [][]int) [][]int {
 	return out
 }
 
+// HoldError says the memory a held trial needs held could not be: the
+// CUDA driver refused, or less than the card was free.
+type HoldError struct {
+	GPU int
+	Err error
+}
+
+func (e *HoldError) Error() string {
+	return fmt.Sprintf("hold all but the limit of gpu %d: %v", e.GPU, e.Err)
+}
+
+func (e *HoldError) Unwrap() error { return e.Err }
+
 // holdFor holds each of gpus (every device when nil) down to the limit and
 // returns what gives them back.
 func (p *Prober) holdFor(gpus []int) (release func(), err error) {
@@ -76,7 +89,7 @@ func (p *Prober) holdFor(gpus []int) (release func(), err error) {
 		h, err := p.cfg.Holder.Hold(d, p.cfg.MemoryLimit)
 		if err != nil {
 			release()
-			return nil, fmt.Errorf("hold all but the limit of gpu %d: %w", d.Index, err)
+			return nil, &HoldError{GPU: d.Index, Err: err}
 		}
 		holds = append(holds, h)
 	}

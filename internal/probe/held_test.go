@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/sim"
@@ -168,3 +169,20 @@ func TestOutsideGuess(t *testing.T) {
 		t.Errorf("%d trials, want 2: the guessed one and its re-run", n)
 	}
 }
+
+// A hold the driver refuses is a *HoldError naming the GPU.
+func TestHoldRefusedIsAHoldError(t *testing.T) {
+	p, _, _ := heldProber(t)
+	p.cfg.Holder = holderFunc(func(gpu.Device, uint64) (hold.Hold, error) {
+		return nil, errors.New("cuMemAlloc of 1048576 bytes: error 2")
+	})
+	_, err := p.holdFor(nil)
+	var held *HoldError
+	if !errors.As(err, &held) || held.GPU != p.cfg.Devices[0].Index || !strings.Contains(err.Error(), "cuMemAlloc") {
+		t.Errorf("holdFor: %v, want a *HoldError for gpu %d", err, p.cfg.Devices[0].Index)
+	}
+}
+
+type holderFunc func(gpu.Device, uint64) (hold.Hold, error)
+
+func (f holderFunc) Hold(d gpu.Device, leave uint64) (hold.Hold, error) { return f(d, leave) }

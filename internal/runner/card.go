@@ -10,6 +10,7 @@ import (
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/limit"
+	"github.com/batchfit/batchfit/internal/probe"
 	"github.com/batchfit/batchfit/internal/record"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/store"
@@ -75,14 +76,24 @@ func (s *session) proveHeld(ctx context.Context, cfg search.Config, res search.R
 	if err != nil {
 		// The capped answer stands in the record, unproven.
 		s.run.Proof = record.ProofCapped
-		var short *hold.ShortError
-		if errors.As(err, &short) {
-			err = hint.With(fmt.Errorf("%w: another process took memory on the GPU during the search", err),
-				"search again once the GPU is free; the capped trials' answer is in the record, unproven")
-		}
-		return res, err
+		return res, heldProofError(err)
 	}
 	return settled(res, st), nil
+}
+
+// heldProofError is err, which ended a held proof, with a hint where the
+// hold failed: the capped trials' answer is in the record, unproven.
+func heldProofError(err error) error {
+	var short *hold.ShortError
+	var held *probe.HoldError
+	switch {
+	case errors.As(err, &short):
+		return hint.With(fmt.Errorf("%w: another process took memory on the GPU during the search", err),
+			"search again once the GPU is free; the capped trials' answer is in the record, unproven")
+	case errors.As(err, &held):
+		return hint.With(err, "search again; the capped trials' answer is in the record, unproven")
+	}
+	return err
 }
 
 // prior is what the capped search tells the held proof (search.Config.Prior):
