@@ -219,9 +219,6 @@ type Trial struct {
 	// raise it where the shapes varied (RisingAfter): memory not yet
 	// settled, which a longer run may take past the card.
 	Rising uint64 `json:"rising_bytes"`
-	// Batches are the shapes of the batches the trial's steps consumed, as
-	// the adapter saw them; nil when it saw none.
-	Batches *adapter.Batches `json:"batches"`
 	// Forked marks a trial forked from a server that had preloaded the
 	// program's modules (--preload), not started afresh.
 	Forked bool `json:"forked"`
@@ -253,6 +250,10 @@ type Trial struct {
 	Stdout string `json:"stdout_log"`
 	Stderr string `json:"stderr_log"`
 	Tail   string `json:"stderr_tail"` // kept for crashes only
+	// Batches are the shapes of the batches the trial's steps consumed, as
+	// the adapter saw them; nil when it saw none. Last: a nested object the
+	// size of the trial's steps.
+	Batches *adapter.Batches `json:"batches"`
 }
 
 // OOMFigures are an out-of-memory failure's figures (search.Failure): the
