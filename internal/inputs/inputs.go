@@ -35,11 +35,11 @@ const HashBudget = 256 << 20
 var memoryEnv = []string{"PYTORCH_", "CUDA_", "XLA_", "TF_", "NCCL_", "OMP_"}
 
 // shapeEnv are the adapter's variables that batchfit leaves to the user:
-// how long a trial whose batch shapes vary, and whose loader cannot run its
-// largest batches first, runs on while its largest shape grows. They
-// change which batches a trial meets, so they count though they are
-// BATCHFIT_*.
-var shapeEnv = []string{"BATCHFIT_SHAPE_PATIENCE", "BATCHFIT_SHAPE_SECONDS"}
+// how long the scan for a loader's largest batches may take, and how long
+// a trial whose batch shapes vary, and whose loader cannot run its largest
+// batches first, runs on while its largest shape grows. They change which
+// batches a trial meets, so they count though they are BATCHFIT_*.
+var shapeEnv = []string{"BATCHFIT_SCAN_SECONDS", "BATCHFIT_SHAPE_PATIENCE", "BATCHFIT_SHAPE_SECONDS"}
 
 // trialEnv are variables batchfit sets for each trial itself (probe.Prober),
 // from settings the fingerprint already holds.

@@ -68,8 +68,8 @@ func TestExecutable(t *testing.T) {
 func TestMemoryEnv(t *testing.T) {
 	env := []string{"PATH=/bin", "PYTORCH_CUDA_ALLOC_CONF=a", "OMP_NUM_THREADS=2", "BATCHFIT_STEPS=3",
 		"CUDA_VISIBLE_DEVICES=1", "MYVAR=x", "HOME=/h", "XLA_FLAGS=f", "PYTORCH_CUDA_ALLOC_CONF=b",
-		"BATCHFIT_WORST_CASE=0", "BATCHFIT_SHAPE_PATIENCE=5"}
-	want := []string{"BATCHFIT_SHAPE_PATIENCE=5", "MYVAR=x", "OMP_NUM_THREADS=2", "PYTORCH_CUDA_ALLOC_CONF=b", "XLA_FLAGS=f"}
+		"BATCHFIT_WORST_CASE=0", "BATCHFIT_SHAPE_PATIENCE=5", "BATCHFIT_SCAN_SECONDS=60"}
+	want := []string{"BATCHFIT_SCAN_SECONDS=60", "BATCHFIT_SHAPE_PATIENCE=5", "MYVAR=x", "OMP_NUM_THREADS=2", "PYTORCH_CUDA_ALLOC_CONF=b", "XLA_FLAGS=f"}
 	if got := MemoryEnv(env, []string{"MYVAR"}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("MemoryEnv = %q, want %q", got, want)
 	}

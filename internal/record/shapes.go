@@ -34,7 +34,8 @@ func (r ShapeRange) Text() string {
 }
 
 // LengthText is the range of the one dimension that varied, when only one
-// did, as padding to the longest sequence makes it: "input_ids length
+// did and it is not the first (a batch's, or the rows of one tensor per
+// sample), as padding to the longest sequence makes it: "input_ids length
 // 384–2048"; else Text.
 func (r ShapeRange) LengthText() string {
 	if len(r.Smallest) != len(r.Largest) {
@@ -49,7 +50,7 @@ func (r ShapeRange) LengthText() string {
 			at = i
 		}
 	}
-	if at < 0 {
+	if at < 1 {
 		return r.Text()
 	}
 	return fmt.Sprintf("%s length %d–%d", strings.Join(r.Tensors, ", "), r.Smallest[at], r.Largest[at])

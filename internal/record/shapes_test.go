@@ -56,6 +56,9 @@ func TestShapeRangeText(t *testing.T) {
 		{ShapeRange{Tensors: []string{"a", "b"}, Smallest: []int{4, 3, 224, 224}, Largest: []int{4, 3, 512, 384}},
 			"a, b 4x3x224x224 … 4x3x512x384", "a, b 4x3x224x224 … 4x3x512x384"},
 		{ShapeRange{Tensors: []string{"x"}, Smallest: []int{2}, Largest: []int{2, 2}}, "x 2 … 2x2", "x 2 … 2x2"},
+		// The first dimension is no length: a batch's, or the rows of one
+		// tensor per sample (a detection batch's boxes).
+		{ShapeRange{Tensors: []string{"1"}, Smallest: []int{40, 4}, Largest: []int{561, 4}}, "1 40x4 … 561x4", "1 40x4 … 561x4"},
 	} {
 		if got := tc.r.Text(); got != tc.text {
 			t.Errorf("Text = %q, want %q", got, tc.text)
@@ -147,8 +150,8 @@ func TestInputShapes(t *testing.T) {
 
 func TestInputShapesManyTensors(t *testing.T) {
 	b := &adapter.Batches{Varied: true, WorstFirst: true, Shapes: []adapter.BatchShape{
-		{"a": {1}, "b": {1, 1}, "c": {1, 1, 1}, "d": {1, 1, 1, 1}},
-		{"a": {2}, "b": {1, 2}, "c": {1, 1, 2}, "d": {1, 1, 1, 2}},
+		{"a": {1, 1}, "b": {1, 1, 1}, "c": {1, 1, 1, 1}, "d": {1, 1, 1, 1, 1}},
+		{"a": {1, 2}, "b": {1, 1, 2}, "c": {1, 1, 1, 2}, "d": {1, 1, 1, 1, 2}},
 	}}
 	in := InputShapesOf([]Trial{{N: 1, Size: 1, Outcome: classify.OK, Batches: b}}, 1)
 	want := "input shapes varied (a length 1–2; b length 1–2; c length 1–2; 1 more): trials ran the largest batches first"

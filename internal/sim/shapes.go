@@ -70,15 +70,18 @@ func (w Workload) schedule(batch, steps int, worstCase bool, patience int) sched
 	b.Source = "dataloader"
 	switch {
 	case varied && worstCase && !w.Iterable:
-		// The longest twice, as the adapter serves it (at step 1, and at
-		// step 2 once the optimizer has made its state), then the rest in
-		// the loader's order.
-		at := slices.Index(epoch, longest)
-		order := append([]int{longest, longest}, slices.Delete(slices.Clone(epoch), at, at+1)...)
+		// As the adapter serves them: the longest twice (at step 1, and at
+		// step 2 once the optimizer has made its state), then the next
+		// longest, steps-1 batches in all (at least two), then the
+		// loader's own order.
+		byLength := slices.Clone(epoch)
+		slices.SortStableFunc(byLength, func(a, b int) int { return b - a })
+		served := append([]int{longest}, byLength...)[:min(max(steps-1, 2), len(epoch)+1)]
+		order := append(slices.Clone(served), epoch...)
 		for i := range steps {
 			s.lengths = append(s.lengths, order[i%len(order)])
 		}
-		b.WorstFirst, b.WorstSteps, b.ScannedBatches = true, min(2, steps), len(epoch)
+		b.WorstFirst, b.WorstSteps, b.ScannedBatches = true, min(len(served), steps), len(epoch)
 	case varied && worstCase:
 		b.WhyNot = "iterable dataset"
 		s.lengths, b.ExtendedSteps, b.Bound = runOn(epoch, steps, patience)

@@ -27,6 +27,8 @@ func TestSchedule(t *testing.T) {
 		{name: "no lengths", w: Workload{}, steps: 3, worstCase: true},
 		{name: "worst first: the longest twice, then the loader's order", w: padded, steps: 3, worstCase: true,
 			lengths: []int{2048, 2048, 384}, worstFirst: true, grewAt: 1, largest: 2048},
+		{name: "worst first, five steps: the longest twice, the next longest, then the loader's", w: padded, steps: 5, worstCase: true,
+			lengths: []int{2048, 2048, 1024, 768, 384}, worstFirst: true, grewAt: 1, largest: 2048},
 		{name: "off: the loader's first batches", w: padded, steps: 3, worstCase: false,
 			lengths: []int{384, 512, 1024}, whyNot: "off", grewAt: 3, largest: 1024},
 		{name: "iterable: runs on until the longest stops growing", w: iterable, steps: 3, worstCase: true, patience: 4,
