@@ -628,6 +628,7 @@ def main(argv=None) -> int:
     lines = [f"Each peer on a real {a.card} card (all but {a.card} of gpu {gpu} held); batchfit "
              f"search --memory-limit {a.card}, holding it itself; {STEPS} steps a size for every tool."]
     lines += table(results, truths)
+    lines += [f"{name}: {doc['held']} for the peers" for name, doc in record["workloads"].items()]
     lines += target_lines(results, truths)
     lines.append("trials, in order (x: out of memory):")
     lines += [f"  {r.workload} {PEER_NAMES[r.tool]}: {r.detail}" for r in results]
