@@ -49,8 +49,9 @@ func (pr *probing) probeWith(ctx context.Context, phase Phase, sizes []int, pred
 		phase, fresh = PhaseConfirm, true
 	}
 	pr.notePhase(phase)
-	pr.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted})
-	pr.rounds += (len(sizes) + max(pr.width, 1) - 1) / max(pr.width, 1)
+	turns := (len(sizes) + max(pr.width, 1) - 1) / max(pr.width, 1)
+	pr.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted, Rounds: turns})
+	pr.rounds += turns
 	obs, err := pr.p.Probe(ctx, Request{Sizes: slices.Clone(sizes), Fresh: fresh, Rechecks: rechecks})
 	if err != nil {
 		return nil, fmt.Errorf("probe batch sizes %v: %w", sizes, err)
