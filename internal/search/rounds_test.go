@@ -15,7 +15,7 @@ import (
 func TestRoundsSideBySide(t *testing.T) {
 	mean := map[int]float64{}
 	for _, k := range []int{1, 3} {
-		total, proof, worst := 0, 0, 0
+		total, proof, worst, along := 0, 0, 0, 0
 		for answer := 100; answer < 400; answer++ {
 			r := rand.New(rand.NewPCG(uint64(answer), 11))
 			w := withAnswer(24*gib, 512*mib, uint64(1+r.IntN(4))*gib, answer, 0.5)
@@ -29,9 +29,13 @@ func TestRoundsSideBySide(t *testing.T) {
 				t.Fatalf("k=%d answer %d: %d proof rounds of %d", k, answer, res.ProofRounds, res.Rounds)
 			}
 			total, proof, worst = total+res.Rounds, proof+res.ProofRounds, max(worst, res.Rounds)
+			if res.ProofRounds == 0 {
+				along++ // every re-check rode in the search's own rounds
+			}
 		}
+
 		mean[k] = float64(total) / 300
-		t.Logf("k=%d: %.2f rounds on average (%.2f of them the proof's), %d at most", k, mean[k], float64(proof)/300, worst)
+		t.Logf("k=%d: %.2f rounds on average (%.2f of them the proof's), %d at most; %d proven in the search's own rounds", k, mean[k], float64(proof)/300, worst, along)
 	}
 	if mean[3] > 0.75*mean[1] {
 		t.Errorf("three side by side: %.2f rounds on average, one at a time %.2f: want at most three quarters", mean[3], mean[1])
@@ -59,4 +63,29 @@ func TestRoundsCountTurns(t *testing.T) {
 	if res.ProofRounds == 0 || res.ProofRounds >= res.Rounds {
 		t.Errorf("%d proof rounds of %d: want the proof pair's re-checks apart from the search's", res.ProofRounds, res.Rounds)
 	}
+}
+
+// TestProofAlongsideFullRounds: a planner that fills every slot leaves no
+// room for the proof's re-checks, but one that plans fewer sizes than run
+// at once (bisection's last rounds, when fewer sizes are left in the
+// bracket than slots) carries them, and such a search is proven without a
+// round of its own.
+func TestProofAlongsideFullRounds(t *testing.T) {
+	along := 0
+	for answer := 100; answer < 200; answer++ {
+		w := withAnswer(24*gib, 512*mib, 2*gib, answer, 0.5)
+		cfg := Config{Min: 1, Max: 65536, Parallel: 3, SideBySide: 3, ProofAlongside: true, Strategy: Bisect, Capacity: w.capacity}
+		res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+		if err != nil {
+			t.Fatalf("answer %d: %v", answer, err)
+		}
+		checkProof(t, res, cfg, answer)
+		if res.ProofRounds == 0 {
+			along++
+		}
+	}
+	if along == 0 {
+		t.Error("no search was proven in its own rounds")
+	}
+	t.Logf("%d of 100 proven in the search's own rounds", along)
 }
