@@ -164,14 +164,14 @@ func TestLiveModel(t *testing.T) {
 			tick(1500 * time.Millisecond)
 		}, "" +
 			"  1   256  ⠙ running                                               2s  bracket\n" +
-			"bracket · growing until a size does not fit · 1 trial · 2s\n"},
+			"bracket · growing until a size does not fit · round 1 · 1 trial · 2s\n"},
 		{func() {
 			clk.Advance(10 * time.Second)
 			done(okTrial(1, 256, 21.5, 11.5, search.PhaseBracket))
 			ev(search.Event{Kind: search.EventBracket, Phase: search.PhaseBracket, Lo: 256})
 		},
 			// No failure yet: no estimate.
-			"bracket · 256 ran ok, growing until a size does not fit · 1 trial · 12s\n"},
+			"bracket · 256 ran ok, growing until a size does not fit · round 1 · 1 trial · 12s\n"},
 		{func() {
 			ev(search.Event{Kind: search.EventPlan, Phase: search.PhaseBracket, Lo: 256, Sizes: []int{512}})
 			start(2, 512)
@@ -181,7 +181,7 @@ func TestLiveModel(t *testing.T) {
 		},
 			// Bisection of [256, 512] takes 8 rounds of the mean 10s, and
 			// the confirmation one more.
-			"bracket · bracket [256, 512] · 2 trials · 20s · ~1m30s left\n"},
+			"bracket · bracket [256, 512] · round 2 · 2 trials · 20s · ~1m30s left\n"},
 		{func() {
 			ev(search.Event{Kind: search.EventPhase, Phase: search.PhaseRefine, Lo: 256, Hi: 512})
 			ev(search.Event{Kind: search.EventPlan, Phase: search.PhaseRefine, Lo: 256, Hi: 512, Sizes: []int{282, 283}, Predicted: 282.7})
@@ -193,13 +193,13 @@ func TestLiveModel(t *testing.T) {
 			// this round (the mean 10s - 4s) and the confirmation (10s).
 			"  3   282  ⠹ running                                               4s  refine\n" +
 			"  4   283  ⠹ running                                               4s  refine\n" +
-			"refine · bracket [256, 512] · predicted 282 · 4 trials · 24s · ~16s left\n"},
+			"refine · bracket [256, 512] · predicted 282 · round 3 · 4 trials · 24s · ~16s left\n"},
 		{func() {
 			tick(3 * time.Second)
 			done(failTrial(4, 283, classify.OOM, 23.9, 7, search.PhaseRefine))
 		}, "" +
 			"  3   282  ⠸ running                                               7s  refine\n" +
-			"refine · bracket [256, 512] · predicted 282 · 4 trials · 27s · ~11s left\n"},
+			"refine · bracket [256, 512] · predicted 282 · round 3 · 4 trials · 27s · ~11s left\n"},
 		{func() {
 			tick(5 * time.Second)
 			done(okTrial(3, 282, 23.6, 12, search.PhaseRefine))
@@ -210,15 +210,15 @@ func TestLiveModel(t *testing.T) {
 			tick(time.Second)
 		}, "" +
 			"  5   282  ⠴ running                                               1s  confirm\n" +
-			"confirm · bracket [282, 283] · 5 trials · 33s · ~9s left\n"},
+			"confirm · bracket [282, 283] · round 4 · 5 trials · 33s · ~9s left\n"},
 		{func() {
 			tick(9 * time.Second)
 			done(okTrial(5, 282, 23.6, 9, search.PhaseConfirm))
-		}, "confirm · bracket [282, 283] · 5 trials · 42s · finishing\n"},
+		}, "confirm · bracket [282, 283] · round 4 · 5 trials · 42s · finishing\n"},
 		{func() {
 			send(closeMsg{at: clk.Now()})
 			tick(time.Second) // ignored once closed
-		}, "5 trials in 42.0s · bracket [282, 283]\n\n"},
+		}, "4 rounds · 5 trials in 42.0s · bracket [282, 283]\n\n"},
 	}
 	for i, f := range frames {
 		f.do()
@@ -249,9 +249,22 @@ func TestLiveModelInterrupted(t *testing.T) {
 	m.Update(closeMsg{at: clk.Now()})
 	want := "" +
 		"  2    12  unfinished                         3s  refine\n" +
-		"2 trials in 3.0s · bracket [8, 16]\n\n"
+		"1 round · 2 trials in 3.0s · bracket [8, 16]\n\n"
 	if got := m.View().Content; got != want {
 		t.Errorf("closed frame:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The status counts rounds as the search plans them: a plan whose trials
+// run in turns (a held card's, one at a time) is a round a turn.
+func TestLiveModelRounds(t *testing.T) {
+	clk := newFakeClock()
+	m := testModel(Options{Now: clk.Now})
+	m.Update(eventMsg{ev: search.Event{Kind: search.EventPlan, Phase: search.PhaseBracket, Sizes: []int{8, 32, 128}, Rounds: 1}, at: clk.Now()})
+	m.Update(eventMsg{ev: search.Event{Kind: search.EventPlan, Phase: search.PhaseConfirm, Lo: 276, Hi: 277, Sizes: []int{276, 277}, Rounds: 2}, at: clk.Now()})
+	m.Update(closeMsg{at: clk.Now()})
+	if got := m.View().Content; !strings.HasPrefix(got, "3 rounds · 0 trials in ") {
+		t.Errorf("closed frame:\n%s\nwant 3 rounds", got)
 	}
 }
 

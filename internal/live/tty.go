@@ -163,6 +163,7 @@ type liveModel struct {
 	lo, hi    int
 	predicted float64
 	trials    int // started, in all
+	rounds    int // planned, in all: what a user waits for
 	// The round in flight, from its plan: how many trials it has and how
 	// many of them started.
 	planned, planStarted int
@@ -196,6 +197,7 @@ func (m *liveModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if ev.Kind == search.EventPlan {
 			m.planned, m.planStarted = len(ev.Sizes), 0
 			m.predicted = ev.Predicted
+			m.rounds += max(ev.Rounds, 1)
 		}
 	case startMsg:
 		m.now = msg.at
@@ -276,6 +278,9 @@ func (m *liveModel) status() string {
 	elapsed := m.now.Sub(m.start)
 	var parts []string
 	if m.closed {
+		if m.rounds > 0 {
+			parts = append(parts, plural(m.rounds, "round"))
+		}
 		parts = append(parts, fmt.Sprintf("%s in %s", plural(m.trials, "trial"), units.Duration(elapsed.Seconds())))
 		if m.phase != "" {
 			parts = append(parts, bracketText(m.lo, m.hi))
@@ -290,6 +295,9 @@ func (m *liveModel) status() string {
 	}
 	if m.predicted > 0 {
 		parts = append(parts, fmt.Sprintf("predicted %d", int(m.predicted)))
+	}
+	if m.rounds > 0 {
+		parts = append(parts, fmt.Sprintf("round %d", m.rounds))
 	}
 	parts = append(parts, plural(m.trials, "trial"), units.RoughDuration(elapsed.Seconds()))
 	if left, ok := m.estimate().left(); ok {

@@ -533,6 +533,14 @@ func (p *Prober) launch(ctx context.Context, n, size int, gpus []int, sp special
 	beside, ended := sp.shared.start(gpus)
 	res, peak, err := p.watched(ctx, spec, gpus, sp.held)
 	ended()
+	if beside.Load() && peak.Method == gpu.MethodDeviceDelta {
+		// The GPU's used memory rose by the trials beside it too: a trial
+		// that ended before NVML listed its processes has no figure of its
+		// own, rather than its neighbours' (which would also make its
+		// memory outside the allocator look large, and cap the next ones
+		// low).
+		peak = gpu.Peak{Samples: peak.Samples}
+	}
 	return res, peak, beside.Load(), err
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/gpu"
 	"github.com/batchfit/batchfit/internal/search"
 	"github.com/batchfit/batchfit/internal/sim"
 	"github.com/batchfit/batchfit/internal/trial"
@@ -104,5 +105,77 @@ func TestRechecksAlongsideAreRetries(t *testing.T) {
 	}
 	if retries != 0 || alongside == 0 {
 		t.Errorf("records and observations differ by %d re-runs; %d ran alongside a round, want some (%v)", retries, alongside, p.Trials())
+	}
+}
+
+// deltaBackend is a GPU that lists no process (a container's own PID
+// namespace, say), so a trial's peak is the rise of its used memory.
+type deltaBackend struct {
+	mu   sync.Mutex
+	used uint64
+}
+
+func (b *deltaBackend) Devices() ([]gpu.Device, error) {
+	return []gpu.Device{{Index: 0, Name: "fake", Total: 80 << 30}}, nil
+}
+func (b *deltaBackend) ProcessMemory(int) (map[int]uint64, error) { return map[int]uint64{}, nil }
+func (b *deltaBackend) UsedMemory(int) (uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, nil
+}
+func (b *deltaBackend) Close() error { return nil }
+
+func (b *deltaBackend) add(n uint64) {
+	b.mu.Lock()
+	b.used += n
+	b.mu.Unlock()
+}
+
+var _ gpu.Backend = (*deltaBackend)(nil)
+
+// A trial whose peak is the rise of its GPU's used memory has no figure
+// when another trial of the round ran beside it on that GPU: the rise is
+// theirs too, and would make the trial seem to hold their memory outside
+// its allocator. Alone on its GPU it keeps the figure.
+func TestSharedGPUDeviceDelta(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		slots [][]int
+		sizes []int
+		want  uint64 // each trial's device figure
+	}{
+		{"alone", [][]int{nil}, []int{10}, 1 << 30},
+		{"side by side", [][]int{nil, nil}, []int{10, 11}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backend := &deltaBackend{}
+			var mu sync.Mutex
+			started := 0
+			all := make(chan struct{})
+			exec := ExecutorFunc(func(ctx context.Context, spec trial.Spec, w trial.Watcher) (trial.Result, error) {
+				stop := w.Watch(1 << 22)
+				defer stop()
+				backend.add(1 << 30)
+				mu.Lock()
+				if started++; started == len(tc.sizes) {
+					close(all)
+				}
+				mu.Unlock()
+				<-all
+				time.Sleep(50 * time.Millisecond) // the sampler sees every trial's memory
+				return trial.Result{Duration: time.Second}, nil
+			})
+			p := New(Config{Command: []string{"train"}, LogDir: t.TempDir(), Executor: exec, Slots: tc.slots,
+				Sampler: gpu.NewSampler(backend, 5*time.Millisecond)})
+			if _, err := p.Probe(context.Background(), search.Request{Sizes: tc.sizes}); err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range p.Trials() {
+				if tr.Device != tc.want {
+					t.Errorf("trial at %d: device %d, want %d", tr.Size, tr.Device, tc.want)
+				}
+			}
+		})
 	}
 }

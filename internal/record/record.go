@@ -51,10 +51,16 @@ type Run struct {
 	// measurements (Throughput.Recommended); 0 when not measured.
 	Recommended int `json:"recommended"`
 	// GlobalBatch is how to train at --global-batch with the answer.
-	GlobalBatch  *GlobalBatch `json:"global_batch"`
-	Trials       []Trial      `json:"trials"`
-	Rounds       int          `json:"rounds"`
-	NonMonotonic []Pair       `json:"non_monotonic"`
+	GlobalBatch *GlobalBatch `json:"global_batch"`
+	Trials      []Trial      `json:"trials"`
+	// Rounds are the rounds the trials took, the proof's included: the
+	// trials of a round run at once, so rounds are what a search waits for.
+	// ProofRounds are those that only proved the answer once the search had
+	// found it (on a held card, a round a trial). The re-checks, the proof's
+	// and any other, are the trials marked Retry.
+	Rounds       int    `json:"rounds"`
+	ProofRounds  int    `json:"proof_rounds"`
+	NonMonotonic []Pair `json:"non_monotonic"`
 	// Flaky lists the sizes at the boundary whose trials disagreed. When
 	// set, Answer is the safe side below them, not exact, and the run is
 	// never answered from the cache.
@@ -553,6 +559,18 @@ func (r *Run) Smallest() int {
 	}
 	if n == 0 {
 		return r.Settings.Min
+	}
+	return n
+}
+
+// Rechecks counts the trials that re-ran a size to check it (Trial.Retry):
+// the proof's, and those of results that contradicted the others.
+func (r *Run) Rechecks() int {
+	n := 0
+	for _, t := range r.Trials {
+		if t.Retry {
+			n++
+		}
 	}
 	return n
 }

@@ -236,11 +236,10 @@ func htmlFacts(run *record.Run) []htmlFact {
 		f.add("Duration", units.ProseDuration(d), false)
 	}
 	f.add("Status", string(run.Status), false)
-	rounds := ""
 	if run.Rounds > 0 {
-		rounds = fmt.Sprintf(" in %d rounds", run.Rounds)
+		f.add("Rounds", RoundsText(run), false)
 	}
-	f.add("Trials", fmt.Sprintf("%d%s", len(run.Trials), rounds), false)
+	f.add("Trials", TrialsText(run), false)
 	if in := run.InputShapes; in != nil {
 		order := "the largest batches first"
 		switch {

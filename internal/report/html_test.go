@@ -169,7 +169,7 @@ func TestWriteHTMLContent(t *testing.T) {
 			"fastest: 484, 5.0 % more samples/s than 968 (beyond the measured noise)",
 			"NVIDIA A100-SXM4-80GB · 80.00 GiB · driver 550.54.15 · CUDA 12.4",
 			"/home/ana/simclr", "2.6.0+cu124", "0.1.0", "2025-03-14 09:30:00 UTC", "1 min 43 s", "10 min",
-			"1 – 4096, starting at 64", "model", "8 in 7 rounds",
+			"1 – 4096, starting at 64", "model", "6 to find, 1 to prove",
 			"peak allocated ≈ 1.62 GiB + 80.5 MiB × batch size",
 			"trial-001-bs64.stdout.log", "CUDA out of memory. Tried to allocate 196.00 MiB",
 			"77.72 GiB", "79.42 GiB", "79.96 GiB", "2522", `class="answer-row"`,

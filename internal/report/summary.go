@@ -59,7 +59,8 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 			forked++
 		}
 	}
-	fmt.Fprintf(&b, "  trials: %d in %d rounds, %s", len(run.Trials), run.Rounds, units.Duration(run.Seconds))
+	fmt.Fprintf(&b, "  rounds: %s, %s\n", RoundsText(run), units.Duration(run.Seconds))
+	fmt.Fprintf(&b, "  trials: %s", TrialsText(run))
 	if forked > 0 {
 		fmt.Fprintf(&b, " (%d forked from a preloaded server)", forked)
 	}
@@ -309,4 +310,29 @@ func LimitText(s record.Settings) string {
 		text += " for the allocator only"
 	}
 	return text
+}
+
+// RoundsText says how many rounds the run took, those that found the
+// answer apart from those that only proved it: a round's trials run at
+// once, so rounds are what a user waits for. On a held card every proof
+// trial runs alone, a round of its own.
+func RoundsText(run *record.Run) string {
+	find := run.Rounds - run.ProofRounds
+	switch {
+	case run.ProofRounds == 0:
+		return fmt.Sprint(run.Rounds)
+	case run.Proof == record.ProofHeld && run.Settings.Parallel > 1:
+		return fmt.Sprintf("%d to find, %d to prove on held cards (a trial a GPU at a time)", find, run.ProofRounds)
+	case run.Proof == record.ProofHeld:
+		return fmt.Sprintf("%d to find, %d to prove on a held card (one trial at a time)", find, run.ProofRounds)
+	}
+	return fmt.Sprintf("%d to find, %d to prove", find, run.ProofRounds)
+}
+
+// TrialsText counts the run's trials, and the re-checks among them.
+func TrialsText(run *record.Run) string {
+	if n := run.Rechecks(); n > 0 {
+		return fmt.Sprintf("%d, %d of them re-checks", len(run.Trials), n)
+	}
+	return fmt.Sprint(len(run.Trials))
 }

@@ -69,6 +69,8 @@ func (s *session) othersOnGPU() string {
 func (s *session) proveHeld(ctx context.Context, cfg search.Config, res search.Result) (search.Result, error) {
 	s.fresh.SetHeld(true)
 	cfg.Unproven, cfg.ProofAlongside, cfg.SideBySide = false, false, 0
+	// Held trials run alone on their GPUs: a size a GPU a round.
+	cfg.Parallel = max(1, len(s.cfg.Group.Slots))
 	// A held card is the whole card: the context lies inside Capacity.
 	cfg.AllocatorCap = false
 	cfg.Prior = prior(res)

@@ -71,7 +71,10 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (s *session, cached *re
 	s.run = s.newRun(ctx)
 	if s.run.GPU != nil {
 		s.scfg.Capacity = s.run.GPU.Capacity
-		s.scfg.AllocatorCap = s.limit > 0
+		// Under a whole-process limit the allocator is capped at the limit
+		// less what the process holds outside it: the context lies inside
+		// Capacity, and comes off it (search.Config.AllocatorCap).
+		s.scfg.AllocatorCap = s.limit > 0 && cfg.MemoryLimitScope == limit.ScopeAllocator
 	}
 	s.scfg.Parallel = max(1, len(cfg.Group.Slots))
 	if err := validate(s.scfg); err != nil {
@@ -373,6 +376,7 @@ func settled(res search.Result, st search.Settled) search.Result {
 	}
 	res.Max, res.FirstFailure = st.Max, st.FirstFailure
 	res.Rounds += st.Rounds
+	res.ProofRounds += st.Rounds
 	bySize := map[int]search.FlakySize{}
 	for _, f := range slices.Concat(res.Flaky, st.Flaky) {
 		if f.Size > st.Max {
@@ -406,7 +410,7 @@ func (s *session) record(res search.Result) {
 	run.Finished = s.deps.Now()
 	run.Seconds = run.Finished.Sub(run.Started).Seconds()
 	run.Trials = s.prober.Trials()
-	run.Rounds = res.Rounds
+	run.Rounds, run.ProofRounds = res.Rounds, res.ProofRounds
 	run.Answer, run.FirstFailure, run.Margin = res.Max, res.FirstFailure, res.Margin
 	if tp := s.throughput; tp != nil {
 		run.Throughput, run.Recommended = tp, tp.Recommended

@@ -15,12 +15,13 @@ const maxPerGPU = 3
 // room for capped trials (cappedPerGPU) and returns that number. A memory
 // limit that leaves a GPU room for two capped processes runs trials side by
 // side on it, each held to the limit by its own cap (and, for the whole
-// process, its own NVML peak), so none changes another's outcome: the
-// proof's re-check runs its pair at once, and with room for three a round
-// that may close the search carries the proof's re-checks
-// (search.Config.ProofAlongside). The search still plans a size a GPU a
-// round (Parallel). Only for fresh trials that run here: a warm worker
-// places its own (newProber), and a cluster picks the GPUs.
+// process, its own NVML peak), so none changes another's outcome. What a
+// user waits for is rounds, not trials: every round of the search plans a
+// size a slot (Parallel), the proof's re-check runs its pair at once, and
+// with room for three a round that leaves a slot free carries the proof's
+// re-checks (search.Config.ProofAlongside). Only for fresh trials that run
+// here: a warm worker places its own (newProber), and a cluster picks the
+// GPUs.
 func (s *session) placeSideBySide(pcfg *probe.Config) int {
 	n := s.cappedPerGPU(pcfg.Slots)
 	if s.cfg.Worker != nil || n < 2 {
@@ -32,6 +33,7 @@ func (s *session) placeSideBySide(pcfg *probe.Config) int {
 	}
 	pcfg.Slots = interleave(sets, n)
 	s.scfg.SideBySide, s.scfg.ProofAlongside = len(pcfg.Slots), n >= 3
+	s.scfg.Parallel = len(pcfg.Slots)
 	return n
 }
 

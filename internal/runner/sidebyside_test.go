@@ -16,8 +16,8 @@ import (
 // trials side by side: one GPU as before, and with --gpus each GPU of the
 // list, its slots interleaved so that a round's sizes spread over the
 // GPUs first. The GPU with the least room (the smallest, or the one others
-// hold most of) decides how many; the search still plans a size a GPU a
-// round, and may run the proof's re-checks in every slot.
+// hold most of) decides how many; every round of the search plans a size
+// a slot (Parallel), and the proof's re-checks may use every slot.
 func TestSideBySideSlots(t *testing.T) {
 	h200 := func(i int) gpu.Device { return gpu.Device{Index: i, Name: "H200", Total: 141 * gib} }
 	small := gpu.Device{Index: 1, Name: "H200", Total: 48 * gib}
@@ -72,6 +72,9 @@ func TestSideBySideSlots(t *testing.T) {
 			if !reflect.DeepEqual(pcfg.Slots, tc.want) || s.scfg.SideBySide != tc.sideBySide || s.scfg.ProofAlongside != tc.alongside {
 				t.Errorf("slots %v, side by side %d, proof alongside %v; want %v, %d, %v",
 					pcfg.Slots, s.scfg.SideBySide, s.scfg.ProofAlongside, tc.want, tc.sideBySide, tc.alongside)
+			}
+			if tc.sideBySide > 0 && s.scfg.Parallel != tc.sideBySide {
+				t.Errorf("the search plans %d sizes a round, want one a slot, %d", s.scfg.Parallel, tc.sideBySide)
 			}
 		})
 	}

@@ -35,13 +35,17 @@ type Config struct {
 	// Start is the first size tried; 0 leaves it to the strategy (Bisect:
 	// Min; Model: a small size, at least 8, that is cheap to run).
 	Start int
-	// Parallel is how many sizes one round may try at once; 0 means 1.
+	// Parallel is how many sizes one round may try at once: one for each
+	// trial that runs at the same time, on every GPU; 0 means 1. Rounds,
+	// not trials, are what a user waits for, so the planners fill them.
 	Parallel int
 	// SideBySide is how many trials one Probe call may run at once when
 	// the prober runs several side by side on each GPU (a memory limit
 	// that leaves room for more capped processes): all the GPUs' slots; 0
-	// means Parallel. The proof's re-check uses them all; the search itself
-	// still plans Parallel sizes a round, one a GPU.
+	// means Parallel. The proof's re-checks use them all. It is more than
+	// Parallel only where the search's own trials cannot share a GPU (a
+	// warm worker runs them one at a time, its fresh re-checks side by
+	// side).
 	SideBySide int
 	// ProofAlongside lets a round that may close the bracket carry the
 	// proof's re-checks in the trials SideBySide leaves beside its sizes

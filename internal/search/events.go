@@ -40,6 +40,9 @@ type Event struct {
 	// not to; 0 when there is none yet.
 	Lo, Hi int
 	Sizes  []int // EventPlan
+	// Rounds is how many rounds an EventPlan's sizes take: a round each
+	// turn of the trials that run at once (Result.Rounds).
+	Rounds int
 	// Predicted is the model's predicted boundary (a real batch size) when
 	// it planned this round; 0 when it did not.
 	Predicted   float64

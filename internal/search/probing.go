@@ -21,8 +21,16 @@ type probing struct {
 	// Settle searches in fresh trials only, as a confirmation.
 	settling bool
 
+	// width is how many trials run at once (Config.Parallel, or
+	// SideBySide where more): a Probe call of more sizes runs them in
+	// turns, a round each.
+	width int
+
 	trials []Observation // every observation, in order
-	rounds int           // Probe calls
+	rounds int           // rounds: each Probe call's turns of width trials
+	// proofRounds are the rounds that only proved a closed bracket: the
+	// proof pair's re-checks and confirmations, and every round of Settle.
+	proofRounds int
 
 	phase          Phase
 	lastLo, lastHi int
@@ -41,8 +49,9 @@ func (pr *probing) probeWith(ctx context.Context, phase Phase, sizes []int, pred
 		phase, fresh = PhaseConfirm, true
 	}
 	pr.notePhase(phase)
-	pr.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted})
-	pr.rounds++
+	turns := (len(sizes) + max(pr.width, 1) - 1) / max(pr.width, 1)
+	pr.emit(Event{Kind: EventPlan, Sizes: slices.Clone(sizes), Predicted: predicted, Rounds: turns})
+	pr.rounds += turns
 	obs, err := pr.p.Probe(ctx, Request{Sizes: slices.Clone(sizes), Fresh: fresh, Rechecks: rechecks})
 	if err != nil {
 		return nil, fmt.Errorf("probe batch sizes %v: %w", sizes, err)

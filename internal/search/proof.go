@@ -219,6 +219,7 @@ func (d *driver) modelRulesOut(s int) bool {
 // (failuresRepeat). A disagreement makes the size flaky: a flaky size is
 // not run again, and the proof is reconsidered.
 func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
+	d.proofRounds++
 	obs, err := d.probe(ctx, PhaseRecheck, sizes[:min(len(sizes), max(d.k, d.cfg.SideBySide))], 0, true)
 	if err != nil {
 		return err
@@ -236,6 +237,7 @@ func (d *driver) recheckProof(ctx context.Context, sizes []int) error {
 // confirm re-runs the answer n times in fresh trials. One failure is enough
 // to distrust it: the size is flaky, believed not to fit from then on.
 func (d *driver) confirm(ctx context.Context, size, n int) error {
+	d.proofRounds++
 	obs, err := d.probe(ctx, PhaseConfirm, slices.Repeat([]int{size}, n), 0, true)
 	if err != nil {
 		return err

@@ -17,7 +17,15 @@ type Result struct {
 	// top of the range and nothing above it was tried.
 	FirstFailure int
 	Trials       []Observation // every observation in order, re-runs included
-	Rounds       int           // Probe calls
+	// Rounds are the rounds the trials took, what a user waits for: a
+	// Probe call is as many rounds as turns of the trials that run at once
+	// (Config.Parallel, or SideBySide where more) its sizes take.
+	Rounds int
+	// ProofRounds are those of Rounds that only proved the answer once
+	// the bracket was closed: the proof pair's re-checks and confirmations
+	// (Config.Confirm), and every round of Settle. Re-checks that rode in
+	// the search's own rounds (Config.ProofAlongside) cost none.
+	ProofRounds int
 	// NonMonotonic lists contradictions between sizes that held when re-run
 	// (a failure at or below a size that ran). The search went on above
 	// the size that ran: Max is the highest boundary found, and a size

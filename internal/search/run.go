@@ -66,7 +66,7 @@ type driver struct {
 
 func newDriver(cfg Config, p Prober) *driver {
 	d := &driver{
-		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent},
+		probing:   probing{p: p, g: cfg.grid(), onEvent: cfg.OnEvent, width: max(cfg.Parallel, cfg.SideBySide, 1)},
 		cfg:       cfg,
 		k:         max(cfg.Parallel, 1),
 		margin:    plan.NewMargin(),
@@ -156,7 +156,10 @@ func (d *driver) run(ctx context.Context) error {
 
 // finish fills in the parts of the result that summarise the beliefs.
 func (d *driver) finish() {
-	d.res.Trials, d.res.Rounds = d.trials, d.rounds
+	d.res.Trials, d.res.Rounds, d.res.ProofRounds = d.trials, d.rounds, d.proofRounds
+	if d.settling {
+		d.res.ProofRounds = d.rounds
+	}
 	if r := d.res.Risk; r != nil && d.res.Found && d.res.FirstFailure != r.Size {
 		// A size below the risk failed, and its re-checks proved the
 		// boundary there (riskEdge's probe can find one): the risk is

@@ -23,7 +23,9 @@ type Settled struct {
 	Flaky        []FlakySize
 	NonMonotonic []Conflict
 	Trials       []Observation // every fresh observation, in order
-	Rounds       int           // the rounds those took
+	// Rounds are the rounds those took (Result.Rounds), all of them the
+	// proof's.
+	Rounds int
 }
 
 // Settle makes an answer found in warm processes exact for fresh ones. A

@@ -111,8 +111,38 @@ func (m *modelPlanner) opening(v View) []int {
 		}
 		return grow(v.Grid, max(jump, v.Lo+v.Grid.Step), v.K)
 	}
+	if v.K >= 3 && v.Growing() && !v.SeenOK() {
+		return spreadOpening(v.Grid, v.Lo, m.start, v.K)
+	}
 	return bisectStep(v, m.start)
 }
+
+// spreadOpening is the first round when it holds three sizes or more:
+// k sizes from the start up to openingSpan times it, evenly apart on a log
+// scale (8, 32, 128 for three). Sizes close together fit a line that
+// extrapolates badly to the boundary, and the next round predicts from
+// this one; sizes far above it mostly fail, and a failure so far above
+// its limit that it ends at once leaves no figure of its own.
+func spreadOpening(g Grid, lo, start, k int) []int {
+	from := max(start, lo+g.Step)
+	var sizes []int
+	for i := range k {
+		s := g.Clamp(g.Floor(int(float64(from) * math.Pow(openingSpan, float64(i)/float64(k-1)))))
+		if len(sizes) > 0 && s <= sizes[len(sizes)-1] {
+			s = sizes[len(sizes)-1] + g.Step
+		}
+		if s > g.Max {
+			break
+		}
+		sizes = append(sizes, s)
+	}
+	return sizes
+}
+
+// openingSpan is how far above the start the first round of several sizes
+// reaches: far enough that the line through its peaks predicts the
+// boundary within a few samples, near enough that its sizes mostly fit.
+const openingSpan = 16
 
 // windowPlan probes the candidate answers that the predicted window and the
 // bracket share; hit is false when they share none, and top says it probed
@@ -142,6 +172,9 @@ func windowPlan(v View, misses int) (sizes []int, hit bool, predicted float64, t
 			top := max(iHi, v.Lo+g.Step)
 			return append(Spread(g, v.Lo, top, v.K-1), top), true, predicted, true
 		}
+		if n := (iHi-iLo)/g.Step + 1; v.K >= 3 && n > v.K-1 && n <= 3*v.K {
+			return neighbourhood(v, f.MaxSize(hi64)), true, predicted, false
+		}
 		return Spread(g, max(v.Lo, iLo-g.Step), min(v.Hi, iHi+2*g.Step), v.K), true, predicted, false
 	}
 	band := wHi - wLo + g.Step
@@ -154,4 +187,26 @@ func windowPlan(v View, misses int) (sizes []int, hit bool, predicted float64, t
 		return Spread(g, max(v.Lo, v.Hi-band-g.Step), v.Hi, v.K), false, predicted, false
 	}
 	return Spread(g, v.Lo, min(v.Hi, v.Lo+band+g.Step), v.K), false, predicted, false
+}
+
+// neighbourhood returns K grid sizes in a row inside the bracket around
+// x, the largest size the model expects to fit (the window's top, where
+// the peak reaches the capacity itself): x's answer and its neighbours on
+// both sides. K sizes in a row close the bracket on any of the K-1 answers
+// among them (one fits, the next does not), so a round whose window holds
+// a few more candidates than that closes when the model is right, and
+// leaves a bracket that the next round closes when it is not. The answers
+// it covers end at x's: a trial at the boundary loses only the allocator's
+// rounding below the capacity, seldom the whole slack the window allows,
+// so the boundary lies near the window's top. A bracket end next to the row
+// covers one more.
+func neighbourhood(v View, x float64) []int {
+	g := v.Grid
+	first := g.Floor(ToInt(x, g)) - (v.K-2)*g.Step
+	first = max(min(first, v.Hi-v.K*g.Step), v.Lo+g.Step)
+	var sizes []int
+	for s := first; len(sizes) < v.K && s < v.Hi; s += g.Step {
+		sizes = append(sizes, s)
+	}
+	return sizes
 }

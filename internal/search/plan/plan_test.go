@@ -195,3 +195,55 @@ func TestNearMissProbesJustBelow(t *testing.T) {
 		}
 	}
 }
+
+// TestNeighbourhood: a round of K sizes in a row around the largest size
+// the model expects to fit covers K-1 answers, the last of them that
+// size's; the row keeps inside the bracket, and a bracket end next to it
+// covers one more.
+func TestNeighbourhood(t *testing.T) {
+	g := Grid{Min: 1, Max: 1 << 16, Step: 1}
+	g8 := Grid{Min: 8, Max: 1 << 16, Step: 8}
+	for _, tc := range []struct {
+		name   string
+		g      Grid
+		k      int
+		lo, hi int
+		x      float64
+		want   []int
+	}{
+		{"around the prediction", g, 3, 128, g.Max + 1, 276.4, []int{275, 276, 277}},
+		{"six a round", g, 6, 50, g.Max + 1, 100.9, []int{96, 97, 98, 99, 100, 101}},
+		{"kept above lo", g, 3, 275, 300, 276.4, []int{276, 277, 278}},
+		{"kept below hi", g, 3, 128, 277, 276.4, []int{274, 275, 276}},
+		{"a bracket of one size", g, 3, 275, 277, 276.4, []int{276}},
+		{"on the grid", g8, 3, 128, g8.Max + 8, 276.4, []int{264, 272, 280}},
+	} {
+		v := View{Grid: tc.g, K: tc.k, Lo: tc.lo, Hi: tc.hi}
+		if got := neighbourhood(v, tc.x); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSpreadOpening: the first round of several sizes spreads them from
+// the start to 16 times it, evenly on a log scale, on the grid and below
+// its top, each size once.
+func TestSpreadOpening(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    Grid
+		k    int
+		want []int
+	}{
+		{"three", Grid{Min: 1, Max: 1 << 16, Step: 1}, 3, []int{8, 32, 128}},
+		{"four", Grid{Min: 1, Max: 1 << 16, Step: 1}, 4, []int{8, 20, 50, 128}},
+		{"six", Grid{Min: 1, Max: 1 << 16, Step: 1}, 6, []int{8, 13, 24, 42, 73, 128}},
+		{"multiples of 8", Grid{Min: 8, Max: 1 << 16, Step: 8}, 4, []int{8, 16, 48, 128}},
+		{"a low top", Grid{Min: 1, Max: 40, Step: 1}, 3, []int{8, 32, 40}},
+		{"a top just above the start", Grid{Min: 1, Max: 10, Step: 1}, 3, []int{8, 10}},
+	} {
+		if got := spreadOpening(tc.g, tc.g.Min-tc.g.Step, 8, tc.k); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package search
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestRoundsSideBySide: where three trials run at once, every round plans
+// three sizes (Parallel), and the rounds shrink, the proof's included:
+// the first round spreads sizes for the model, and the model's rounds try
+// its prediction and the neighbours on both sides, so that one round can
+// close the bracket. The proof's rounds are counted apart (ProofRounds),
+// and the answer is the exact one, as with a size a round.
+func TestRoundsSideBySide(t *testing.T) {
+	mean := map[int]float64{}
+	for _, k := range []int{1, 3} {
+		total, proof, worst, along := 0, 0, 0, 0
+		for answer := 100; answer < 400; answer++ {
+			r := rand.New(rand.NewPCG(uint64(answer), 11))
+			w := withAnswer(24*gib, 512*mib, uint64(1+r.IntN(4))*gib, answer, 0.5)
+			cfg := Config{Min: 1, Max: 65536, Parallel: k, SideBySide: k, ProofAlongside: k >= 3, Capacity: w.capacity}
+			res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+			if err != nil {
+				t.Fatalf("k=%d answer %d: %v", k, answer, err)
+			}
+			checkProof(t, res, cfg, answer)
+			if res.ProofRounds > res.Rounds {
+				t.Fatalf("k=%d answer %d: %d proof rounds of %d", k, answer, res.ProofRounds, res.Rounds)
+			}
+			total, proof, worst = total+res.Rounds, proof+res.ProofRounds, max(worst, res.Rounds)
+			if res.ProofRounds == 0 {
+				along++ // every re-check rode in the search's own rounds
+			}
+		}
+
+		mean[k] = float64(total) / 300
+		t.Logf("k=%d: %.2f rounds on average (%.2f of them the proof's), %d at most; %d proven in the search's own rounds", k, mean[k], float64(proof)/300, worst, along)
+	}
+	if mean[3] > 0.75*mean[1] {
+		t.Errorf("three side by side: %.2f rounds on average, one at a time %.2f: want at most three quarters", mean[3], mean[1])
+	}
+}
+
+// TestRoundsCountTurns: a Probe call of more sizes than run at once takes
+// as many rounds as turns, and Settle's are all the proof's.
+func TestRoundsCountTurns(t *testing.T) {
+	w := withAnswer(24*gib, 512*mib, 2*gib, 276, 0.5)
+	cfg := Config{Min: 1, Max: 65536, Capacity: w.capacity}
+	st, err := Settle(context.Background(), cfg, &fakeProber{w: w}, 276, 277)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One at a time: 276 and 277, then 276 again and 277 as often as
+	// the proof asks, a round each.
+	if st.Rounds != len(st.Trials) {
+		t.Errorf("%d rounds for %d trials run one at a time", st.Rounds, len(st.Trials))
+	}
+	res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ProofRounds == 0 || res.ProofRounds >= res.Rounds {
+		t.Errorf("%d proof rounds of %d: want the proof pair's re-checks apart from the search's", res.ProofRounds, res.Rounds)
+	}
+}
+
+// TestProofAlongsideFullRounds: a planner that fills every slot leaves no
+// room for the proof's re-checks, but one that plans fewer sizes than run
+// at once (bisection's last rounds, when fewer sizes are left in the
+// bracket than slots) carries them, and such a search is proven without a
+// round of its own.
+func TestProofAlongsideFullRounds(t *testing.T) {
+	along := 0
+	for answer := 100; answer < 200; answer++ {
+		w := withAnswer(24*gib, 512*mib, 2*gib, answer, 0.5)
+		cfg := Config{Min: 1, Max: 65536, Parallel: 3, SideBySide: 3, ProofAlongside: true, Strategy: Bisect, Capacity: w.capacity}
+		res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+		if err != nil {
+			t.Fatalf("answer %d: %v", answer, err)
+		}
+		checkProof(t, res, cfg, answer)
+		if res.ProofRounds == 0 {
+			along++
+		}
+	}
+	if along == 0 {
+		t.Error("no search was proven in its own rounds")
+	}
+	t.Logf("%d of 100 proven in the search's own rounds", along)
+}
