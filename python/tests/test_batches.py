@@ -52,8 +52,27 @@ class ShapesTest(unittest.TestCase):
 
     def test_items(self):
         item = {"input_ids": [1, 2, 3], "text": "hello", "label": 1}
-        self.assertEqual(batches.shapes_of(item, items=True), {"input_ids": [3], "text": [5]})
+        self.assertEqual(batches.shapes_of(item, items=True), {"input_ids": [3]})
         self.assertEqual(batches.shapes_of(item), {})
+        # A file name beside an image is not a shape; raw text alone is.
+        image = {"image": Tensor(3, 32, 32), "label": 1, "path": "train/img_7.jpg"}
+        self.assertEqual(batches.shapes_of(image, items=True), {"image": [3, 32, 32]})
+        self.assertEqual(batches.shapes_of({"text": "hello", "label": 1}, items=True), {"text": [5]})
+
+    def test_a_partial_batch_is_the_same_shape(self):
+        full, last = {"0": [64, 8], "1": [64]}, {"0": [36, 8], "1": [36]}
+        with mock.patch.dict(os.environ, {batches.BATCH_SIZE_ENV: "64"}):
+            self.assertTrue(batches.same_shape(full, last))
+            self.assertTrue(batches.same_shape(last, full))
+            self.assertFalse(batches.same_shape({"ids": [64, 8]}, {"ids": [36, 9]}))
+            self.assertFalse(batches.same_shape({"ids": [64, 8]}, {"ids": [64, 9]}))
+            # Leading dimensions of 64 and more are no partial batch (a
+            # detection batch's boxes, one row per object).
+            self.assertFalse(batches.same_shape({"boxes": [90, 4]}, {"boxes": [70, 4]}))
+            # A partial batch has one leading dimension in all its tensors.
+            self.assertFalse(batches.same_shape(full, {"0": [36, 8], "1": [20]}))
+        with mock.patch.dict(os.environ, {batches.BATCH_SIZE_ENV: ""}):
+            self.assertFalse(batches.same_shape(full, last))
 
     def test_one_tensor_per_sample_is_one_entry(self):
         boxes = [Tensor(3, 4), Tensor(250, 4), Tensor(7, 4)]
@@ -89,6 +108,17 @@ class StepsTest(unittest.TestCase):
         self.assertEqual(fields["shapes"], [{"ids": [4, 16]}] * 3)
         self.assertFalse(batches.keep_going(3, 3))
         self.assertNotIn("bound", batches.event_fields(3))
+
+    def test_a_partial_last_batch_is_not_varied(self):
+        # 100 items of one shape in batches of 64: 64, 36, 64, ...
+        with mock.patch.dict(os.environ, {batches.BATCH_SIZE_ENV: "64"}):
+            for step, n in enumerate([64, 36, 64], start=1):
+                batches.note({"0": [n, 8], "1": [n]}, "dataloader")
+                batches.on_step(step)
+            self.assertFalse(batches.keep_going(3, 3))
+            fields = batches.event_fields(3)
+        self.assertFalse(fields["varied"])
+        self.assertNotIn("why_not", fields)
 
     def test_varied_goes_on_until_patience(self):
         self.steps([8, 12, 16])
@@ -253,6 +283,28 @@ class LoaderTest(unittest.TestCase):
         self.assertIsNone(self.first(data))
         self.assertFalse(batches.log.planned_varied)
         self.assertEqual(batches.log.why_not, "planned batches of one shape")
+
+    def test_a_partial_last_batch_pads_alike(self):
+        # Seven items in batches of two: the last holds one, padded to the
+        # same length as the rest.
+        data = self.loader([3, 4, 5, 6, 30, 2, 9])
+        data.collate_fn = lambda items: torch.zeros(len(items), 32)
+        self.assertIsNone(self.first(data))
+        self.assertFalse(batches.log.planned_varied)
+        self.assertEqual(batches.log.why_not, "planned batches of one shape")
+
+    def test_file_names_beside_fixed_images_are_left_alone(self):
+        class Images(torch.utils.data.Dataset):
+            def __len__(self):
+                return 40
+
+            def __getitem__(self, i):
+                return {"image": torch.zeros(3, 4, 4), "label": i % 10, "path": f"train/img_{i}.jpg"}
+
+        data = torch.utils.data.DataLoader(Images(), batch_size=4)
+        self.assertIsNone(self.first(data))
+        self.assertEqual(batches.log.why_not, "sampled items of one shape")
+        self.assertFalse(batches.log.planned_varied)
 
     def test_a_step_is_left_after_the_largest(self):
         with mock.patch.object(state, "stop_at", 1):

@@ -153,7 +153,7 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
     if _SCANNED in loader.__dict__:
         serve = loader.__dict__[_SCANNED]
     else:
-        bound = _scan_seconds()
+        bound = batches.env_number(SCAN_SECONDS_ENV, DEFAULT_SCAN_SECONDS)
         # The largest batch is served twice (see _scan), and one step of
         # the loader's own follows what is served within the trial.
         k = max(state.stop_at - 2, 1) if state.stop_at > 0 else DEFAULT_FIRST
@@ -173,14 +173,6 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         it.__dict__["_batchfit_whole"] = True
 
 
-def _scan_seconds() -> float:
-    try:
-        value = float(os.environ.get(SCAN_SECONDS_ENV, "").strip())
-    except ValueError:
-        return DEFAULT_SCAN_SECONDS
-    return value if value > 0 else DEFAULT_SCAN_SECONDS
-
-
 class _TimedOut(Exception):
     pass
 
@@ -198,7 +190,7 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         if time.monotonic() > deadline:
             raise _TimedOut()
         shapes = batches.shapes_of(dataset[index], items=True)
-        return {key: _numel(dims) for key, dims in shapes.items()}
+        return {key: batches.numel(dims) for key, dims in shapes.items()}
 
     try:
         n = len(dataset)
@@ -234,7 +226,10 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         return None
     log.scan_seconds = time.monotonic() - start
     log.scanned_batches = len(plan)
-    if not plan or len({shape for _, shape in estimates}) < 2:
+    # A partial batch (the epoch's last) is not a shape of its own: only
+    # full-length batches tell whether the shapes vary.
+    full = max((len(b) for b in plan), default=0)
+    if len({shape for b, (_, shape) in zip(plan, estimates) if len(b) == full}) < 2:
         log.why_not = log.why_not or "planned batches of one shape"
         return None
     order = sorted(range(len(plan)), key=lambda i: -estimates[i][0])
@@ -253,10 +248,14 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         del top[k:], batch
     largest = batches.shapes_of(top[0][2])
     # A collate_fn that pads to a fixed length makes items of any length
-    # one shape: the smallest planned batch tells.
-    smallest = batches.shapes_of(collate([dataset[index] for index in plan[order[-1]]]))
+    # one shape.
+    # The smallest full-length planned batch by either estimate tells.
+    smallest = dict.fromkeys(next(i for i in reversed(ranked) if len(plan[i]) == full) for ranked in (order, by_sum))
+    one_shape = all(
+        batches.same_shape(batches.shapes_of(collate([dataset[index] for index in plan[i]])), largest, full)
+        for i in smallest)
     log.scan_seconds = time.monotonic() - start
-    if smallest == largest:
+    if one_shape:
         log.why_not = log.why_not or "planned batches of one shape"
         return None
     log.planned_varied = True
@@ -285,13 +284,6 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
             yield pin(collate([dataset[index] for index in plan[i]]))
 
     return serve
-
-
-def _numel(dims: list[int]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
 
 
 def _pinner(loader: Any) -> Callable[[Any], Any]:
