@@ -147,6 +147,9 @@ func TestHookExtendsVariedTrials(t *testing.T) {
 		// Past BATCHFIT_STEPS to the growing batch that does not fit.
 		{"no DataLoader meets the OOM", "forward", nil, "no DataLoader", "end", true, 5, 2},
 		{"iterable meets the OOM", "iterable", nil, "iterable dataset", "end", true, 5, 2},
+		// The validation loader's largest batches ran first; the steps'
+		// loader is the iterable one.
+		{"iterable after a validation loader", "valfirst", nil, "iterable dataset", "end", true, 5, 2},
 		{"a scan out of time", "map", []string{"BATCHFIT_SCAN_SECONDS=0.000001"}, "scan timed out after 1e-06 s", "end", true, 5, 2},
 		// The largest (step 6's) has not grown for 2 steps at step 8.
 		{"patience", "forward", []string{"SHAPES_LIMIT=1000", "BATCHFIT_SHAPE_PATIENCE=2"}, "no DataLoader", "steps", false, 8, 5},

@@ -315,6 +315,40 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30), (2, 9), (2, 6)])
         self.assertIsNot(first[0], first[1])  # the repeat collated afresh
 
+    def test_the_last_loader_before_the_first_step_is_the_one(self):
+        # A validation loader whose shapes vary, looked at before training
+        # (Lightning's sanity check), then the training loader.
+        val = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        for batch in self.first(val):
+            loader._note(batch, True)
+        self.assertTrue(batches.log.planned_varied)
+
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                return iter([[1], [1, 2]])
+
+        self.assertIsNone(self.first(torch.utils.data.DataLoader(Stream(), batch_size=None)))
+        self.assertIsNone(batches.log.pending)
+        batches.note({"batch": [2]}, "dataloader")
+        batches.on_step(1)
+        fields = batches.event_fields(1)
+        self.assertFalse(fields["worst_first"])
+        self.assertEqual(fields["worst_steps"], 0)
+        self.assertFalse(fields["varied"])
+        self.assertNotIn("scan_seconds", fields)
+        self.assertIsNone(batches.log.planned_largest)
+        self.assertEqual(batches.log.why_not, "iterable dataset")
+
+    def test_a_loader_iterated_again_keeps_its_plan(self):
+        train = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        self.first(train)
+        self.assertIsNone(self.first(self.loader([5] * 8)))  # a fixed-shape loader
+        self.assertFalse(batches.log.planned_varied)
+        self.assertIsNotNone(self.first(train))
+        self.assertTrue(batches.log.planned_varied)
+        self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
+        self.assertEqual(batches.log.scanned_batches, 4)
+
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):
             self.assertIsNone(self.first(self.loader(list(range(1, 200)))))

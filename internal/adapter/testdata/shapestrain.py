@@ -11,6 +11,8 @@
 #   lightning a loop over a DataLoader subclass, Lightning's way (iter, next)
 #   fixed     items of one length: every batch has one shape
 #   forward   no DataLoader: the loop slices batches itself
+#   valfirst  two batches of a map-style validation loader whose shapes
+#             vary (Lightning's sanity check), then training as iterable
 # It prints "step N tokens T" after each step and "done" after its loop.
 import collections
 import os
@@ -92,7 +94,7 @@ def batches():
         for i in range(0, len(lengths), BATCH):
             yield pad([list(range(n)) for n in lengths[i : i + BATCH]])
         return
-    if mode == "iterable":
+    if mode in ("iterable", "valfirst"):
         yield from torch.utils.data.DataLoader(Stream(), batch_size=BATCH, collate_fn=pad)
         return
     if mode == "hf":
@@ -108,6 +110,13 @@ def batches():
         except StopIteration:
             return
 
+
+if mode == "valfirst":
+    with torch.no_grad():
+        for i, ids in enumerate(torch.utils.data.DataLoader(Tokens(), batch_size=BATCH, collate_fn=pad)):
+            model(ids)
+            if i == 1:
+                break
 
 step = 0
 for epoch in range(100):

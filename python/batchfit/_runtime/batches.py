@@ -238,6 +238,29 @@ def note(shapes: Shapes, source: str, worst: bool = False) -> None:
     log.pending_worst = log.pending_worst or worst
 
 
+# What a loader's scan leaves in the log (see loader).
+LOADER_FIELDS = ("planned_largest", "planned_varied", "why_not", "scan_seconds", "scanned_batches")
+
+
+def new_loader(record: Dict[str, Any] | None = None) -> None:
+    """A DataLoader iterator was made before the trial's first counted step.
+    The last loader iterated before that step is the one the steps draw
+    from: one iterated earlier (Lightning's sanity check of the validation
+    loader) trains nothing. What an earlier loader left is forgotten, its
+    batch and its plan, and record (what this loader's scan left, or None)
+    is put back."""
+    fresh = BatchLog()
+    log.pending = None
+    log.pending_worst = False
+    for name in LOADER_FIELDS:
+        setattr(log, name, (record or {}).get(name, getattr(fresh, name)))
+
+
+def loader_record() -> Dict[str, Any]:
+    """What the scan of the loader being prepared left in the log."""
+    return {name: getattr(log, name) for name in LOADER_FIELDS}
+
+
 def waiting_for_forward() -> bool:
     """Whether the next module call's arguments are the batch: no DataLoader
     batch is known and none has been noted since the last step."""

@@ -51,7 +51,9 @@ DEFAULT_SCAN_SECONDS = 20.0
 DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
 _SAMPLE = 16  # items read to tell a fixed-shape dataset
 _CANDIDATES = 4  # batches collated per batch served first
-_SCANNED = "_batchfit_scanned"  # a loader's scan: what serves its first batches, or None
+# A loader's scan: what serves its first batches (or None) and what the
+# scan left in the log (batches.loader_record).
+_SCANNED = "_batchfit_scanned"
 
 
 def dataloader_imported(module: ModuleType) -> None:
@@ -127,6 +129,8 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
     soak = os.environ.get(SOAK_ENV) == "1"
     if state.steps > 0 or state.path is None:
         return  # batches after the trial's first step, or no trial
+    scanned = loader.__dict__.get(_SCANNED)
+    batches.new_loader(scanned[1] if scanned else None)
     if state.stop_at <= 0 and not soak:
         # A program run to its end meets every batch anyway, and batches
         # served before its own would lengthen its epoch (a learning-rate
@@ -150,8 +154,8 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         return
     # One scan a loader: a program may take a batch to look at (next(iter(
     # loader))) before it trains, and every iterator gets the same plan.
-    if _SCANNED in loader.__dict__:
-        serve = loader.__dict__[_SCANNED]
+    if scanned:
+        serve = scanned[0]
     else:
         bound = batches.env_number(SCAN_SECONDS_ENV, DEFAULT_SCAN_SECONDS)
         # The largest batch is served twice (see _scan), and one step of
@@ -165,7 +169,7 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
             serve = None
         finally:
             _restore_random(kept)
-        loader.__dict__[_SCANNED] = serve
+        loader.__dict__[_SCANNED] = (serve, batches.loader_record())
     if serve is None:
         return
     it.__dict__["_batchfit_first"] = serve()
