@@ -187,6 +187,15 @@ class StepsTest(unittest.TestCase):
         batches.note({"arg0": [4, 48]}, "forward")  # the first step does
         self.assertEqual(batches.event_fields(0)["largest"], {"arg0": [4, 48]})
 
+    def test_a_dataloader_batch_outranks_forward_until_its_step(self):
+        batches.note({"batch": [4, 8]}, "dataloader")
+        batches.on_step(1)
+        self.assertTrue(batches.waiting_for_forward())
+        batches.note({"arg0": [4, 12]}, "forward")
+        batches.on_step(2)
+        self.assertEqual(batches.event_fields(2)["shapes"], [{"batch": [4, 8]}, {"arg0": [4, 12]}])
+        self.assertFalse(batches.fed_by_loader())
+
     def test_dataloader_outranks_forward(self):
         batches.note({"arg0": [1, 64]}, "forward")  # a warm-up call
         batches.note({"batch": [4, 8]}, "dataloader")
@@ -401,8 +410,36 @@ class ForwardHookTest(unittest.TestCase):
         batches.on_step(1)
         self.assertEqual(batches.event_fields(1)["shapes"], [{"arg0": [3, 4]}])
         batches.note({"batch": [3, 4]}, "dataloader")
-        model(torch.zeros(3, 4))  # the hook goes
+        model(torch.zeros(3, 4))
+        batches.on_step(2)
+        self.assertEqual(len(self.hooks), before + 1)  # step 1's may be a validation loader's
+        batches.note({"batch": [3, 4]}, "dataloader")
+        batches.on_step(3)
+        model(torch.zeros(3, 4))  # a step after the first took a DataLoader's: the hook goes
         self.assertEqual(len(self.hooks), before)
+        self.assertEqual(batches.event_fields(3)["shapes"], [{"arg0": [3, 4]}, {"batch": [3, 4]}, {"batch": [3, 4]}])
+
+    def test_a_validation_loader_before_batches_of_its_own(self):
+        # A fixed-shape validation DataLoader looked at before training;
+        # training slices its own batches, growing.
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        self.addCleanup(lambda: [self.hooks.pop(k) for k in list(self.hooks)[before:]])
+        model = torch.nn.Linear(4, 1)
+        batches.log.why_not = "sampled items of one shape"
+        for _ in range(2):
+            batches.note({"0": [4, 16]}, "dataloader")
+            model(torch.zeros(4, 4))
+        for step, n in enumerate([11, 15, 19], start=1):
+            model(torch.zeros(n, 4))
+            batches.on_step(step)
+        fields = batches.event_fields(3)
+        self.assertEqual(fields["shapes"], [{"0": [4, 16]}, {"arg0": [15, 4]}, {"arg0": [19, 4]}])
+        self.assertTrue(fields["varied"])
+        self.assertEqual(fields["why_not"], "no DataLoader")
+        self.assertEqual(fields["source"], "forward")
+        self.assertEqual(len(self.hooks), before + 1)
+        self.assertTrue(batches.keep_going(3, 3))
 
     def test_a_batch_without_tensors_leaves_it_to_the_module(self):
         class Graphs:

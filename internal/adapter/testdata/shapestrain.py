@@ -13,6 +13,8 @@
 #   forward   no DataLoader: the loop slices batches itself
 #   valfirst  two batches of a map-style validation loader whose shapes
 #             vary (Lightning's sanity check), then training as iterable
+#   valforward  two batches of a fixed-shape validation loader, then
+#             training as forward
 # It prints "step N tokens T" after each step and "done" after its loop.
 import collections
 import os
@@ -90,7 +92,7 @@ def train_step(ids):
 
 
 def batches():
-    if mode == "forward":
+    if mode in ("forward", "valforward"):
         for i in range(0, len(lengths), BATCH):
             yield pad([list(range(n)) for n in lengths[i : i + BATCH]])
         return
@@ -117,6 +119,11 @@ if mode == "valfirst":
             model(ids)
             if i == 1:
                 break
+if mode == "valforward":
+    fixed = torch.utils.data.TensorDataset(torch.zeros(8, 16, dtype=torch.long))
+    with torch.no_grad():
+        for (ids,) in torch.utils.data.DataLoader(fixed, batch_size=BATCH):
+            model(ids)
 
 step = 0
 for epoch in range(100):

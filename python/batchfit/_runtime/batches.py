@@ -45,6 +45,9 @@ class BatchLog:
         self.source: str | None = None  # "dataloader", "forward" or "jit"
         self.pending: Shapes | None = None  # the batch the next step consumes
         self.pending_worst = False  # whether it is one of the loader's largest
+        self.loader_fed = False  # see fed_by_loader
+        self.loader_taken = False  # whether a step consumed a DataLoader batch
+        self.step_source: str | None = None  # the source of the last step's batch
         self.shapes: list[Shapes] = []
         self.first: Shapes | None = None
         self.largest: Shapes | None = None
@@ -226,8 +229,10 @@ def note(shapes: Shapes, source: str, worst: bool = False) -> None:
     that fetches one ahead (accelerate's) hands over the next batch before
     the step. A DataLoader's batch outranks what it becomes: a module's
     forward arguments, a jitted JAX step's (a JAX program fed by a torch
-    DataLoader)."""
-    if log.source == "dataloader" and source != "dataloader":
+    DataLoader). Only a DataLoader batch taken since the last step does:
+    a DataLoader looked at before training (a validation loader) says
+    nothing of batches the program slices itself."""
+    if log.source == "dataloader" and log.pending is not None and source != "dataloader":
         return
     # A batch from a new source replaces what another left (a forward call
     # before the program's first DataLoader batch: a warm-up, a summary).
@@ -262,9 +267,16 @@ def loader_record() -> Dict[str, Any]:
 
 
 def waiting_for_forward() -> bool:
-    """Whether the next module call's arguments are the batch: no DataLoader
-    batch is known and none has been noted since the last step."""
-    return log.source != "dataloader" and log.pending is None
+    """Whether the next module call's arguments are the batch: no batch has
+    been noted since the last step."""
+    return log.pending is None
+
+
+def fed_by_loader() -> bool:
+    """Whether the steps take their batches from a DataLoader: a step after
+    the first consumed one. Step 1's may come from a loader iterated before
+    training (a validation loader's sanity check) where training has none."""
+    return log.loader_fed
 
 
 def on_step(step: int) -> None:
@@ -273,6 +285,10 @@ def on_step(step: int) -> None:
     worst, log.pending_worst = log.pending_worst, False
     if shapes is None:
         return
+    log.step_source = log.source
+    if log.source == "dataloader":
+        log.loader_fed = log.loader_fed or step > 1
+        log.loader_taken = True
     if worst:
         # Counted as a step consumes them, not as a loader plans them: a
         # loader scanned before training (Lightning's sanity check of the
@@ -370,11 +386,13 @@ def event_fields(steps: int) -> dict[str, Any]:
 def _why_not() -> str:
     if not worst_case_on():
         return "off"
-    if log.why_not:
+    # A loader's reason is not the steps' when they went on to batches of
+    # their own after one of its batches.
+    if log.why_not and not (log.loader_taken and log.step_source in ("forward", "jit")):
         return log.why_not
-    if log.source == "jit":
+    if (log.step_source or log.source) == "jit":
         return "jax input pipeline"
-    if log.source == "forward":
+    if (log.step_source or log.source) == "forward":
         return "no DataLoader"
     return "not scanned"
 
