@@ -235,12 +235,26 @@ class LoaderTest(unittest.TestCase):
         loader._prepare(data, it, torch.utils.data.IterableDataset)
         return it.__dict__.get("_batchfit_first")
 
+    def take(self, first, per_step=1):
+        """What first serves to a program that steps after every per_step
+        batches (gradient accumulation), as the hook counts its steps;
+        the count is put back after."""
+        taken, steps = [], state.steps
+        try:
+            for batch in first:
+                taken.append(batch)
+                if len(taken) % per_step == 0:
+                    state.steps += 1
+        finally:
+            state.steps = steps
+        return taken
+
     def test_largest_first(self):
         first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
         self.assertFalse(batches.log.worst_first)  # until a step takes one
         # The largest twice: at step 1, and at step 2 once the optimizer
         # has made its state; then one step of the loader's own.
-        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30)])
+        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 30), (2, 30)])
         self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
         self.assertEqual(batches.log.scanned_batches, 4)
 
@@ -260,14 +274,14 @@ class LoaderTest(unittest.TestCase):
         data = torch.utils.data.DataLoader(Scenes(), batch_size=4, collate_fn=list)
         with mock.patch.dict(os.environ, {"BATCHFIT_BATCH_SIZE": "4"}), mock.patch.object(state, "stop_at", 2):
             first = self.first(data)
-        self.assertEqual([[len(b) for b in batch] for batch in first], [[120, 120, 120, 120]] * 2)
+        self.assertEqual([[len(b) for b in batch] for batch in self.take(first)], [[120, 120, 120, 120]] * 2)
         self.assertEqual(batches.log.planned_largest, {"batch": [480, 4]})
 
     def test_one_scan_a_loader(self):
         data = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
         with mock.patch.object(loader, "_scan", wraps=loader._scan) as scan:
-            peeked = list(self.first(data))
-            again = list(self.first(data))
+            peeked = self.take(self.first(data))
+            again = self.take(self.first(data))
         self.assertEqual(scan.call_count, 1)
         self.assertEqual([tuple(b.shape) for b in again], [tuple(b.shape) for b in peeked])
         self.assertIsNot(again[0], peeked[0])  # collated afresh
@@ -317,10 +331,10 @@ class LoaderTest(unittest.TestCase):
 
     def test_a_step_is_left_after_the_largest(self):
         with mock.patch.object(state, "stop_at", 1):
-            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+            first = self.take(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30)])
         with mock.patch.object(state, "stop_at", 5):
-            first = list(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
+            first = self.take(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30), (2, 9), (2, 6)])
         self.assertIsNot(first[0], first[1])  # the repeat collated afresh
 
@@ -328,7 +342,7 @@ class LoaderTest(unittest.TestCase):
         # A validation loader whose shapes vary, looked at before training
         # (Lightning's sanity check), then the training loader.
         val = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
-        for batch in self.first(val):
+        for batch in self.take(self.first(val)):
             loader._note(batch, True)
         self.assertTrue(batches.log.planned_varied)
 
@@ -358,6 +372,25 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
         self.assertEqual(batches.log.scanned_batches, 4)
 
+    def test_gradient_accumulation_meets_the_largest_after_step_one(self):
+        # Two batches a step: the largest until step 2 has run, then the
+        # next largest until the last step, which takes the loader's own.
+        lengths = [8 + i for i in range(22)] + [48, 48]
+        for per_step, stop_at, want in (
+                (2, 3, [48] * 4),
+                (2, 4, [48] * 4 + [27, 23]),
+                (3, 3, [48] * 6)):
+            with mock.patch.object(state, "stop_at", stop_at):
+                data = self.loader(lengths)
+                data.batch_sampler.batch_size = 4
+                first = self.take(self.first(data), per_step)
+            self.assertEqual([b.shape[1] for b in first], want, (per_step, stop_at))
+
+    def test_steps_never_counted_end_what_is_served(self):
+        with mock.patch.object(state, "stop_at", 3):
+            first = list(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
+        self.assertEqual(len(first), loader._MAX_SERVED)
+
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):
             self.assertIsNone(self.first(self.loader(list(range(1, 200)))))
@@ -372,7 +405,7 @@ class LoaderTest(unittest.TestCase):
             self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
             with mock.patch.dict(os.environ, {loader.SOAK_ENV: "1"}):
                 first = self.first(self.loader([3, 30, 4, 5]))
-        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30), (2, 5)])
+        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 30), (2, 30), (2, 5)])
 
     def test_iterable_and_unsized(self):
         class Stream(torch.utils.data.IterableDataset):

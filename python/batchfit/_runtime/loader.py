@@ -35,6 +35,7 @@ batch a DataLoader iterator yields is noted for its step (batches).
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import sys
@@ -51,6 +52,7 @@ DEFAULT_SCAN_SECONDS = 20.0
 DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
 _SAMPLE = 16  # items read to tell a fixed-shape dataset
 _CANDIDATES = 4  # batches collated per batch served first
+_MAX_SERVED = 64  # batches served first, at most, outside a soak
 # A loader's scan: what serves its first batches (or None) and what the
 # scan left in the log (batches.loader_record).
 _SCANNED = "_batchfit_scanned"
@@ -160,7 +162,7 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         bound = batches.env_number(SCAN_SECONDS_ENV, DEFAULT_SCAN_SECONDS)
         # The largest batch is served twice (see _scan), and one step of
         # the loader's own follows what is served within the trial.
-        k = max(state.stop_at - 2, 1) if state.stop_at > 0 else DEFAULT_FIRST
+        k = min(max(state.stop_at - 2, 1), _MAX_SERVED) if state.stop_at > 0 else DEFAULT_FIRST
         kept = _random_state(loader, sampler)
         try:
             serve = _scan(loader, dataset, sampler, k, bound, soak)
@@ -265,15 +267,15 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
     log.planned_varied = True
     log.planned_largest = largest
     pin = _pinner(loader)
-    # The largest batch runs at step 1 and again at step 2, then the next
-    # largest: step 1 runs before the optimizer has made its state (Adam's
-    # moments, as large as the weights twice over), so the largest batch
-    # met only there would understate what it takes at a later step of
-    # training, where that batch may come.
-    first = [top[0][1]] + [m[1] for m in top]
     fresh = {m[1]: m[2] for m in top}
-    taken = set(first)
-    rest = [i for i in order if i not in taken] if soak else []
+    # The next largest: the measured ones, then the rest of the plan by its
+    # estimate, collated as they are served.
+    following = [m[1] for m in top[1:]]
+    taken = {top[0][1], *following}
+
+    def make(i: int, measured: dict[int, Any]) -> Any:
+        batch = measured.pop(i, None)
+        return batch if batch is not None else collate([dataset[index] for index in plan[i]])
 
     def serve() -> Iterator[Any]:
         # The batches measured go to the first iterator, once each; a
@@ -281,11 +283,26 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         # program may change a batch in place.
         measured = dict(fresh)
         fresh.clear()
-        for i in first:
-            batch = measured.pop(i, None)
-            yield pin(batch if batch is not None else collate([dataset[index] for index in plan[i]]))
-        for i in rest:
-            yield pin(collate([dataset[index] for index in plan[i]]))
+        served = 0
+        limit = len(plan) + 1 if soak else _MAX_SERVED
+        # The largest batch until step 2 has run: step 1 runs before the
+        # optimizer has made its state (Adam's moments, as large as the
+        # weights twice over), so the largest batch met only there would
+        # understate what it takes at a later step of training. With
+        # gradient accumulation a step takes several batches, so it goes by
+        # the steps counted, not the batches served; bounded (_MAX_SERVED)
+        # for a program whose steps are never counted.
+        while state.steps < 2 and served < limit:
+            yield pin(make(top[0][1], measured))
+            served += 1
+        # Then the next largest until the trial's last step, which takes a
+        # batch of the loader's own, so that a step after them shows
+        # whether memory still rises; in a soak, the rest of the epoch.
+        for i in itertools.chain(following, (i for i in order if i not in taken)):
+            if served >= limit or (not soak and state.steps >= state.stop_at - 1):
+                return
+            yield pin(make(i, measured))
+            served += 1
 
     return serve
 
