@@ -391,6 +391,23 @@ class LoaderTest(unittest.TestCase):
             first = list(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
         self.assertEqual(len(first), loader._MAX_SERVED)
 
+    def test_a_soak_measures_a_few_and_keeps_its_epoch(self):
+        # A soak's step limit is far off: its scan still collates only
+        # the candidates for DEFAULT_FIRST batches before the first step,
+        # and the epoch, largest first, has the loader's length.
+        lengths = list(range(1, 201))
+        data = self.loader(lengths)
+        pad = data.collate_fn
+        calls = []
+        data.collate_fn = lambda items: calls.append(1) or pad(items)
+        with mock.patch.object(state, "stop_at", 10 ** 9), mock.patch.dict(os.environ, {loader.SOAK_ENV: "1"}):
+            first = self.first(data)
+            self.assertLessEqual(len(calls), 2 * max(loader.DEFAULT_FIRST * loader._CANDIDATES, 8) + 2)
+            served = self.take(first)
+        self.assertEqual(len(served), len(data))
+        self.assertEqual([b.shape[1] for b in served[:4]], [200, 200, 198, 196])
+        self.assertEqual(sorted(b.shape[1] for b in served[1:]), [2 * i for i in range(2, 101)])
+
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):
             self.assertIsNone(self.first(self.loader(list(range(1, 200)))))
@@ -405,7 +422,8 @@ class LoaderTest(unittest.TestCase):
             self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
             with mock.patch.dict(os.environ, {loader.SOAK_ENV: "1"}):
                 first = self.first(self.loader([3, 30, 4, 5]))
-        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 30), (2, 30), (2, 5)])
+        # A soak's epoch keeps its length: the repeat replaces its smallest.
+        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 30), (2, 30)])
 
     def test_iterable_and_unsized(self):
         class Stream(torch.utils.data.IterableDataset):

@@ -35,6 +35,7 @@ batch a DataLoader iterator yields is noted for its step (batches).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import os
 import random
@@ -49,7 +50,7 @@ from batchfit._runtime.state import state
 SCAN_SECONDS_ENV = "BATCHFIT_SCAN_SECONDS"
 SOAK_ENV = "BATCHFIT_SOAK"
 DEFAULT_SCAN_SECONDS = 20.0
-DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
+DEFAULT_FIRST = 3  # the largest batches a soak measures before its first step
 _SAMPLE = 16  # items read to tell a fixed-shape dataset
 _CANDIDATES = 4  # batches collated per batch served first
 _MAX_SERVED = 64  # batches served first, at most, outside a soak
@@ -160,9 +161,11 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         serve = scanned[0]
     else:
         bound = batches.env_number(SCAN_SECONDS_ENV, DEFAULT_SCAN_SECONDS)
-        # The largest batch is served twice (see _scan), and one step of
-        # the loader's own follows what is served within the trial.
-        k = min(max(state.stop_at - 2, 1), _MAX_SERVED) if state.stop_at > 0 else DEFAULT_FIRST
+        # The batches measured: the largest, served until step 2 has run,
+        # and the next largest for the steps up to the last but one (the
+        # last takes one of the loader's own, see _scan). A soak measures
+        # a few and collates the rest of its epoch as it serves them.
+        k = DEFAULT_FIRST if soak or state.stop_at <= 0 else min(max(state.stop_at - 2, 1), _MAX_SERVED)
         kept = _random_state(loader, sampler)
         try:
             serve = _scan(loader, dataset, sampler, k, bound, soak)
@@ -243,15 +246,20 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
     n_candidates = max(k * _CANDIDATES, 8)
     candidates = list(dict.fromkeys(order[:n_candidates] + by_sum[:n_candidates]))
     collate = loader.collate_fn
-    # Only the k largest so far are kept: a collated batch may be large.
-    top: list[tuple[int, int, Any]] = []
-    for i in candidates:
-        if top and time.monotonic() > deadline:
+    # Only the k largest so far are kept, a heap of (size, -position, i,
+    # batch) whose ties keep the earlier candidate: a collated batch may be
+    # large.
+    heap: list[tuple[int, int, int, Any]] = []
+    for seq, i in enumerate(candidates):
+        if heap and time.monotonic() > deadline:
             break
         batch = collate([dataset[index] for index in plan[i]])
-        top.append((batches.size(batches.shapes_of(batch)), i, batch))
-        top.sort(key=lambda m: -m[0])
-        del top[k:], batch
+        heapq.heappush(heap, (batches.size(batches.shapes_of(batch)), -seq, i, batch))
+        if len(heap) > k:
+            heapq.heappop(heap)
+        del batch
+    top = [(n, i, batch) for n, _, i, batch in sorted(heap, key=lambda m: (-m[0], -m[1]))]
+    del heap
     largest = batches.shapes_of(top[0][2])
     # A collate_fn that pads to a fixed length makes items of any length
     # one shape.
@@ -284,7 +292,10 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         measured = dict(fresh)
         fresh.clear()
         served = 0
-        limit = len(plan) + 1 if soak else _MAX_SERVED
+        # A soak's epoch keeps its length (a schedule counted in steps,
+        # OneCycleLR, would step past its end): the repeats of the largest
+        # replace the epoch's smallest batches.
+        limit = len(plan) if soak else _MAX_SERVED
         # The largest batch until step 2 has run: step 1 runs before the
         # optimizer has made its state (Adam's moments, as large as the
         # weights twice over), so the largest batch met only there would
