@@ -336,7 +336,7 @@ class LoaderTest(unittest.TestCase):
         with mock.patch.object(state, "stop_at", 5):
             first = self.take(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30), (2, 9), (2, 6)])
-        self.assertIsNot(first[0], first[1])  # the repeat collated afresh
+        self.assertIsNot(first[0], first[1])  # the repeat a copy
 
     def test_the_last_loader_before_the_first_step_is_the_one(self):
         # A validation loader whose shapes vary, looked at before training
@@ -407,6 +407,40 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(len(served), len(data))
         self.assertEqual([b.shape[1] for b in served[:4]], [200, 200, 198, 196])
         self.assertEqual(sorted(b.shape[1] for b in served[1:]), [2 * i for i in range(2, 101)])
+
+    def test_the_repeat_is_the_batch_measured(self):
+        # Items are random crops, and the program pops the labels: step 2
+        # meets step 1's batch all the same.
+        import random as stdlib_random
+
+        class Crops(torch.utils.data.Dataset):
+            def __len__(self):
+                return 40
+
+            def __getitem__(self, i):
+                n = stdlib_random.randint(8, 64)
+                return {"ids": torch.arange(n), "labels": torch.arange(n)}
+
+        def pad(items):
+            longest = max(len(x["ids"]) for x in items)
+            ids = torch.zeros(len(items), longest, dtype=torch.long)
+            for j, x in enumerate(items):
+                ids[j, : len(x["ids"])] = x["ids"]
+            return {"ids": ids, "labels": ids.clone()}
+
+        stdlib_random.seed(0)
+        data = torch.utils.data.DataLoader(Crops(), batch_size=4, collate_fn=pad)
+        seen = []
+        for batch in self.first(data):
+            seen.append((sorted(batch), batch["ids"].clone()))
+            batch.pop("labels")
+            batch["ids"].zero_()
+            state.steps += 1
+            if len(seen) == 2:
+                break
+        self.assertEqual(seen[1][0], ["ids", "labels"])
+        self.assertTrue(torch.equal(seen[0][1], seen[1][1]))
+        self.assertEqual(list(seen[1][1].shape), batches.log.planned_largest["ids"])
 
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):

@@ -35,6 +35,7 @@ batch a DataLoader iterator yields is noted for its step (batches).
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 import os
@@ -280,6 +281,17 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
     # estimate, collated as they are served.
     following = [m[1] for m in top[1:]]
     taken = {top[0][1], *following}
+    # The largest batch as measured, for its repeats: collated afresh, an
+    # item's random crop or augmentation would make step 2's batch another
+    # (smaller) one, and a program may change a batch in place (pop its
+    # labels). None where it cannot be copied.
+    pristine = _copy(top[0][2])
+
+    def largest_batch(measured: dict[int, Any]) -> Any:
+        batch = measured.pop(top[0][1], None)
+        if batch is None and pristine is not None:
+            batch = _copy(pristine)
+        return batch if batch is not None else make(top[0][1], measured)
 
     def make(i: int, measured: dict[int, Any]) -> Any:
         batch = measured.pop(i, None)
@@ -287,8 +299,8 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
 
     def serve() -> Iterator[Any]:
         # The batches measured go to the first iterator, once each; a
-        # repeat and a later iterator get them collated afresh, as a
-        # program may change a batch in place.
+        # later iterator gets them collated afresh (the largest copied), as
+        # a program may change a batch in place.
         measured = dict(fresh)
         fresh.clear()
         served = 0
@@ -304,7 +316,7 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         # the steps counted, not the batches served; bounded (_MAX_SERVED)
         # for a program whose steps are never counted.
         while state.steps < 2 and served < limit:
-            yield pin(make(top[0][1], measured))
+            yield pin(largest_batch(measured))
             served += 1
         # Then the next largest until the trial's last step, which takes a
         # batch of the loader's own, so that a step after them shows
@@ -316,6 +328,14 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
             served += 1
 
     return serve
+
+
+def _copy(batch: Any) -> Any:
+    """A deep copy of batch, or None where it cannot be made."""
+    try:
+        return copy.deepcopy(batch)
+    except Exception:
+        return None
 
 
 def _pinner(loader: Any) -> Callable[[Any], Any]:
