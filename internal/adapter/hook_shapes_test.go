@@ -74,8 +74,8 @@ func TestHookRunsWorstBatchesFirst(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
-			// As before: the first three batches are short, and the trial
-			// ends well after 3 steps, its shapes varied.
+			// Off, the first three batches are the loader's own, short
+			// ones, and the trial stops at 3 steps, its shapes varied.
 			r, ev := runRaw(t, py, []string{"BATCHFIT_STEPS=3", "BATCHFIT_WORST_CASE=0"}, testdata("shapestrain.py"), tc.mode)
 			b := batchesOf(t, ev)
 			if r.code != 0 || ev["stopped"] != true || ev["steps"] != 3.0 {

@@ -16,21 +16,27 @@ default 20):
   is read once for its tensor sizes, each batch's padded size is estimated
   (its length times its longest item, per tensor) and summed (its items'
   sizes), and the largest candidates by either are collated for real with
-  the loader's collate_fn, so that the padding is what training sees;
-- the iterator then yields the largest batch twice (step 1 runs before the
-  optimizer has made its state, step 2 after), then the next largest, k
-  in all, pinned as the loader pins, and then its own batches: k more than
-  its epoch, of which the trial runs BATCHFIT_STEPS. k is BATCHFIT_STEPS
-  less one (at least two), so that a step after the largest shows whether
-  memory still rises there. In a soak
-  (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, instead (of
-  its own length). A program run to its end (BATCHFIT_STEPS unset or 0)
-  meets every batch anyway and is left alone.
+  the loader's collate_fn, so that the padding is what training sees; a
+  partial batch (shorter than the rest) is no shape of its own;
+- the iterator then yields the largest batch (the one measured, then
+  copies of it) until step 2 has run (step 1 runs before the optimizer has
+  made its state), then the next largest until the trial's last step,
+  which takes the first of the loader's own batches, so that a step after
+  the largest shows whether memory still rises there; then the loader's
+  own epoch. The steps are the hook's count, so that gradient
+  accumulation meets the largest at step 2 too; at most 64 are served. In
+  a soak (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, of
+  the epoch's own length (the repeats replace its smallest batches). A
+  program run to its end (BATCHFIT_STEPS unset or 0) meets every batch
+  anyway and is left alone.
+
+The plan belongs to the loader: the last one iterated before the first
+step is the one whose batches the steps take (batches.new_loader).
 
 The random state of torch, random, numpy and the loader's and samplers'
 generators is put back after the scan, so that the program's own batches
-and augmentations are what they were. Each
-batch a DataLoader iterator yields is noted for its step (batches).
+and augmentations are what they were. Each batch a DataLoader iterator
+yields is noted for its step (batches).
 """
 
 from __future__ import annotations
@@ -166,7 +172,7 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         # and the next largest for the steps up to the last but one (the
         # last takes one of the loader's own, see _scan). A soak measures
         # a few and collates the rest of its epoch as it serves them.
-        k = DEFAULT_FIRST if soak or state.stop_at <= 0 else min(max(state.stop_at - 2, 1), _MAX_SERVED)
+        k = DEFAULT_FIRST if soak else min(max(state.stop_at - 2, 1), _MAX_SERVED)
         kept = _random_state(loader, sampler)
         try:
             serve = _scan(loader, dataset, sampler, k, bound, soak)
