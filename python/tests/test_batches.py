@@ -442,6 +442,16 @@ class LoaderTest(unittest.TestCase):
         self.assertTrue(torch.equal(seen[0][1], seen[1][1]))
         self.assertEqual(list(seen[1][1].shape), batches.log.planned_largest["ids"])
 
+    def test_a_batch_on_a_device_is_not_copied(self):
+        class Device:
+            type = "cuda"
+
+        class OnDevice:
+            device = Device()
+
+        self.assertTrue(loader._on_cpu({"ids": torch.zeros(2), "n": 3, "x": [torch.zeros(1)]}))
+        self.assertFalse(loader._on_cpu({"ids": torch.zeros(2), "mask": [OnDevice()]}))
+
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):
             self.assertIsNone(self.first(self.loader(list(range(1, 200)))))

@@ -48,6 +48,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
@@ -269,8 +270,8 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
     del heap
     largest = batches.shapes_of(top[0][2])
     # A collate_fn that pads to a fixed length makes items of any length
-    # one shape.
-    # The smallest full-length planned batch by either estimate tells.
+    # one shape: the smallest full-length planned batch by either estimate
+    # tells.
     smallest = dict.fromkeys(next(i for i in reversed(ranked) if len(plan[i]) == full) for ranked in (order, by_sum))
     one_shape = all(
         batches.same_shape(batches.shapes_of(collate([dataset[index] for index in plan[i]])), largest, full)
@@ -289,9 +290,10 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
     taken = {top[0][1], *following}
     # The largest batch as measured, for its repeats: collated afresh, an
     # item's random crop or augmentation would make step 2's batch another
-    # (smaller) one, and a program may change a batch in place (pop its
-    # labels). None where it cannot be copied.
-    pristine = _copy(top[0][2])
+    # one, and a program may change a batch in place (pop its labels).
+    # None where it cannot be copied, or where collate_fn put it on a
+    # device: a copy held there for the trial would add to its peak.
+    pristine = _copy(top[0][2]) if _on_cpu(top[0][2]) else None
 
     def largest_batch(measured: dict[int, Any]) -> Any:
         batch = measured.pop(top[0][1], None)
@@ -342,6 +344,31 @@ def _copy(batch: Any) -> Any:
         return copy.deepcopy(batch)
     except Exception:
         return None
+
+
+def _on_cpu(batch: Any) -> bool:
+    """Whether every tensor of batch found within the walk's bounds is in
+    host memory: a torch tensor's .device, JAX's and others' alike, is
+    "cpu" by its type or str."""
+    nodes = [0]
+
+    def walk(x: Any, depth: int) -> bool:
+        nodes[0] += 1
+        if nodes[0] > 256 or depth > 6:
+            return True
+        device = getattr(x, "device", None)
+        if device is not None and not isinstance(x, type):
+            return str(getattr(device, "type", device)).startswith("cpu")
+        if isinstance(x, Mapping):
+            return all(walk(v, depth + 1) for v in list(x.values())[:256])
+        if isinstance(x, (list, tuple)):
+            return all(walk(v, depth + 1) for v in x[:256])
+        return True
+
+    try:
+        return walk(batch, 0)
+    except Exception:
+        return False
 
 
 def _pinner(loader: Any) -> Callable[[Any], Any]:
