@@ -212,6 +212,23 @@ func TestHookFixedShapesUnchanged(t *testing.T) {
 	}
 }
 
+// A partial last batch (22 items in batches of 4: 4 x 16 five times, then
+// 2 x 16) is no shape of its own: the trial stops at BATCHFIT_STEPS, its
+// shapes not varied.
+func TestHookFixedShapesPartialBatch(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	r, ev := runRaw(t, py, []string{"BATCHFIT_STEPS=8", "BATCHFIT_BATCH_SIZE=4"}, testdata("shapestrain.py"), "partial")
+	b := batchesOf(t, ev)
+	if r.code != 0 || ev["steps"] != 8.0 || ev["stopped"] != true {
+		t.Fatalf("exit %d, event %v, want stopped after 8 steps; stderr:\n%s", r.code, ev, r.stderr)
+	}
+	shapes := b["shapes"].([]any)
+	if b["varied"] != false || b["extended_steps"] != 0.0 || b["why_not"] != nil || len(shapes) != 8 || shapesJSON(t, shapes[5]) != `{"batch":[2,16]}` {
+		t.Errorf("batches %v, want not varied, no extension, the partial batch at step 6", b)
+	}
+}
+
 // A jitted JAX step's argument shapes, one set per call (a retrace for each
 // new length), with the stand-in jax: the parameters, plain numbers, are
 // not the batch.
