@@ -74,8 +74,8 @@ func TestHookRunsWorstBatchesFirst(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
-			// As before: the first three batches are short, and the trial
-			// ends well after 3 steps, its shapes varied.
+			// Off, the first three batches are the loader's own, short
+			// ones, and the trial stops at 3 steps, its shapes varied.
 			r, ev := runRaw(t, py, []string{"BATCHFIT_STEPS=3", "BATCHFIT_WORST_CASE=0"}, testdata("shapestrain.py"), tc.mode)
 			b := batchesOf(t, ev)
 			if r.code != 0 || ev["stopped"] != true || ev["steps"] != 3.0 {
@@ -126,9 +126,9 @@ func TestHookSoakRunsWholeEpochLargestFirst(t *testing.T) {
 		lengths = append(lengths, int(dims[1].(float64)))
 	}
 	// The epoch largest first (the largest twice: at step 1 and again
-	// once the optimizer has made its state), then the next epoch in its
-	// own order.
-	if want := []int{48, 48, 27, 23, 19, 15, 11, 11}; !reflect.DeepEqual(lengths, want) {
+	// once the optimizer has made its state) and of its own length, its
+	// smallest batch left out, then the next epoch in its own order.
+	if want := []int{48, 48, 27, 23, 19, 15, 11, 15}; !reflect.DeepEqual(lengths, want) {
 		t.Errorf("padded lengths by step %v, want %v", lengths, want)
 	}
 }
@@ -147,6 +147,10 @@ func TestHookExtendsVariedTrials(t *testing.T) {
 		// Past BATCHFIT_STEPS to the growing batch that does not fit.
 		{"no DataLoader meets the OOM", "forward", nil, "no DataLoader", "end", true, 5, 2},
 		{"iterable meets the OOM", "iterable", nil, "iterable dataset", "end", true, 5, 2},
+		// The validation loader's largest batches ran first; the steps'
+		// loader is the iterable one.
+		{"iterable after a validation loader", "valfirst", nil, "iterable dataset", "end", true, 5, 2},
+		{"no DataLoader after a validation loader", "valforward", nil, "no DataLoader", "end", true, 5, 2},
 		{"a scan out of time", "map", []string{"BATCHFIT_SCAN_SECONDS=0.000001"}, "scan timed out after 1e-06 s", "end", true, 5, 2},
 		// The largest (step 6's) has not grown for 2 steps at step 8.
 		{"patience", "forward", []string{"SHAPES_LIMIT=1000", "BATCHFIT_SHAPE_PATIENCE=2"}, "no DataLoader", "steps", false, 8, 5},
@@ -171,7 +175,7 @@ func TestHookExtendsVariedTrials(t *testing.T) {
 			// The batch the OOM came at is the largest seen, though no
 			// counted step consumed it (a DataLoader's: the program fails
 			// before its module sees the batch).
-			if largest := shapesJSON(t, b["largest"]); tc.oom && tc.mode != "forward" && !strings.HasSuffix(largest, `":[4,48]}`) {
+			if largest := shapesJSON(t, b["largest"]); tc.oom && !strings.HasSuffix(tc.mode, "forward") && !strings.HasSuffix(largest, `":[4,48]}`) {
 				t.Errorf("largest %s, want the 4 x 48 batch", largest)
 			}
 		})
@@ -205,6 +209,23 @@ func TestHookFixedShapesUnchanged(t *testing.T) {
 	}
 	if !reflect.DeepEqual(b, want) {
 		t.Errorf("batches =\n%v\nwant\n%v", b, want)
+	}
+}
+
+// A partial last batch (22 items in batches of 4: 4 x 16 five times, then
+// 2 x 16) is no shape of its own: the trial stops at BATCHFIT_STEPS, its
+// shapes not varied.
+func TestHookFixedShapesPartialBatch(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	r, ev := runRaw(t, py, []string{"BATCHFIT_STEPS=8", "BATCHFIT_BATCH_SIZE=4"}, testdata("shapestrain.py"), "partial")
+	b := batchesOf(t, ev)
+	if r.code != 0 || ev["steps"] != 8.0 || ev["stopped"] != true {
+		t.Fatalf("exit %d, event %v, want stopped after 8 steps; stderr:\n%s", r.code, ev, r.stderr)
+	}
+	shapes := b["shapes"].([]any)
+	if b["varied"] != false || b["extended_steps"] != 0.0 || b["why_not"] != nil || len(shapes) != 8 || shapesJSON(t, shapes[5]) != `{"batch":[2,16]}` {
+		t.Errorf("batches %v, want not varied, no extension, the partial batch at step 6", b)
 	}
 }
 

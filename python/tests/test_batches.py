@@ -52,8 +52,27 @@ class ShapesTest(unittest.TestCase):
 
     def test_items(self):
         item = {"input_ids": [1, 2, 3], "text": "hello", "label": 1}
-        self.assertEqual(batches.shapes_of(item, items=True), {"input_ids": [3], "text": [5]})
+        self.assertEqual(batches.shapes_of(item, items=True), {"input_ids": [3]})
         self.assertEqual(batches.shapes_of(item), {})
+        # A file name beside an image is not a shape; raw text alone is.
+        image = {"image": Tensor(3, 32, 32), "label": 1, "path": "train/img_7.jpg"}
+        self.assertEqual(batches.shapes_of(image, items=True), {"image": [3, 32, 32]})
+        self.assertEqual(batches.shapes_of({"text": "hello", "label": 1}, items=True), {"text": [5]})
+
+    def test_a_partial_batch_is_the_same_shape(self):
+        full, last = {"0": [64, 8], "1": [64]}, {"0": [36, 8], "1": [36]}
+        with mock.patch.dict(os.environ, {batches.BATCH_SIZE_ENV: "64"}):
+            self.assertTrue(batches.same_shape(full, last))
+            self.assertTrue(batches.same_shape(last, full))
+            self.assertFalse(batches.same_shape({"ids": [64, 8]}, {"ids": [36, 9]}))
+            self.assertFalse(batches.same_shape({"ids": [64, 8]}, {"ids": [64, 9]}))
+            # Leading dimensions of 64 and more are no partial batch (a
+            # detection batch's boxes, one row per object).
+            self.assertFalse(batches.same_shape({"boxes": [90, 4]}, {"boxes": [70, 4]}))
+            # A partial batch has one leading dimension in all its tensors.
+            self.assertFalse(batches.same_shape(full, {"0": [36, 8], "1": [20]}))
+        with mock.patch.dict(os.environ, {batches.BATCH_SIZE_ENV: ""}):
+            self.assertFalse(batches.same_shape(full, last))
 
     def test_one_tensor_per_sample_is_one_entry(self):
         boxes = [Tensor(3, 4), Tensor(250, 4), Tensor(7, 4)]
@@ -89,6 +108,17 @@ class StepsTest(unittest.TestCase):
         self.assertEqual(fields["shapes"], [{"ids": [4, 16]}] * 3)
         self.assertFalse(batches.keep_going(3, 3))
         self.assertNotIn("bound", batches.event_fields(3))
+
+    def test_a_partial_last_batch_is_not_varied(self):
+        # 100 items of one shape in batches of 64: 64, 36, 64, ...
+        with mock.patch.dict(os.environ, {batches.BATCH_SIZE_ENV: "64"}):
+            for step, n in enumerate([64, 36, 64], start=1):
+                batches.note({"0": [n, 8], "1": [n]}, "dataloader")
+                batches.on_step(step)
+            self.assertFalse(batches.keep_going(3, 3))
+            fields = batches.event_fields(3)
+        self.assertFalse(fields["varied"])
+        self.assertNotIn("why_not", fields)
 
     def test_varied_goes_on_until_patience(self):
         self.steps([8, 12, 16])
@@ -157,6 +187,15 @@ class StepsTest(unittest.TestCase):
         batches.note({"arg0": [4, 48]}, "forward")  # the first step does
         self.assertEqual(batches.event_fields(0)["largest"], {"arg0": [4, 48]})
 
+    def test_a_dataloader_batch_outranks_forward_until_its_step(self):
+        batches.note({"batch": [4, 8]}, "dataloader")
+        batches.on_step(1)
+        self.assertTrue(batches.waiting_for_forward())
+        batches.note({"arg0": [4, 12]}, "forward")
+        batches.on_step(2)
+        self.assertEqual(batches.event_fields(2)["shapes"], [{"batch": [4, 8]}, {"arg0": [4, 12]}])
+        self.assertFalse(batches.fed_by_loader())
+
     def test_dataloader_outranks_forward(self):
         batches.note({"arg0": [1, 64]}, "forward")  # a warm-up call
         batches.note({"batch": [4, 8]}, "dataloader")
@@ -196,12 +235,26 @@ class LoaderTest(unittest.TestCase):
         loader._prepare(data, it, torch.utils.data.IterableDataset)
         return it.__dict__.get("_batchfit_first")
 
+    def take(self, first, per_step=1):
+        """What first serves to a program that steps after every per_step
+        batches (gradient accumulation), as the hook counts its steps;
+        the count is put back after."""
+        taken, steps = [], state.steps
+        try:
+            for batch in first:
+                taken.append(batch)
+                if len(taken) % per_step == 0:
+                    state.steps += 1
+        finally:
+            state.steps = steps
+        return taken
+
     def test_largest_first(self):
         first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
         self.assertFalse(batches.log.worst_first)  # until a step takes one
         # The largest twice: at step 1, and at step 2 once the optimizer
         # has made its state; then one step of the loader's own.
-        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30)])
+        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 30), (2, 30)])
         self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
         self.assertEqual(batches.log.scanned_batches, 4)
 
@@ -221,14 +274,14 @@ class LoaderTest(unittest.TestCase):
         data = torch.utils.data.DataLoader(Scenes(), batch_size=4, collate_fn=list)
         with mock.patch.dict(os.environ, {"BATCHFIT_BATCH_SIZE": "4"}), mock.patch.object(state, "stop_at", 2):
             first = self.first(data)
-        self.assertEqual([[len(b) for b in batch] for batch in first], [[120, 120, 120, 120]] * 2)
+        self.assertEqual([[len(b) for b in batch] for batch in self.take(first)], [[120, 120, 120, 120]] * 2)
         self.assertEqual(batches.log.planned_largest, {"batch": [480, 4]})
 
     def test_one_scan_a_loader(self):
         data = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
         with mock.patch.object(loader, "_scan", wraps=loader._scan) as scan:
-            peeked = list(self.first(data))
-            again = list(self.first(data))
+            peeked = self.take(self.first(data))
+            again = self.take(self.first(data))
         self.assertEqual(scan.call_count, 1)
         self.assertEqual([tuple(b.shape) for b in again], [tuple(b.shape) for b in peeked])
         self.assertIsNot(again[0], peeked[0])  # collated afresh
@@ -254,14 +307,150 @@ class LoaderTest(unittest.TestCase):
         self.assertFalse(batches.log.planned_varied)
         self.assertEqual(batches.log.why_not, "planned batches of one shape")
 
+    def test_a_partial_last_batch_pads_alike(self):
+        # Seven items in batches of two: the last holds one, padded to the
+        # same length as the rest.
+        data = self.loader([3, 4, 5, 6, 30, 2, 9])
+        data.collate_fn = lambda items: torch.zeros(len(items), 32)
+        self.assertIsNone(self.first(data))
+        self.assertFalse(batches.log.planned_varied)
+        self.assertEqual(batches.log.why_not, "planned batches of one shape")
+
+    def test_file_names_beside_fixed_images_are_left_alone(self):
+        class Images(torch.utils.data.Dataset):
+            def __len__(self):
+                return 40
+
+            def __getitem__(self, i):
+                return {"image": torch.zeros(3, 4, 4), "label": i % 10, "path": f"train/img_{i}.jpg"}
+
+        data = torch.utils.data.DataLoader(Images(), batch_size=4)
+        self.assertIsNone(self.first(data))
+        self.assertEqual(batches.log.why_not, "sampled items of one shape")
+        self.assertFalse(batches.log.planned_varied)
+
     def test_a_step_is_left_after_the_largest(self):
         with mock.patch.object(state, "stop_at", 1):
-            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+            first = self.take(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30)])
         with mock.patch.object(state, "stop_at", 5):
-            first = list(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
+            first = self.take(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30), (2, 9), (2, 6)])
-        self.assertIsNot(first[0], first[1])  # the repeat collated afresh
+        self.assertIsNot(first[0], first[1])  # the repeat a copy
+
+    def test_the_last_loader_before_the_first_step_is_the_one(self):
+        # A validation loader whose shapes vary, looked at before training
+        # (Lightning's sanity check), then the training loader.
+        val = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        for batch in self.take(self.first(val)):
+            loader._note(batch, True)
+        self.assertTrue(batches.log.planned_varied)
+
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                return iter([[1], [1, 2]])
+
+        self.assertIsNone(self.first(torch.utils.data.DataLoader(Stream(), batch_size=None)))
+        self.assertIsNone(batches.log.pending)
+        batches.note({"batch": [2]}, "dataloader")
+        batches.on_step(1)
+        fields = batches.event_fields(1)
+        self.assertFalse(fields["worst_first"])
+        self.assertEqual(fields["worst_steps"], 0)
+        self.assertFalse(fields["varied"])
+        self.assertNotIn("scan_seconds", fields)
+        self.assertIsNone(batches.log.planned_largest)
+        self.assertEqual(batches.log.why_not, "iterable dataset")
+
+    def test_a_loader_iterated_again_keeps_its_plan(self):
+        train = self.loader([3, 4, 5, 6, 30, 2, 9, 9])
+        self.first(train)
+        self.assertIsNone(self.first(self.loader([5] * 8)))  # a fixed-shape loader
+        self.assertFalse(batches.log.planned_varied)
+        self.assertIsNotNone(self.first(train))
+        self.assertTrue(batches.log.planned_varied)
+        self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
+        self.assertEqual(batches.log.scanned_batches, 4)
+
+    def test_gradient_accumulation_meets_the_largest_after_step_one(self):
+        # Two batches a step: the largest until step 2 has run, then the
+        # next largest until the last step, which takes the loader's own.
+        lengths = [8 + i for i in range(22)] + [48, 48]
+        for per_step, stop_at, want in (
+                (2, 3, [48] * 4),
+                (2, 4, [48] * 4 + [27, 23]),
+                (3, 3, [48] * 6)):
+            with mock.patch.object(state, "stop_at", stop_at):
+                data = self.loader(lengths)
+                data.batch_sampler.batch_size = 4
+                first = self.take(self.first(data), per_step)
+            self.assertEqual([b.shape[1] for b in first], want, (per_step, stop_at))
+
+    def test_steps_never_counted_end_what_is_served(self):
+        with mock.patch.object(state, "stop_at", 3):
+            first = list(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
+        self.assertEqual(len(first), loader._MAX_SERVED)
+
+    def test_a_soak_measures_a_few_and_keeps_its_epoch(self):
+        # A soak's step limit is far off: its scan still collates only
+        # the candidates for DEFAULT_FIRST batches before the first step,
+        # and the epoch, largest first, has the loader's length.
+        lengths = list(range(1, 201))
+        data = self.loader(lengths)
+        pad = data.collate_fn
+        calls = []
+        data.collate_fn = lambda items: calls.append(1) or pad(items)
+        with mock.patch.object(state, "stop_at", 10 ** 9), mock.patch.dict(os.environ, {loader.SOAK_ENV: "1"}):
+            first = self.first(data)
+            self.assertLessEqual(len(calls), 2 * max(loader.DEFAULT_FIRST * loader._CANDIDATES, 8) + 2)
+            served = self.take(first)
+        self.assertEqual(len(served), len(data))
+        self.assertEqual([b.shape[1] for b in served[:4]], [200, 200, 198, 196])
+        self.assertEqual(sorted(b.shape[1] for b in served[1:]), [2 * i for i in range(2, 101)])
+
+    def test_the_repeat_is_the_batch_measured(self):
+        # Items are random crops, and the program pops the labels: step 2
+        # meets step 1's batch all the same.
+        import random as stdlib_random
+
+        class Crops(torch.utils.data.Dataset):
+            def __len__(self):
+                return 40
+
+            def __getitem__(self, i):
+                n = stdlib_random.randint(8, 64)
+                return {"ids": torch.arange(n), "labels": torch.arange(n)}
+
+        def pad(items):
+            longest = max(len(x["ids"]) for x in items)
+            ids = torch.zeros(len(items), longest, dtype=torch.long)
+            for j, x in enumerate(items):
+                ids[j, : len(x["ids"])] = x["ids"]
+            return {"ids": ids, "labels": ids.clone()}
+
+        stdlib_random.seed(0)
+        data = torch.utils.data.DataLoader(Crops(), batch_size=4, collate_fn=pad)
+        seen = []
+        for batch in self.first(data):
+            seen.append((sorted(batch), batch["ids"].clone()))
+            batch.pop("labels")
+            batch["ids"].zero_()
+            state.steps += 1
+            if len(seen) == 2:
+                break
+        self.assertEqual(seen[1][0], ["ids", "labels"])
+        self.assertTrue(torch.equal(seen[0][1], seen[1][1]))
+        self.assertEqual(list(seen[1][1].shape), batches.log.planned_largest["ids"])
+
+    def test_a_batch_on_a_device_is_not_copied(self):
+        class Device:
+            type = "cuda"
+
+        class OnDevice:
+            device = Device()
+
+        self.assertTrue(loader._on_cpu({"ids": torch.zeros(2), "n": 3, "x": [torch.zeros(1)]}))
+        self.assertFalse(loader._on_cpu({"ids": torch.zeros(2), "mask": [OnDevice()]}))
 
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):
@@ -277,7 +466,8 @@ class LoaderTest(unittest.TestCase):
             self.assertIsNone(self.first(self.loader([3, 30, 4, 5])))
             with mock.patch.dict(os.environ, {loader.SOAK_ENV: "1"}):
                 first = self.first(self.loader([3, 30, 4, 5]))
-        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30), (2, 5)])
+        # A soak's epoch keeps its length: the repeat replaces its smallest.
+        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 30), (2, 30)])
 
     def test_iterable_and_unsized(self):
         class Stream(torch.utils.data.IterableDataset):
@@ -315,8 +505,36 @@ class ForwardHookTest(unittest.TestCase):
         batches.on_step(1)
         self.assertEqual(batches.event_fields(1)["shapes"], [{"arg0": [3, 4]}])
         batches.note({"batch": [3, 4]}, "dataloader")
-        model(torch.zeros(3, 4))  # the hook goes
+        model(torch.zeros(3, 4))
+        batches.on_step(2)
+        self.assertEqual(len(self.hooks), before + 1)  # step 1's may be a validation loader's
+        batches.note({"batch": [3, 4]}, "dataloader")
+        batches.on_step(3)
+        model(torch.zeros(3, 4))  # a step after the first took a DataLoader's: the hook goes
         self.assertEqual(len(self.hooks), before)
+        self.assertEqual(batches.event_fields(3)["shapes"], [{"arg0": [3, 4]}, {"batch": [3, 4]}, {"batch": [3, 4]}])
+
+    def test_a_validation_loader_before_batches_of_its_own(self):
+        # A fixed-shape validation DataLoader looked at before training;
+        # training slices its own batches, growing.
+        before = len(self.hooks)
+        torch_steps._watch_forward(torch)
+        self.addCleanup(lambda: [self.hooks.pop(k) for k in list(self.hooks)[before:]])
+        model = torch.nn.Linear(4, 1)
+        batches.log.why_not = "sampled items of one shape"
+        for _ in range(2):
+            batches.note({"0": [4, 16]}, "dataloader")
+            model(torch.zeros(4, 4))
+        for step, n in enumerate([11, 15, 19], start=1):
+            model(torch.zeros(n, 4))
+            batches.on_step(step)
+        fields = batches.event_fields(3)
+        self.assertEqual(fields["shapes"], [{"0": [4, 16]}, {"arg0": [15, 4]}, {"arg0": [19, 4]}])
+        self.assertTrue(fields["varied"])
+        self.assertEqual(fields["why_not"], "no DataLoader")
+        self.assertEqual(fields["source"], "forward")
+        self.assertEqual(len(self.hooks), before + 1)
+        self.assertTrue(batches.keep_going(3, 3))
 
     def test_a_batch_without_tensors_leaves_it_to_the_module(self):
         class Graphs:

@@ -10,7 +10,12 @@
 #             (attention mask, labels) and a BatchEncoding-like Mapping batch
 #   lightning a loop over a DataLoader subclass, Lightning's way (iter, next)
 #   fixed     items of one length: every batch has one shape
+#   partial   22 items of one length: each epoch ends in a batch of 2
 #   forward   no DataLoader: the loop slices batches itself
+#   valfirst  two batches of a map-style validation loader whose shapes
+#             vary (Lightning's sanity check), then training as iterable
+#   valforward  two batches of a fixed-shape validation loader, then
+#             training as forward
 # It prints "step N tokens T" after each step and "done" after its loop.
 import collections
 import os
@@ -29,6 +34,8 @@ torch.set_num_threads(1)
 lengths = [8 + i for i in range(22)] + [48, 48]
 if mode == "fixed":
     lengths = [16] * 24
+if mode == "partial":
+    lengths = [16] * 22
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -88,11 +95,11 @@ def train_step(ids):
 
 
 def batches():
-    if mode == "forward":
+    if mode in ("forward", "valforward"):
         for i in range(0, len(lengths), BATCH):
             yield pad([list(range(n)) for n in lengths[i : i + BATCH]])
         return
-    if mode == "iterable":
+    if mode in ("iterable", "valfirst"):
         yield from torch.utils.data.DataLoader(Stream(), batch_size=BATCH, collate_fn=pad)
         return
     if mode == "hf":
@@ -108,6 +115,18 @@ def batches():
         except StopIteration:
             return
 
+
+if mode == "valfirst":
+    with torch.no_grad():
+        for i, ids in enumerate(torch.utils.data.DataLoader(Tokens(), batch_size=BATCH, collate_fn=pad)):
+            model(ids)
+            if i == 1:
+                break
+if mode == "valforward":
+    fixed = torch.utils.data.TensorDataset(torch.zeros(8, 16, dtype=torch.long))
+    with torch.no_grad():
+        for (ids,) in torch.utils.data.DataLoader(fixed, batch_size=BATCH):
+            model(ids)
 
 step = 0
 for epoch in range(100):

@@ -23,6 +23,7 @@ from typing import Any, Dict, List
 WORST_CASE_ENV = "BATCHFIT_WORST_CASE"
 PATIENCE_ENV = "BATCHFIT_SHAPE_PATIENCE"
 SECONDS_ENV = "BATCHFIT_SHAPE_SECONDS"
+BATCH_SIZE_ENV = "BATCHFIT_BATCH_SIZE"
 DEFAULT_PATIENCE = 20
 DEFAULT_SECONDS = 120.0
 
@@ -44,6 +45,9 @@ class BatchLog:
         self.source: str | None = None  # "dataloader", "forward" or "jit"
         self.pending: Shapes | None = None  # the batch the next step consumes
         self.pending_worst = False  # whether it is one of the loader's largest
+        self.loader_fed = False  # see fed_by_loader
+        self.loader_taken = False  # whether a step consumed a DataLoader batch
+        self.step_source: str | None = None  # the source of the last step's batch
         self.shapes: list[Shapes] = []
         self.first: Shapes | None = None
         self.largest: Shapes | None = None
@@ -72,7 +76,8 @@ def worst_case_on() -> bool:
     return os.environ.get(WORST_CASE_ENV, "1").strip() != "0"
 
 
-def _env_number(name: str, default: float) -> float:
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment, else default."""
     try:
         value = float(os.environ.get(name, "").strip())
     except ValueError:
@@ -86,9 +91,11 @@ def shapes_of(batch: Any, root: str = "batch", prefix: str = "", items: bool = F
     are, list and tuple positions as "0", "1", nested with "." after prefix;
     a bare tensor is prefix, or root without one. Anything with a tuple
     .shape is a tensor (torch, numpy, JAX), so no framework is imported.
-    With items (a dataset's item before collation), a list of numbers and a
-    string count as 1-D tensors of their length. At most limit tensors."""
+    With items (a dataset's item before collation), a list of numbers counts
+    as a 1-D tensor of its length, and so does a string in an item that
+    holds no tensor and no list of numbers. At most limit tensors."""
     out: Shapes = {}
+    strings: Shapes = {}
     nodes = [0]
 
     def walk(x: Any, path: str, depth: int) -> None:
@@ -102,8 +109,12 @@ def shapes_of(batch: Any, root: str = "batch", prefix: str = "", items: bool = F
             except (TypeError, ValueError):
                 pass
             return
-        if items and (isinstance(x, str) or (isinstance(x, list) and x and isinstance(x[0], (int, float)))):
+        if items and isinstance(x, list) and x and isinstance(x[0], (int, float)):
             out[path or root] = [len(x)]
+            return
+        if items and isinstance(x, str):
+            if len(strings) < limit:
+                strings[path or root] = [len(x)]
             return
         if isinstance(x, Mapping):
             for key in list(x.keys())[:_MAX_NODES]:
@@ -117,7 +128,10 @@ def shapes_of(batch: Any, root: str = "batch", prefix: str = "", items: bool = F
                 walk(item, f"{path}.{i}" if path else str(i), depth + 1)
 
     walk(batch, prefix, 0)
-    return out
+    # A string beside tensors or lists of numbers is a label or a file name
+    # that collation keeps as it is; only an item of strings alone (raw
+    # text that collate_fn tokenizes) is sized by them.
+    return out or strings
 
 
 def _per_sample(x: list[Any] | tuple[Any, ...]) -> list[int] | None:
@@ -129,10 +143,7 @@ def _per_sample(x: list[Any] | tuple[Any, ...]) -> list[int] | None:
     and would crowd out its other tensors. A list is one per sample when
     it is as long as the trial's batch size (BATCHFIT_BATCH_SIZE) and
     holds tensors of one rank; None otherwise."""
-    try:
-        n = int(os.environ.get("BATCHFIT_BATCH_SIZE", ""))
-    except ValueError:
-        return None
+    n = batch_size()
     if n < 2 or len(x) != n:
         return None
     shapes: list[tuple[Any, ...]] = []
@@ -149,6 +160,44 @@ def _per_sample(x: list[Any] | tuple[Any, ...]) -> list[int] | None:
     except (TypeError, ValueError):
         return None
     return [sum(d[0] for d in dims)] + [max(d[i] for d in dims) for i in range(1, rank)]
+
+
+def batch_size() -> int:
+    """The trial's batch size (BATCHFIT_BATCH_SIZE), or 0 when not known."""
+    try:
+        return max(int(os.environ.get(BATCH_SIZE_ENV, "").strip()), 0)
+    except ValueError:
+        return 0
+
+
+def same_shape(a: Shapes, b: Shapes, batch: int | None = None) -> bool:
+    """Whether two batches have one shape: equal, or apart only in the
+    leading dimension, where the smaller is less than the batch size
+    (default the trial's) and one value for every tensor that differs. That
+    is a partial batch (an epoch's last, of len(dataset) % batch_size
+    items), which needs less memory than a full one, not a varying shape."""
+    if a == b:
+        return True
+    n = batch_size() if batch is None else batch
+    if n < 2 or a.keys() != b.keys():
+        return False
+    partial = set()
+    for key, x in a.items():
+        y = b[key]
+        if x == y:
+            continue
+        if len(x) != len(y) or not x or x[1:] != y[1:] or min(x[0], y[0]) >= n:
+            return False
+        partial.add(min(x[0], y[0]))
+    return len(partial) == 1
+
+
+def numel(dims: list[int]) -> int:
+    """A tensor's elements."""
+    n = 1
+    for d in dims:
+        n *= d
+    return n
 
 
 def arguments_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Shapes:
@@ -170,13 +219,7 @@ def arguments_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Shapes:
 
 def size(shapes: Shapes) -> int:
     """A batch's total elements over its tensors."""
-    total = 0
-    for dims in shapes.values():
-        n = 1
-        for d in dims:
-            n *= d
-        total += n
-    return total
+    return sum(numel(dims) for dims in shapes.values())
 
 
 def note(shapes: Shapes, source: str, worst: bool = False) -> None:
@@ -186,8 +229,10 @@ def note(shapes: Shapes, source: str, worst: bool = False) -> None:
     that fetches one ahead (accelerate's) hands over the next batch before
     the step. A DataLoader's batch outranks what it becomes: a module's
     forward arguments, a jitted JAX step's (a JAX program fed by a torch
-    DataLoader)."""
-    if log.source == "dataloader" and source != "dataloader":
+    DataLoader). Only a DataLoader batch taken since the last step does:
+    a DataLoader looked at before training (a validation loader) says
+    nothing of batches the program slices itself."""
+    if log.source == "dataloader" and log.pending is not None and source != "dataloader":
         return
     # A batch from a new source replaces what another left (a forward call
     # before the program's first DataLoader batch: a warm-up, a summary).
@@ -198,10 +243,40 @@ def note(shapes: Shapes, source: str, worst: bool = False) -> None:
     log.pending_worst = log.pending_worst or worst
 
 
+# What a loader's scan leaves in the log (see loader).
+LOADER_FIELDS = ("planned_largest", "planned_varied", "why_not", "scan_seconds", "scanned_batches")
+
+
+def new_loader(record: Dict[str, Any] | None = None) -> None:
+    """A DataLoader iterator was made before the trial's first counted step.
+    The last loader iterated before that step is the one the steps draw
+    from: one iterated earlier (Lightning's sanity check of the validation
+    loader) trains nothing. What an earlier loader left is forgotten, its
+    batch and its plan, and record (what this loader's scan left, or None)
+    is put back."""
+    fresh = BatchLog()
+    log.pending = None
+    log.pending_worst = False
+    for name in LOADER_FIELDS:
+        setattr(log, name, (record or {}).get(name, getattr(fresh, name)))
+
+
+def loader_record() -> Dict[str, Any]:
+    """What the scan of the loader being prepared left in the log."""
+    return {name: getattr(log, name) for name in LOADER_FIELDS}
+
+
 def waiting_for_forward() -> bool:
-    """Whether the next module call's arguments are the batch: no DataLoader
-    batch is known and none has been noted since the last step."""
-    return log.source != "dataloader" and log.pending is None
+    """Whether the next module call's arguments are the batch: no batch has
+    been noted since the last step."""
+    return log.pending is None
+
+
+def fed_by_loader() -> bool:
+    """Whether the steps take their batches from a DataLoader: a step after
+    the first consumed one. Step 1's may come from a loader iterated before
+    training (a validation loader's sanity check) where training has none."""
+    return log.loader_fed
 
 
 def on_step(step: int) -> None:
@@ -210,6 +285,10 @@ def on_step(step: int) -> None:
     worst, log.pending_worst = log.pending_worst, False
     if shapes is None:
         return
+    log.step_source = log.source
+    if log.source == "dataloader":
+        log.loader_fed = log.loader_fed or step > 1
+        log.loader_taken = True
     if worst:
         # Counted as a step consumes them, not as a loader plans them: a
         # loader scanned before training (Lightning's sanity check of the
@@ -223,7 +302,7 @@ def on_step(step: int) -> None:
         log.shapes.append(shapes)
     if log.first is None:
         log.first = shapes
-    elif shapes != log.first:
+    elif not same_shape(shapes, log.first):
         log.varied = True
     n = size(shapes)
     if n > log.largest_size:
@@ -242,10 +321,10 @@ def keep_going(steps: int, stop_at: int) -> bool:
         now = time.monotonic()
         if log.extend_from is None:
             log.extend_from, log.extend_at = now, steps
-        if steps - log.grew_at_step >= int(_env_number(PATIENCE_ENV, DEFAULT_PATIENCE)):
+        if steps - log.grew_at_step >= int(env_number(PATIENCE_ENV, DEFAULT_PATIENCE)):
             log.bound = "steps"
             return False
-        if now - log.extend_from >= _env_number(SECONDS_ENV, DEFAULT_SECONDS):
+        if now - log.extend_from >= env_number(SECONDS_ENV, DEFAULT_SECONDS):
             log.bound = "time"
             return False
         return True
@@ -307,11 +386,13 @@ def event_fields(steps: int) -> dict[str, Any]:
 def _why_not() -> str:
     if not worst_case_on():
         return "off"
-    if log.why_not:
+    # A loader's reason is not the steps' when they went on to batches of
+    # their own after one of its batches.
+    if log.why_not and not (log.loader_taken and log.step_source in ("forward", "jit")):
         return log.why_not
-    if log.source == "jit":
+    if (log.step_source or log.source) == "jit":
         return "jax input pipeline"
-    if log.source == "forward":
+    if (log.step_source or log.source) == "forward":
         return "no DataLoader"
     return "not scanned"
 

@@ -43,9 +43,11 @@ Rules these modules keep, because they run inside someone else's program:
   is initialized) or one jax.block_until_ready() per JAX step, so that step
   times cover the device work, the stop after BATCHFIT_STEPS steps (later
   where batch shapes vary, see batches), and, where a DataLoader's batches
-  vary in shape, their order: its largest batches come first, read once
-  more on the CPU before the first step (see loader), with the random
-  state put back.
+  vary in shape, its first batches: its largest are added at the start of
+  its first epoch (the largest until step 2 has run, then the next
+  largest), read once more on the CPU before the first step (see loader),
+  with the random state put back; a soak's first epoch is reordered,
+  largest first, and keeps its length.
 - Only the process that installed the hook reports: a forked child inherits
   the atexit handler but is not a trial of its own.
 """

@@ -16,29 +16,39 @@ default 20):
   is read once for its tensor sizes, each batch's padded size is estimated
   (its length times its longest item, per tensor) and summed (its items'
   sizes), and the largest candidates by either are collated for real with
-  the loader's collate_fn, so that the padding is what training sees;
-- the iterator then yields the largest batch twice (step 1 runs before the
-  optimizer has made its state, step 2 after), then the next largest, k
-  in all, pinned as the loader pins, and then its own batches: k more than
-  its epoch, of which the trial runs BATCHFIT_STEPS. k is BATCHFIT_STEPS
-  less one (at least two), so that a step after the largest shows whether
-  memory still rises there. In a soak
-  (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, instead (of
-  its own length). A program run to its end (BATCHFIT_STEPS unset or 0)
-  meets every batch anyway and is left alone.
+  the loader's collate_fn, so that the padding is what training sees; a
+  partial batch (shorter than the rest) is no shape of its own;
+- the iterator then yields the largest batch (the one measured, then
+  copies of it) until step 2 has run (step 1 runs before the optimizer has
+  made its state), then the next largest until the trial's last step,
+  which takes the first of the loader's own batches, so that a step after
+  the largest shows whether memory still rises there; then the loader's
+  own epoch. The steps are the hook's count, so that gradient
+  accumulation meets the largest at step 2 too; at most 64 are served. In
+  a soak (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, of
+  the epoch's own length (the repeats replace its smallest batches). A
+  program run to its end (BATCHFIT_STEPS unset or 0) meets every batch
+  anyway and is left alone.
+
+The plan belongs to the loader: the last one iterated before the first
+step is the one whose batches the steps take (batches.new_loader).
 
 The random state of torch, random, numpy and the loader's and samplers'
 generators is put back after the scan, so that the program's own batches
-and augmentations are what they were. Each
-batch a DataLoader iterator yields is noted for its step (batches).
+and augmentations are what they were. Each batch a DataLoader iterator
+yields is noted for its step (batches).
 """
 
 from __future__ import annotations
 
+import copy
+import heapq
+import itertools
 import os
 import random
 import sys
 import time
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
@@ -48,10 +58,13 @@ from batchfit._runtime.state import state
 SCAN_SECONDS_ENV = "BATCHFIT_SCAN_SECONDS"
 SOAK_ENV = "BATCHFIT_SOAK"
 DEFAULT_SCAN_SECONDS = 20.0
-DEFAULT_FIRST = 3  # a soak's candidates when it has no step limit
+DEFAULT_FIRST = 3  # the largest batches a soak measures before its first step
 _SAMPLE = 16  # items read to tell a fixed-shape dataset
 _CANDIDATES = 4  # batches collated per batch served first
-_SCANNED = "_batchfit_scanned"  # a loader's scan: what serves its first batches, or None
+_MAX_SERVED = 64  # batches served first, at most, outside a soak
+# A loader's scan: what serves its first batches (or None) and what the
+# scan left in the log (batches.loader_record).
+_SCANNED = "_batchfit_scanned"
 
 
 def dataloader_imported(module: ModuleType) -> None:
@@ -127,6 +140,8 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
     soak = os.environ.get(SOAK_ENV) == "1"
     if state.steps > 0 or state.path is None:
         return  # batches after the trial's first step, or no trial
+    scanned = loader.__dict__.get(_SCANNED)
+    batches.new_loader(scanned[1] if scanned else None)
     if state.stop_at <= 0 and not soak:
         # A program run to its end meets every batch anyway, and batches
         # served before its own would lengthen its epoch (a learning-rate
@@ -150,13 +165,15 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         return
     # One scan a loader: a program may take a batch to look at (next(iter(
     # loader))) before it trains, and every iterator gets the same plan.
-    if _SCANNED in loader.__dict__:
-        serve = loader.__dict__[_SCANNED]
+    if scanned:
+        serve = scanned[0]
     else:
-        bound = _scan_seconds()
-        # The largest batch is served twice (see _scan), and one step of
-        # the loader's own follows what is served within the trial.
-        k = max(state.stop_at - 2, 1) if state.stop_at > 0 else DEFAULT_FIRST
+        bound = batches.env_number(SCAN_SECONDS_ENV, DEFAULT_SCAN_SECONDS)
+        # The batches measured: the largest, served until step 2 has run,
+        # and the next largest for the steps up to the last but one (the
+        # last takes one of the loader's own, see _scan). A soak measures
+        # a few and collates the rest of its epoch as it serves them.
+        k = DEFAULT_FIRST if soak else min(max(state.stop_at - 2, 1), _MAX_SERVED)
         kept = _random_state(loader, sampler)
         try:
             serve = _scan(loader, dataset, sampler, k, bound, soak)
@@ -165,20 +182,12 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
             serve = None
         finally:
             _restore_random(kept)
-        loader.__dict__[_SCANNED] = serve
+        loader.__dict__[_SCANNED] = (serve, batches.loader_record())
     if serve is None:
         return
     it.__dict__["_batchfit_first"] = serve()
     if soak:
         it.__dict__["_batchfit_whole"] = True
-
-
-def _scan_seconds() -> float:
-    try:
-        value = float(os.environ.get(SCAN_SECONDS_ENV, "").strip())
-    except ValueError:
-        return DEFAULT_SCAN_SECONDS
-    return value if value > 0 else DEFAULT_SCAN_SECONDS
 
 
 class _TimedOut(Exception):
@@ -198,7 +207,7 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         if time.monotonic() > deadline:
             raise _TimedOut()
         shapes = batches.shapes_of(dataset[index], items=True)
-        return {key: _numel(dims) for key, dims in shapes.items()}
+        return {key: batches.numel(dims) for key, dims in shapes.items()}
 
     try:
         n = len(dataset)
@@ -234,7 +243,10 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         return None
     log.scan_seconds = time.monotonic() - start
     log.scanned_batches = len(plan)
-    if not plan or len({shape for _, shape in estimates}) < 2:
+    # A partial batch (the epoch's last) is not a shape of its own: only
+    # full-length batches tell whether the shapes vary.
+    full = max((len(b) for b in plan), default=0)
+    if len({shape for b, (_, shape) in zip(plan, estimates) if len(b) == full}) < 2:
         log.why_not = log.why_not or "planned batches of one shape"
         return None
     order = sorted(range(len(plan)), key=lambda i: -estimates[i][0])
@@ -242,56 +254,121 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
     n_candidates = max(k * _CANDIDATES, 8)
     candidates = list(dict.fromkeys(order[:n_candidates] + by_sum[:n_candidates]))
     collate = loader.collate_fn
-    # Only the k largest so far are kept: a collated batch may be large.
-    top: list[tuple[int, int, Any]] = []
-    for i in candidates:
-        if top and time.monotonic() > deadline:
+    # Only the k largest so far are kept, a heap of (size, -position, i,
+    # batch) whose ties keep the earlier candidate: a collated batch may be
+    # large.
+    heap: list[tuple[int, int, int, Any]] = []
+    for seq, i in enumerate(candidates):
+        if heap and time.monotonic() > deadline:
             break
         batch = collate([dataset[index] for index in plan[i]])
-        top.append((batches.size(batches.shapes_of(batch)), i, batch))
-        top.sort(key=lambda m: -m[0])
-        del top[k:], batch
+        heapq.heappush(heap, (batches.size(batches.shapes_of(batch)), -seq, i, batch))
+        if len(heap) > k:
+            heapq.heappop(heap)
+        del batch
+    top = [(n, i, batch) for n, _, i, batch in sorted(heap, key=lambda m: (-m[0], -m[1]))]
+    del heap
     largest = batches.shapes_of(top[0][2])
     # A collate_fn that pads to a fixed length makes items of any length
-    # one shape: the smallest planned batch tells.
-    smallest = batches.shapes_of(collate([dataset[index] for index in plan[order[-1]]]))
+    # one shape: the smallest full-length planned batch by either estimate
+    # tells.
+    smallest = dict.fromkeys(next(i for i in reversed(ranked) if len(plan[i]) == full) for ranked in (order, by_sum))
+    one_shape = all(
+        batches.same_shape(batches.shapes_of(collate([dataset[index] for index in plan[i]])), largest, full)
+        for i in smallest)
     log.scan_seconds = time.monotonic() - start
-    if smallest == largest:
+    if one_shape:
         log.why_not = log.why_not or "planned batches of one shape"
         return None
     log.planned_varied = True
     log.planned_largest = largest
     pin = _pinner(loader)
-    # The largest batch runs at step 1 and again at step 2, then the next
-    # largest: step 1 runs before the optimizer has made its state (Adam's
-    # moments, as large as the weights twice over), so the largest batch
-    # met only there would understate what it takes at a later step of
-    # training, where that batch may come.
-    first = [top[0][1]] + [m[1] for m in top]
     fresh = {m[1]: m[2] for m in top}
-    taken = set(first)
-    rest = [i for i in order if i not in taken] if soak else []
+    # The next largest: the measured ones, then the rest of the plan by its
+    # estimate, collated as they are served.
+    following = [m[1] for m in top[1:]]
+    taken = {top[0][1], *following}
+    # The largest batch as measured, for its repeats: collated afresh, an
+    # item's random crop or augmentation would make step 2's batch another
+    # one, and a program may change a batch in place (pop its labels).
+    # None where it cannot be copied, or where collate_fn put it on a
+    # device: a copy held there for the trial would add to its peak.
+    pristine = _copy(top[0][2]) if _on_cpu(top[0][2]) else None
+
+    def largest_batch(measured: dict[int, Any]) -> Any:
+        batch = measured.pop(top[0][1], None)
+        if batch is None and pristine is not None:
+            batch = _copy(pristine)
+        return batch if batch is not None else make(top[0][1], measured)
+
+    def make(i: int, measured: dict[int, Any]) -> Any:
+        batch = measured.pop(i, None)
+        return batch if batch is not None else collate([dataset[index] for index in plan[i]])
 
     def serve() -> Iterator[Any]:
         # The batches measured go to the first iterator, once each; a
-        # repeat and a later iterator get them collated afresh, as a
-        # program may change a batch in place.
+        # later iterator gets them collated afresh (the largest copied), as
+        # a program may change a batch in place.
         measured = dict(fresh)
         fresh.clear()
-        for i in first:
-            batch = measured.pop(i, None)
-            yield pin(batch if batch is not None else collate([dataset[index] for index in plan[i]]))
-        for i in rest:
-            yield pin(collate([dataset[index] for index in plan[i]]))
+        served = 0
+        # A soak's epoch keeps its length (a schedule counted in steps,
+        # OneCycleLR, would step past its end): the repeats of the largest
+        # replace the epoch's smallest batches.
+        limit = len(plan) if soak else _MAX_SERVED
+        # The largest batch until step 2 has run: step 1 runs before the
+        # optimizer has made its state (Adam's moments, as large as the
+        # weights twice over), so the largest batch met only there would
+        # understate what it takes at a later step of training. With
+        # gradient accumulation a step takes several batches, so it goes by
+        # the steps counted, not the batches served; bounded (_MAX_SERVED)
+        # for a program whose steps are never counted.
+        while state.steps < 2 and served < limit:
+            yield pin(largest_batch(measured))
+            served += 1
+        # Then the next largest until the trial's last step, which takes a
+        # batch of the loader's own, so that a step after them shows
+        # whether memory still rises; in a soak, the rest of the epoch.
+        for i in itertools.chain(following, (i for i in order if i not in taken)):
+            if served >= limit or (not soak and state.steps >= state.stop_at - 1):
+                return
+            yield pin(make(i, measured))
+            served += 1
 
     return serve
 
 
-def _numel(dims: list[int]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
+def _copy(batch: Any) -> Any:
+    """A deep copy of batch, or None where it cannot be made."""
+    try:
+        return copy.deepcopy(batch)
+    except Exception:
+        return None
+
+
+def _on_cpu(batch: Any) -> bool:
+    """Whether every tensor of batch found within the walk's bounds is in
+    host memory: a torch tensor's .device, JAX's and others' alike, is
+    "cpu" by its type or str."""
+    nodes = [0]
+
+    def walk(x: Any, depth: int) -> bool:
+        nodes[0] += 1
+        if nodes[0] > 256 or depth > 6:
+            return True
+        device = getattr(x, "device", None)
+        if device is not None and not isinstance(x, type):
+            return str(getattr(device, "type", device)).startswith("cpu")
+        if isinstance(x, Mapping):
+            return all(walk(v, depth + 1) for v in list(x.values())[:256])
+        if isinstance(x, (list, tuple)):
+            return all(walk(v, depth + 1) for v in x[:256])
+        return True
+
+    try:
+        return walk(batch, 0)
+    except Exception:
+        return False
 
 
 def _pinner(loader: Any) -> Callable[[Any], Any]:

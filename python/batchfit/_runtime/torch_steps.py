@@ -28,8 +28,9 @@ def _watch_forward(torch: ModuleType) -> None:
     of the first module called after a step (the outermost one: a module's
     pre-hook runs before its children's). A module called with keyword
     arguments only shows none to a global pre-hook; its first child that
-    takes a tensor does. The hook goes once a DataLoader's batch is seen,
-    and is never there while torch._dynamo is loaded: torch.compile traces
+    takes a tensor does. The hook goes once the steps are seen to take
+    their batches from a DataLoader (batches.fed_by_loader), and is never
+    there while torch._dynamo is loaded: torch.compile traces
     global hooks into the compiled module's frames and warns of them, so
     that a compiled program would not run as it does without us."""
     module = getattr(getattr(torch, "nn", None), "modules", None)
@@ -47,7 +48,7 @@ def _watch_forward(torch: ModuleType) -> None:
 
     def pre_hook(mod: Any, args: Any) -> None:
         try:
-            if batches.log.source == "dataloader":
+            if batches.fed_by_loader():
                 drop()
                 return
             if not batches.waiting_for_forward():
