@@ -20,13 +20,8 @@ import (
 // exit event as a JSON object.
 func runRaw(t *testing.T, python string, env []string, args ...string) (pyRun, map[string]any) {
 	t.Helper()
-	dir := t.TempDir()
-	pythonPath, err := Install(filepath.Join(dir, "adapter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	report := filepath.Join(dir, "report.jsonl")
-	r := runPython(t, python, Env(append(baseEnv(), env...), pythonPath, report), report, args...)
+	hooked, report := hookedEnv(t, env)
+	r := runPython(t, python, hooked, report, args...)
 	data, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatalf("no report: %v; stdout:\n%s\nstderr:\n%s", err, r.stdout, r.stderr)

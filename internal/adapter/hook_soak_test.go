@@ -81,16 +81,11 @@ func checkSoakStop(t *testing.T, r pyRun, printed int) Event {
 // run and how many steps it printed in all.
 func runSoaked(t *testing.T, python string, env []string, after int) (pyRun, int) {
 	t.Helper()
-	dir := t.TempDir()
-	pythonPath, err := Install(filepath.Join(dir, "adapter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	report := filepath.Join(dir, "report.jsonl")
+	hooked, report := hookedEnv(t, append(env, SoakEnv+"=1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, testdata("soaktrain.py"))
-	cmd.Env = Env(append(baseEnv(), append(env, SoakEnv+"=1")...), pythonPath, report)
+	cmd.Env = hooked
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

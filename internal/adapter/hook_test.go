@@ -90,13 +90,22 @@ func baseEnv() []string {
 // a trial runs; env adds to the environment.
 func runHooked(t *testing.T, python string, env []string, args ...string) pyRun {
 	t.Helper()
+	hooked, report := hookedEnv(t, env)
+	return runPython(t, python, hooked, report, args...)
+}
+
+// hookedEnv is the environment of a trial: the test's, with env added, the
+// adapter installed in a temporary folder and a report file there, whose
+// path it returns too.
+func hookedEnv(t *testing.T, env []string) ([]string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	pythonPath, err := Install(filepath.Join(dir, "adapter"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	report := filepath.Join(dir, "report.jsonl")
-	return runPython(t, python, Env(append(baseEnv(), env...), pythonPath, report), report, args...)
+	return Env(append(baseEnv(), env...), pythonPath, report), report
 }
 
 func runPython(t *testing.T, python string, env []string, report string, args ...string) pyRun {
