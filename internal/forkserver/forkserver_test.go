@@ -409,6 +409,12 @@ func TestForkedOrphansAreKilled(t *testing.T) {
 	}
 }
 
+// twoSteps is spec stopped after its second training step.
+func twoSteps(spec trial.Spec) trial.Spec {
+	spec.Env = append(spec.Env, "BATCHFIT_STEPS=2")
+	return spec
+}
+
 func alive(pid int) bool {
 	st, err := procfs.ReadStat(pid)
 	return err == nil && !st.Dead()
@@ -420,16 +426,12 @@ func TestTorchForkedLikeFresh(t *testing.T) {
 		t.Skip("no torch")
 	}
 	e := h.executor()
-	steps := func(spec trial.Spec) trial.Spec {
-		spec.Env = append(spec.Env, "BATCHFIT_STEPS=2")
-		return spec
-	}
 	// The first trial is forked from the server guessed from the script's
 	// imports (torch), the third from the one settled by the first's
 	// report; both are compared with a plain fresh process.
-	first := h.run(e, steps(h.spec(1, "torchtrain.py", "4")))
-	fresh := h.run(nil, steps(h.spec(2, "torchtrain.py", "4")))
-	forked := h.run(e, steps(h.spec(3, "torchtrain.py", "4")))
+	first := h.run(e, twoSteps(h.spec(1, "torchtrain.py", "4")))
+	fresh := h.run(nil, twoSteps(h.spec(2, "torchtrain.py", "4")))
+	forked := h.run(e, twoSteps(h.spec(3, "torchtrain.py", "4")))
 	if !first.res.Forked || !forked.res.Forked {
 		t.Fatalf("first forked %v, third forked %v: %s", first.res.Forked, forked.res.Forked, h.notices())
 	}

@@ -38,11 +38,7 @@ func TestForkedTrialRunsWorstBatchesFirst(t *testing.T) {
 		t.Skip("no torch")
 	}
 	e := h.executor()
-	steps := func(spec trial.Spec) trial.Spec {
-		spec.Env = append(spec.Env, "BATCHFIT_STEPS=2")
-		return spec
-	}
-	specs := []trial.Spec{steps(h.spec(1, "torchshapes.py")), steps(h.spec(2, "torchshapes.py")), steps(h.spec(3, "torchshapes.py"))}
+	specs := []trial.Spec{twoSteps(h.spec(1, "torchshapes.py")), twoSteps(h.spec(2, "torchshapes.py")), twoSteps(h.spec(3, "torchshapes.py"))}
 	fresh := h.run(nil, specs[0])
 	want := rawBatches(t, specs[0])
 	if fresh.stdout != "step 0 length 20\n" || want["worst_first"] != true || len(want["shapes"].([]any)) != 2 {
