@@ -76,18 +76,19 @@ func (JAX) Hooked() bool { return true }
 // they set, else XLA_PYTHON_CLIENT_MEM_FRACTION (and the other is dropped).
 // Preallocation is left as the user has it. The fraction is a bare one,
 // which the jaxlib batchfit was measured with holds as a fixed pool (and
-// refuses to read as START-CAP); JAXLimitEnv writes it for a jaxlib that
-// grows a bare fraction's pool.
+// refuses to read as START-CAP); JAXLimitEnv writes START-CAP for a jaxlib
+// that grows a bare fraction's pool.
 func (JAX) LimitEnv(env []string, limit, total uint64) []string {
-	return JAXLimitEnv(env, limit, total, false)
+	return JAXLimitEnv(env, limit, 0, total)
 }
 
-// JAXLimitEnv is JAX's LimitEnv, with the fraction F written as "F-F"
-// when fixed: newer jaxlib reads a bare fraction as "preallocate F, then
-// grow into the whole device", and only START-CAP as a pool that stops at
-// CAP (docs/design/whole-process-memory-limit.md).
-func JAXLimitEnv(env []string, limit, total uint64, fixed bool) []string {
-	if limit == 0 || total == 0 || limit > total {
+// JAXLimitEnv is JAX's LimitEnv for a pool that starts at start bytes
+// and, when grow is set, grows to at most grow bytes: the fraction is
+// then written "START-CAP", as newer jaxlib reads it (a bare fraction there
+// means "preallocate it, then grow into the whole device";
+// docs/design/whole-process-memory-limit.md).
+func JAXLimitEnv(env []string, start, grow, total uint64) []string {
+	if start == 0 || total == 0 || start > total || grow > total {
 		return env
 	}
 	key := XLAFractionEnv
@@ -98,11 +99,30 @@ func JAXLimitEnv(env []string, limit, total uint64, fixed bool) []string {
 	}
 	// Full precision, as for torch's fraction: four decimals of a large card
 	// are several MiB.
-	fraction := strconv.FormatFloat(float64(limit)/float64(total), 'f', -1, 64)
-	if fixed {
-		fraction += "-" + fraction
+	share := func(n uint64) string { return strconv.FormatFloat(float64(n)/float64(total), 'f', -1, 64) }
+	fraction := share(start)
+	if grow > 0 {
+		fraction += "-" + share(max(grow, start))
 	}
 	return append(Without(env, XLAFractionEnv, XLAClientFractionEnv), key+"="+fraction)
+}
+
+// JAXBarePool is the pool a bare fraction in env gives on a device of
+// total bytes, as the jaxlib batchfit was measured with holds it; 0 when
+// env sets no bare fraction (none, or START-CAP).
+func JAXBarePool(env []string, total uint64) uint64 {
+	for _, key := range []string{XLAClientFractionEnv, XLAFractionEnv} {
+		v, set := Lookup(env, key)
+		if !set {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 1 {
+			return 0
+		}
+		return uint64(f * float64(total))
+	}
+	return 0
 }
 
 // Peaks are JAX's largest device peak, pool and pool limit.

@@ -26,22 +26,36 @@ func TestJAXPool(t *testing.T) {
 	}
 }
 
-// A fixed pool is written START-CAP, for a jaxlib that grows a bare
-// fraction's pool; in the user's variable when that is the one they set.
-func TestJAXLimitEnvFixed(t *testing.T) {
+// A pool that may grow is written START-CAP, for a jaxlib that grows a
+// bare fraction's pool; in the user's variable when that is the one they
+// set. JAXBarePool reads a bare fraction back.
+func TestJAXLimitEnvStartCap(t *testing.T) {
 	const gib = 1 << 30
 	for _, tc := range []struct {
-		env   []string
-		fixed bool
-		want  string
+		env  []string
+		grow uint64
+		want string
 	}{
-		{nil, false, XLAFractionEnv + "=0.25"},
-		{nil, true, XLAFractionEnv + "=0.25-0.25"},
-		{[]string{XLAClientFractionEnv + "=0.9"}, true, XLAClientFractionEnv + "=0.25-0.25"},
+		{nil, 0, XLAFractionEnv + "=0.25"},
+		{nil, 40 * gib, XLAFractionEnv + "=0.25-0.5"},
+		{nil, 10 * gib, XLAFractionEnv + "=0.25-0.25"}, // never below its start
+		{[]string{XLAClientFractionEnv + "=0.9"}, 40 * gib, XLAClientFractionEnv + "=0.25-0.5"},
 	} {
-		got := JAXLimitEnv(tc.env, 20*gib, 80*gib, tc.fixed)
+		got := JAXLimitEnv(tc.env, 20*gib, tc.grow, 80*gib)
 		if len(got) != 1 || got[0] != tc.want {
-			t.Errorf("JAXLimitEnv(%q, fixed %v) = %q, want [%s]", tc.env, tc.fixed, got, tc.want)
+			t.Errorf("JAXLimitEnv(%q, grow %d) = %q, want [%s]", tc.env, tc.grow, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		env  []string
+		want uint64
+	}{
+		{[]string{XLAFractionEnv + "=0.25"}, 20 * gib},
+		{[]string{XLAFractionEnv + "=0.25-0.5"}, 0},
+		{nil, 0},
+	} {
+		if got := JAXBarePool(tc.env, 80*gib); got != tc.want {
+			t.Errorf("JAXBarePool(%q) = %d, want %d", tc.env, got, tc.want)
 		}
 	}
 }

@@ -219,7 +219,16 @@ func (p *Prober) poolEnv(env []string, allocCap uint64) []string {
 		// trial had it (see limitEnv).
 		total = p.cfg.DeviceTotal
 	}
-	return adapter.JAXLimitEnv(env, pool, total, p.poolFixed())
+	var grow uint64
+	if p.poolGrows() {
+		// As on the card: the pool starts where the card's would and grows
+		// into what the card leaves the allocator (a held card: all of it).
+		grow = allocCap
+		if grow == 0 {
+			grow = p.cfg.MemoryLimit
+		}
+	}
+	return adapter.JAXLimitEnv(env, pool, min(grow, total), total)
 }
 
 // namedPool is XLA's pool on the named card (adapter.JAXPool), no more
@@ -238,37 +247,39 @@ func (p *Prober) namedPool(allocCap uint64) uint64 {
 	return pool
 }
 
-// poolFixed says trials write XLA's fraction as a fixed pool ("F-F"): a
-// trial's pool grew past the bare fraction it was given (poolGrew).
-func (p *Prober) poolFixed() bool {
+// poolGrows says this jaxlib grows a bare fraction's pool (poolGrew), so
+// trials are given START-CAP fractions: the card's pool, growing into the
+// card, as a real card of that size would let it.
+func (p *Prober) poolGrows() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.fixedPool
+	return p.grows
 }
 
-// poolGrew says trial t's XLA pool went past the pool poolEnv gave it (its
-// limit, or its peak): its jaxlib grows a bare fraction's pool into the
-// whole device, so t had more memory than the named card would give it.
-// Trials from then on are given a fixed pool (poolFixed), and t runs again.
-// The jaxlib batchfit was measured with (0.11.2) holds a bare fraction as a
-// fixed pool; newer ones preallocate it and grow.
-func (p *Prober) poolGrew(t record.Trial) bool {
-	if p.poolFixed() || t.PoolLimit == 0 || p.Framework() != adapter.FrameworkJAX {
+// poolGrew says a capped trial that ran under env, which gave XLA a bare
+// fraction, ended with a pool (its limit, or its peak) past it: its jaxlib
+// grows a bare fraction's pool into the whole device, so the trial had more
+// memory than the card would give it. Trials from then on get START-CAP
+// (poolGrows) and it runs again. The jaxlib batchfit was measured with
+// (0.11.2) holds a bare fraction as a fixed pool; newer ones preallocate it
+// and grow. A held trial grows into the held card, as on the card itself.
+func (p *Prober) poolGrew(env []string, t record.Trial) bool {
+	if t.Held || t.PoolLimit == 0 || p.Framework() != adapter.FrameworkJAX {
 		return false
 	}
-	pool := p.namedPool(t.AllocatorCap)
-	if pool == 0 {
+	bare := adapter.JAXBarePool(env, p.fractionTotal())
+	if bare == 0 {
 		return false
 	}
 	// The fraction written rounds to bytes, and jaxlib's pool to its own
 	// granularity: grown is past that by more than 1 %.
-	slack := pool / 100
-	return t.PoolLimit > pool+slack || t.Allocated > pool+slack
+	slack := bare / 100
+	return t.PoolLimit > bare+slack || t.Allocated > bare+slack
 }
 
-// fixPool makes poolEnv write fixed pools from now on.
-func (p *Prober) fixPool() {
+// growPools makes poolEnv write START-CAP fractions from now on.
+func (p *Prober) growPools() {
 	p.mu.Lock()
-	p.fixedPool = true
+	p.grows = true
 	p.mu.Unlock()
 }

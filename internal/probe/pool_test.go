@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,26 +14,32 @@ import (
 )
 
 // A jaxlib that reads a bare memory fraction as "preallocate, then grow
-// into the whole device" gives a trial more than the named card: the
-// first trial's pool says so, it runs again with the fraction written as
-// a fixed pool (START-CAP), and so do all trials after it. A jaxlib that
-// holds a bare fraction keeps it.
-func TestPoolThatGrowsIsFixed(t *testing.T) {
+// into the whole device" gives a trial more than the named card: each
+// trial whose pool says so, side by side ones too, runs again, and all
+// trials from then on get START-CAP: the card's pool, growing only into
+// the card. A jaxlib that holds a bare fraction keeps it.
+func TestPoolThatGrowsIsCapped(t *testing.T) {
 	const gib = 1 << 30
 	const total, limit = 80 * gib, 24 * gib
 	for _, grows := range []bool{true, false} {
 		var mu sync.Mutex
 		var fractions []string
+		// The first two trials run at once: each ends after both started.
+		both := make(chan struct{})
 		p := New(Config{
 			Command: []string{"python3", "train.py", "{}"}, LogDir: t.TempDir(),
 			Framework: adapter.JAX{}, MemoryLimit: limit, DeviceTotal: total, WholeProcess: true,
+			Slots: [][]int{nil, nil},
 			Executor: ExecutorFunc(func(_ context.Context, spec trial.Spec, _ trial.Watcher) (trial.Result, error) {
 				f, _ := adapter.Lookup(spec.Env, adapter.XLAFractionEnv)
 				mu.Lock()
-				fractions = append(fractions, f)
+				if fractions = append(fractions, f); len(fractions) == 2 {
+					close(both)
+				}
 				mu.Unlock()
-				start, cap, fixed := strings.Cut(f, "-")
-				if !fixed {
+				<-both
+				start, cap, capped := strings.Cut(f, "-")
+				if !capped {
 					cap = start
 				}
 				share, err := strconv.ParseFloat(cap, 64)
@@ -40,7 +47,7 @@ func TestPoolThatGrowsIsFixed(t *testing.T) {
 					t.Errorf("fraction %q: %v", f, err)
 				}
 				pool := uint64(share * total)
-				if grows && !fixed {
+				if grows && !capped {
 					pool = total
 				}
 				report, _ := adapter.Lookup(spec.Env, adapter.ReportEnv)
@@ -49,14 +56,16 @@ func TestPoolThatGrowsIsFixed(t *testing.T) {
 				return trial.Result{}, adapter.Append(report, ev)
 			}),
 		})
-		for _, size := range []int{8, 16} {
-			if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{size}}); err != nil {
+		// Two at once, then one: both of the first grew.
+		for _, sizes := range [][]int{{8, 16}, {32}} {
+			if _, err := p.Probe(context.Background(), search.Request{Sizes: sizes}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		want := []string{"0.225", "0.225"}
+		slices.Sort(fractions)
+		want := []string{"0.225", "0.225", "0.225"}
 		if grows {
-			want = []string{"0.225", "0.225-0.225", "0.225-0.225"}
+			want = []string{"0.225", "0.225", "0.225-0.3", "0.225-0.3", "0.225-0.3"}
 		}
 		if strings.Join(fractions, " ") != strings.Join(want, " ") {
 			t.Errorf("grows %v: fractions %q, want %q", grows, fractions, want)

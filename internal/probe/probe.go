@@ -147,8 +147,8 @@ type Prober struct {
 	framework string
 	// held runs the trials on a held card (SetHeld).
 	held bool
-	// fixedPool writes XLA's fraction as a fixed pool (poolGrew).
-	fixedPool bool
+	// grows says jaxlib grows a bare fraction's pool (poolGrew).
+	grows bool
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -395,10 +395,10 @@ func (e *GPUBusyError) Hint() string {
 // another process took memory on its GPU while it ran; sp makes it a soak
 // or a throughput measurement.
 func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (search.Observation, error) {
-	recapped, refixed := false, false
+	recapped, regrown := false, false
 	for runs := 1; ; runs++ {
 		guessed := !sp.held && p.guessing() // a held trial has no cap to guess
-		o, t, recap, err := p.attempt(ctx, size, gpus, sp)
+		o, t, again, err := p.attempt(ctx, size, gpus, sp)
 		if err == nil && guessed && o.Outcome.TooLarge() && p.Outside() < p.cfg.OutsideGuess && !recapped && ctx.Err() == nil {
 			// Capped from an earlier run's figure, which left this
 			// program less than its own measurement does: run it again
@@ -409,15 +409,15 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (sea
 				t.N, size, units.Bytes(t.AllocatorCap), units.Bytes(p.allocatorCap())))
 			continue
 		}
-		if err == nil && !refixed && p.poolGrew(t) && ctx.Err() == nil {
-			// Once: every trial from now on gets a fixed pool.
-			refixed, runs = true, runs-1
-			p.fixPool()
-			p.warn(fmt.Sprintf("trial %d at batch size %d: XLA's pool grew to %s, past the %s the card gives it: this jaxlib grows a bare memory fraction's pool, so trials now get a fixed one (START-CAP); running it again",
+		if err == nil && again.poolGrew && !regrown && ctx.Err() == nil {
+			// Once: every trial from now on gets START-CAP.
+			regrown, runs = true, runs-1
+			p.growPools()
+			p.warn(fmt.Sprintf("trial %d at batch size %d: XLA's pool grew to %s, past the %s it was given: this jaxlib grows a bare memory fraction's pool into the whole GPU, so trials now get START-CAP fractions, growing only as far as the card would let them; running it again",
 				t.N, size, units.Bytes(max(t.PoolLimit, t.Allocated)), units.Bytes(p.namedPool(t.AllocatorCap))))
 			continue
 		}
-		if err == nil && recap && !recapped && ctx.Err() == nil {
+		if err == nil && again.recap && !recapped && ctx.Err() == nil {
 			// Once: the cap this trial measured is what a real card leaves.
 			recapped, runs = true, runs-1
 			p.warn(fmt.Sprintf("trial %d at batch size %d: its allocator was allowed %s, but the process also held %s outside it; running it again with the allocator capped at %s",
@@ -435,10 +435,18 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (sea
 	}
 }
 
-// attempt runs one trial and records it. recap says it did not fit only
-// because its allocator was allowed more than the card leaves it (see
-// holdToLimit).
-func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) (_ search.Observation, _ record.Trial, recap bool, _ error) {
+// rerun says why a trial that ran is to run again.
+type rerun struct {
+	// recap: it did not fit only because its allocator was allowed more
+	// than the card leaves it (see holdToLimit).
+	recap bool
+	// poolGrew: XLA's pool grew past the bare fraction it was given.
+	poolGrew bool
+}
+
+// attempt runs one trial and records it, and says whether it is to run
+// again.
+func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) (_ search.Observation, _ record.Trial, _ rerun, _ error) {
 	p.mu.Lock()
 	p.n++
 	n := p.n
@@ -457,17 +465,17 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	case sp.steps > 0:
 		phase = record.PhaseThroughput
 	}
-	res, peak, shared, err := p.launch(ctx, n, size, gpus, sp, spec)
+	res, peak, bound, shared, err := p.launch(ctx, n, size, gpus, sp, spec)
 	var logErr *trial.LogError
 	if errors.As(err, &logErr) {
 		err = nil // the trial ran: classified below, then the search stops
 	}
 	if err != nil {
-		return search.Observation{}, record.Trial{}, false, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
+		return search.Observation{}, record.Trial{}, rerun{}, fmt.Errorf("start trial %d at batch size %d: %w", n, size, err)
 	}
 	device := perGPUPeak(peak, gpus)
 
-	j := p.judge(n, res, logErr, base, spec.Env, sp, device, allocCap)
+	j := p.judge(n, res, logErr, base, spec.Env, sp, device, perGPUPeak(bound, gpus), allocCap)
 	c, sum, peaks := j.result, j.sum, j.peaks
 
 	t := record.Trial{
@@ -510,20 +518,23 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Failure: failure,
 	}
 	if j.lost != nil {
-		return o, t, false, &OutputError{N: n, Size: size, Err: j.lost}
+		return o, t, rerun{}, &OutputError{N: n, Size: size, Err: j.lost}
 	}
-	return o, t, j.recap, nil
+	return o, t, rerun{recap: j.recap, poolGrew: p.poolGrew(spec.Env, t)}, nil
 }
 
 // launch runs trial n's spec on gpus to its end, on a held card holding
 // them first, and tells OnStart as it starts. shared says another trial of
-// the search ran beside it on the same GPUs. An error is one of the hold,
-// or the executor's.
-func (p *Prober) launch(ctx context.Context, n, size int, gpus []int, sp special, spec trial.Spec) (_ trial.Result, _ gpu.Peak, shared bool, _ error) {
+// the search ran beside it on the same GPUs; bound is then, where NVML
+// listed none of the trial's processes, the rise of the GPU's used memory
+// while it ran, its neighbours' included: no figure of the trial's own
+// (peak has none), but more than it used. An error is one of the hold, or
+// the executor's.
+func (p *Prober) launch(ctx context.Context, n, size int, gpus []int, sp special, spec trial.Spec) (_ trial.Result, _ gpu.Peak, bound gpu.Peak, shared bool, _ error) {
 	if sp.held {
 		release, err := p.holdFor(gpus)
 		if err != nil {
-			return trial.Result{}, gpu.Peak{}, false, fmt.Errorf("trial %d at batch size %d: %w", n, size, err)
+			return trial.Result{}, gpu.Peak{}, gpu.Peak{}, false, fmt.Errorf("trial %d at batch size %d: %w", n, size, err)
 		}
 		defer release()
 	}
@@ -533,15 +544,17 @@ func (p *Prober) launch(ctx context.Context, n, size int, gpus []int, sp special
 	beside, ended := sp.shared.start(gpus)
 	res, peak, err := p.watched(ctx, spec, gpus, sp.held)
 	ended()
+	bound = peak
 	if beside.Load() && peak.Method == gpu.MethodDeviceDelta {
 		// The GPU's used memory rose by the trials beside it too: a trial
 		// that ended before NVML listed its processes has no figure of its
 		// own, rather than its neighbours' (which would also make its
 		// memory outside the allocator look large, and cap the next ones
-		// low).
+		// low). The rise still bounds what it used: the limit is held
+		// against it.
 		peak = gpu.Peak{Samples: peak.Samples}
 	}
-	return res, peak, beside.Load(), err
+	return res, peak, bound, beside.Load(), err
 }
 
 // judgement is what a finished trial's output, its adapter's report and
@@ -557,8 +570,10 @@ type judgement struct {
 }
 
 // judge classifies trial n from its result, the report at base, and its
-// peak on the device (per GPU), against the limit it ran under.
-func (p *Prober) judge(n int, res trial.Result, logErr *trial.LogError, base string, env []string, sp special, device, allocCap uint64) judgement {
+// peak on the device (per GPU), against the limit it ran under: the limit
+// is held against bound, which is device, or more where the trial's own
+// figure is unknown (launch).
+func (p *Prober) judge(n int, res trial.Result, logErr *trial.LogError, base string, env []string, sp special, device, bound, allocCap uint64) judgement {
 	soak := sp.soak
 	events, bad, rerr := adapter.Read(base + ".report.jsonl")
 	var cut *adapter.ReportError
@@ -574,7 +589,7 @@ func (p *Prober) judge(n int, res trial.Result, logErr *trial.LogError, base str
 	recap := false
 	if !sp.held {
 		// On a held card the card itself held the trial to the limit.
-		c, recap = p.holdToLimit(c, peaks, sum, device, allocCap)
+		c, recap = p.holdToLimit(c, peaks, sum, max(device, bound), allocCap)
 	}
 	if why := adapter.CapNotHeld(env, sum); why != "" && p.cfg.MemoryLimit > 0 && !sp.held {
 		// Measured against a limit it did not keep: no outcome to believe.

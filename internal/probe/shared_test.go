@@ -143,10 +143,18 @@ func TestSharedGPUDeviceDelta(t *testing.T) {
 		name  string
 		slots [][]int
 		sizes []int
+		limit uint64 // --memory-limit for the whole process
 		want  uint64 // each trial's device figure
+		fail  bool   // some trial is held to the limit by the GPU's rise
 	}{
-		{"alone", [][]int{nil}, []int{10}, 1 << 30},
-		{"side by side", [][]int{nil, nil}, []int{10, 11}, 0},
+		{"alone", [][]int{nil}, []int{10}, 0, 1 << 30, false},
+		{"side by side", [][]int{nil, nil}, []int{10, 11}, 0, 0, false},
+		// The GPU's rise, the neighbour's gigabyte with it (for a trial
+		// that started before the other took its memory), is more than
+		// the trial used but still what the limit is held against: a trial
+		// is never judged to fit a limit its figures cannot show it kept.
+		{"side by side, the rise over the limit", [][]int{nil, nil}, []int{10, 11}, 3 << 29, 0, true},
+		{"side by side, the rise under the limit", [][]int{nil, nil}, []int{10, 11}, 3 << 30, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			backend := &deltaBackend{}
@@ -167,14 +175,20 @@ func TestSharedGPUDeviceDelta(t *testing.T) {
 				return trial.Result{Duration: time.Second}, nil
 			})
 			p := New(Config{Command: []string{"train"}, LogDir: t.TempDir(), Executor: exec, Slots: tc.slots,
-				Sampler: gpu.NewSampler(backend, 5*time.Millisecond)})
+				Sampler:     gpu.NewSampler(backend, 5*time.Millisecond),
+				MemoryLimit: tc.limit, WholeProcess: tc.limit > 0, DeviceTotal: 8 << 30})
 			if _, err := p.Probe(context.Background(), search.Request{Sizes: tc.sizes}); err != nil {
 				t.Fatal(err)
 			}
+			failed := false
 			for _, tr := range p.Trials() {
 				if tr.Device != tc.want {
 					t.Errorf("trial at %d: device %d, want %d", tr.Size, tr.Device, tc.want)
 				}
+				failed = failed || !tr.Outcome.Fits()
+			}
+			if failed != tc.fail {
+				t.Errorf("a trial failed: %v, want %v (%+v)", failed, tc.fail, p.Trials())
 			}
 		})
 	}

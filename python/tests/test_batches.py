@@ -7,8 +7,10 @@ import collections
 import importlib
 import importlib.util
 import os
+import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
 from unittest import mock
 
@@ -451,6 +453,34 @@ class LoaderTest(unittest.TestCase):
 
         self.assertTrue(loader._on_cpu({"ids": torch.zeros(2), "n": 3, "x": [torch.zeros(1)]}))
         self.assertFalse(loader._on_cpu({"ids": torch.zeros(2), "mask": [OnDevice()]}))
+
+    def test_an_oom_while_serving_is_the_programs(self):
+        # A collate_fn that builds batches on the GPU can run out of memory
+        # making one that is served: the error reaches the program; any
+        # other error of serving gives way to the loader's own batches. In
+        # a process of its own: the wrapping of DataLoader is for good.
+        program = textwrap.dedent(f"""
+            import sys, torch, torch.utils.data.dataloader as dl
+            sys.path.insert(0, {os.path.join(os.path.dirname(__file__), "..")!r})
+            from batchfit._runtime import loader
+            loader.dataloader_imported(dl)
+            data = torch.utils.data.DataLoader([[1, 2], [3, 4]], batch_size=1)
+            for error in (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), ValueError("ours")):
+                it = iter(data)
+                def failing(error=error):
+                    raise error
+                    yield
+                it.__dict__["_batchfit_first"] = failing()
+                try:
+                    print(type(error).__name__, "served", next(it))
+                except RuntimeError as e:
+                    print(type(error).__name__, "raised")
+        """)
+        out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0], "RuntimeError raised")
+        self.assertTrue(lines[1].startswith("ValueError served"), lines)
 
     def test_scan_time_bound(self):
         with mock.patch.dict(os.environ, {loader.SCAN_SECONDS_ENV: "0.000001"}):

@@ -52,7 +52,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from batchfit._runtime import batches
+from batchfit._runtime import batches, report
 from batchfit._runtime.state import state
 
 SCAN_SECONDS_ENV = "BATCHFIT_SCAN_SECONDS"
@@ -104,8 +104,13 @@ def dataloader_imported(module: ModuleType) -> None:
                 self.__dict__.pop("_batchfit_first", None)
                 if self.__dict__.pop("_batchfit_whole", False):
                     raise
-            except Exception:
+            except Exception as e:
                 self.__dict__.pop("_batchfit_first", None)
+                # A collate_fn that builds the batch on the GPU can run out
+                # of memory making one: that is the trial's answer, not an
+                # error of ours to pass over.
+                if report.caused_by_oom(e):
+                    raise
             else:
                 _note(batch, True)
                 return batch
