@@ -3,6 +3,7 @@ package runner
 import (
 	"slices"
 
+	"github.com/batchfit/batchfit/internal/adapter"
 	"github.com/batchfit/batchfit/internal/probe"
 )
 
@@ -39,11 +40,13 @@ func (s *session) placeSideBySide(pcfg *probe.Config) int {
 
 // cappedPerGPU is how many trials capped at --memory-limit each GPU of the
 // slots has room for (the limit and contextHeadroom each) beside what other
-// processes hold there, at most maxPerGPU: 1 without a limit. The GPU with
-// the least room decides; unpinned trials run on whatever GPU CUDA picks,
-// the first.
+// processes hold there, at most maxPerGPU: 1 without a limit, and 1 for a
+// program no framework of batchfit's caps (--framework none), which only
+// its peak judges afterwards: while it runs it could take a neighbour's
+// memory and fail it. The GPU with the least room decides; unpinned trials
+// run on whatever GPU CUDA picks, the first.
 func (s *session) cappedPerGPU(slots [][]int) int {
-	if s.limit == 0 {
+	if s.limit == 0 || s.cfg.Framework == nil || s.cfg.Framework.Name() == adapter.FrameworkNone {
 		return 1
 	}
 	devices := s.cfg.Group.Devices

@@ -25,6 +25,7 @@ func TestSideBySideSlots(t *testing.T) {
 	remote := func(gpugroup.Group) (probe.Executor, error) { return &fakeExecutor{}, nil }
 	for _, tc := range []struct {
 		name       string
+		framework  adapter.Framework // nil: torch
 		devices    []gpu.Device
 		slots      [][]int
 		limit      uint64
@@ -34,30 +35,36 @@ func TestSideBySideSlots(t *testing.T) {
 		sideBySide int
 		alongside  bool
 	}{
-		{"one GPU, room for three", []gpu.Device{{Index: 0, Total: 80 * gib}}, nil, 24 * gib, nil, local,
+		{"one GPU, room for three", nil, []gpu.Device{{Index: 0, Total: 80 * gib}}, nil, 24 * gib, nil, local,
 			[][]int{nil, nil, nil}, 3, true},
-		{"one GPU, room for two", []gpu.Device{{Index: 0, Total: 80 * gib}}, nil, 30 * gib, nil, local,
+		{"one GPU, room for two", nil, []gpu.Device{{Index: 0, Total: 80 * gib}}, nil, 30 * gib, nil, local,
 			[][]int{nil, nil}, 2, false},
-		{"--gpus 1", []gpu.Device{h200(1)}, [][]int{{1}}, 24 * gib, nil, local,
+		{"--gpus 1", nil, []gpu.Device{h200(1)}, [][]int{{1}}, 24 * gib, nil, local,
 			[][]int{{1}, {1}, {1}}, 3, true},
-		{"two GPUs, three each, interleaved", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 24 * gib, nil, local,
+		{"two GPUs, three each, interleaved", nil, []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 24 * gib, nil, local,
 			[][]int{{0}, {1}, {0}, {1}, {0}, {1}}, 6, true},
-		{"the smaller GPU decides", []gpu.Device{h200(0), small}, [][]int{{0}, {1}}, 20 * gib, nil, local,
+		{"the smaller GPU decides", nil, []gpu.Device{h200(0), small}, [][]int{{0}, {1}}, 20 * gib, nil, local,
 			[][]int{{0}, {1}, {0}, {1}}, 4, false},
-		{"two GPUs a trial", []gpu.Device{h200(0), h200(1), h200(2), h200(3)}, [][]int{{0, 1}, {2, 3}}, 24 * gib, nil, local,
+		{"two GPUs a trial", nil, []gpu.Device{h200(0), h200(1), h200(2), h200(3)}, [][]int{{0, 1}, {2, 3}}, 24 * gib, nil, local,
 			[][]int{{0, 1}, {2, 3}, {0, 1}, {2, 3}, {0, 1}, {2, 3}}, 6, true},
-		{"others hold 70 GiB of GPU 1", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 24 * gib, map[int]uint64{1: 70 * gib}, local,
+		{"others hold 70 GiB of GPU 1", nil, []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 24 * gib, map[int]uint64{1: 70 * gib}, local,
 			[][]int{{0}, {1}, {0}, {1}}, 4, false},
-		{"no limit", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 0, nil, local,
+		{"no limit", nil, []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 0, nil, local,
 			[][]int{{0}, {1}}, 0, false},
-		{"a limit without room", []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 100 * gib, nil, local,
+		{"a limit without room", nil, []gpu.Device{h200(0), h200(1)}, [][]int{{0}, {1}}, 100 * gib, nil, local,
 			[][]int{{0}, {1}}, 0, false},
-		{"Slurm picks the GPUs", []gpu.Device{{Name: "h100"}}, make([][]int, 4), 24 * gib, nil, remote,
+		{"Slurm picks the GPUs", nil, []gpu.Device{{Name: "h100"}}, make([][]int, 4), 24 * gib, nil, remote,
 			make([][]int, 4), 0, false},
+		// Nothing caps a trial of --framework none while it runs.
+		{"no framework to cap the trials", adapter.None{}, []gpu.Device{h200(0)}, nil, 24 * gib, nil, local,
+			nil, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(plain)
-			f.cfg.Framework = adapter.None{}
+			f.cfg.Framework = tc.framework
+			if tc.framework == nil {
+				f.cfg.Framework = adapter.Torch{}
+			}
 			f.cfg.Group = gpugroup.Group{Name: "H200", Devices: tc.devices, Slots: tc.slots}
 			d := f.deps()
 			d.Executor = tc.executor
