@@ -260,10 +260,20 @@ func TestLiveModelInterrupted(t *testing.T) {
 func TestLiveModelRounds(t *testing.T) {
 	clk := newFakeClock()
 	m := testModel(Options{Now: clk.Now})
+	start := func(n, size int) { m.Update(startMsg{n: n, size: size, at: clk.Now()}) }
 	m.Update(eventMsg{ev: search.Event{Kind: search.EventPlan, Phase: search.PhaseBracket, Sizes: []int{8, 32, 128}, Rounds: 1}, at: clk.Now()})
+	start(1, 8)
+	start(2, 32)
+	start(3, 128)
+	// A held proof's plan: a round a trial, each counted as it begins.
 	m.Update(eventMsg{ev: search.Event{Kind: search.EventPlan, Phase: search.PhaseConfirm, Lo: 276, Hi: 277, Sizes: []int{276, 277}, Rounds: 2}, at: clk.Now()})
+	start(4, 276)
+	if m.rounds != 2 {
+		t.Errorf("%d rounds while the proof's first trial runs, want 2", m.rounds)
+	}
+	start(5, 277)
 	m.Update(closeMsg{at: clk.Now()})
-	if got := m.View().Content; !strings.HasPrefix(got, "3 rounds · 0 trials in ") {
+	if got := m.View().Content; !strings.Contains(got, "\n3 rounds · 5 trials in ") {
 		t.Errorf("closed frame:\n%s\nwant 3 rounds", got)
 	}
 }

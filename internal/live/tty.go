@@ -163,10 +163,11 @@ type liveModel struct {
 	lo, hi    int
 	predicted float64
 	trials    int // started, in all
-	rounds    int // planned, in all: what a user waits for
-	// The round in flight, from its plan: how many trials it has and how
-	// many of them started.
-	planned, planStarted int
+	rounds    int // begun, in all: what a user waits for
+	// The plan in flight: how many trials it has, how many of them
+	// started, and how many run at once (a round of it; a held proof's
+	// plan is a round a trial).
+	planned, planStarted, perRound int
 
 	running  []runningTrial
 	parallel int // the most trials seen running at once
@@ -196,13 +197,18 @@ func (m *liveModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.lo, m.hi = ev.Lo, ev.Hi
 		if ev.Kind == search.EventPlan {
 			m.planned, m.planStarted = len(ev.Sizes), 0
+			rounds := max(ev.Rounds, 1)
+			m.perRound = (len(ev.Sizes) + rounds - 1) / rounds
 			m.predicted = ev.Predicted
-			m.rounds += max(ev.Rounds, 1)
+			m.rounds++ // its first round begins
 		}
 	case startMsg:
 		m.now = msg.at
 		m.trials++
 		m.planStarted++
+		if m.perRound > 0 && m.planStarted > m.perRound && (m.planStarted-1)%m.perRound == 0 {
+			m.rounds++ // the plan's next round begins
+		}
 		m.running = append(m.running, runningTrial{n: msg.n, size: msg.size, gpus: msg.gpus, phase: m.phase, start: msg.at})
 		m.parallel = max(m.parallel, len(m.running))
 	case doneMsg:
