@@ -138,3 +138,35 @@ func (JAX) EnforcesLimit(s Summary) bool { return s.Framework == FrameworkJAX &&
 func (JAX) Version(ctx context.Context, argv []string) string {
 	return Versions(ctx, argv, "jax", "jaxlib")
 }
+
+// JAXHoldsBareFraction says the jaxlib that versions names ("jax 0.11.2,
+// jaxlib 0.11.2", as JAX's Version gives them) holds a bare memory fraction
+// as a fixed pool: 0.11.2 and before, the versions batchfit was measured
+// with (bench/probes/jax_default_pool.py). They also refuse START-CAP, so a
+// trial's pool there never switches to it. false when the version is not
+// known.
+func JAXHoldsBareFraction(versions string) bool {
+	_, v, ok := strings.Cut(versions, "jaxlib ")
+	if !ok {
+		return false
+	}
+	v, _, _ = strings.Cut(v, ",")
+	var parts [3]int
+	for i, f := range strings.SplitN(strings.TrimSpace(v), ".", 3) {
+		// The leading digits: "2rc1" is 2.
+		digits := f[:len(f)-len(strings.TrimLeftFunc(f, func(r rune) bool { return r >= '0' && r <= '9' }))]
+		n, err := strconv.Atoi(digits)
+		if err != nil {
+			return false
+		}
+		parts[i] = n
+	}
+	measured := [3]int{0, 11, 2}
+	for i := range parts {
+		if parts[i] != measured[i] {
+			return parts[i] < measured[i]
+		}
+	}
+	return true
+}
+

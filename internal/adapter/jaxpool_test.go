@@ -59,3 +59,21 @@ func TestJAXLimitEnvStartCap(t *testing.T) {
 		}
 	}
 }
+
+func TestJAXHoldsBareFraction(t *testing.T) {
+	for versions, want := range map[string]bool{
+		"jax 0.11.2, jaxlib 0.11.2": true,
+		"jax 0.4.30, jaxlib 0.4.30": true,
+		"jaxlib 0.11.1":             true,
+		"jax 0.12.0, jaxlib 0.12.0": false,
+		"jaxlib 0.11.3":             false,
+		"jaxlib 1.0":                false,
+		"jaxlib 0.11.2rc1":          true,
+		"jax 0.11.2":                false, // no jaxlib named: unknown
+		"":                          false,
+	} {
+		if got := JAXHoldsBareFraction(versions); got != want {
+			t.Errorf("JAXHoldsBareFraction(%q) = %v, want %v", versions, got, want)
+		}
+	}
+}

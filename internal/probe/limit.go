@@ -264,7 +264,9 @@ func (p *Prober) poolGrows() bool {
 // (0.11.2) holds a bare fraction as a fixed pool; newer ones preallocate it
 // and grow. A held trial grows into the held card, as on the card itself.
 func (p *Prober) poolGrew(env []string, t record.Trial) bool {
-	if t.Held || t.PoolLimit == 0 || p.Framework() != adapter.FrameworkJAX {
+	if t.Held || t.PoolLimit == 0 || p.Framework() != adapter.FrameworkJAX || adapter.JAXHoldsBareFraction(p.cfg.FrameworkVersion) {
+		// A jaxlib known to hold a bare fraction refuses START-CAP too: a
+		// pool past its fraction is the program's own setting.
 		return false
 	}
 	bare := adapter.JAXBarePool(env, p.fractionTotal())

@@ -52,6 +52,10 @@ type Config struct {
 	// Framework reads the adapter's report and emulates MemoryLimit; nil
 	// means adapter.None.
 	Framework adapter.Framework
+	// FrameworkVersion is the program's framework versions as
+	// Framework.Version gives them ("jax 0.11.2, jaxlib 0.11.2"); "" when
+	// unknown.
+	FrameworkVersion string
 	// MemoryLimit emulates a smaller card of that many bytes on a device of
 	// DeviceTotal: the framework's allocator is capped where it has a
 	// switch for it, and a trial it did not hold to the limit counts as oom

@@ -246,19 +246,20 @@ func (s *session) probeConfig(ctx context.Context) (probe.Config, error) {
 		return probe.Config{}, err
 	}
 	pcfg := probe.Config{
-		Command:      cfg.Command,
-		Env:          cfg.Env,
-		Dir:          cfg.Dir,
-		Steps:        cfg.Steps,
-		WorstCaseOff: cfg.WorstCaseOff,
-		Timeout:      cfg.Timeout,
-		LogDir:       s.run.LogDir,
-		Framework:    cfg.Framework,
-		MemoryLimit:  s.limit,
-		WholeProcess: s.limit > 0 && cfg.MemoryLimitScope != limit.ScopeAllocator,
-		DeviceTotal:  s.total,
-		Slots:        cfg.Group.Slots,
-		Executor:     executor,
+		Command:          cfg.Command,
+		Env:              cfg.Env,
+		Dir:              cfg.Dir,
+		Steps:            cfg.Steps,
+		WorstCaseOff:     cfg.WorstCaseOff,
+		Timeout:          cfg.Timeout,
+		LogDir:           s.run.LogDir,
+		Framework:        cfg.Framework,
+		FrameworkVersion: s.run.Torch,
+		MemoryLimit:      s.limit,
+		WholeProcess:     s.limit > 0 && cfg.MemoryLimitScope != limit.ScopeAllocator,
+		DeviceTotal:      s.total,
+		Slots:            cfg.Group.Slots,
+		Executor:         executor,
 	}
 	if executor == nil && pcfg.WholeProcess {
 		pcfg.Holder, pcfg.Devices = s.deps.Holder, cfg.Group.Devices
