@@ -169,4 +169,3 @@ func JAXHoldsBareFraction(versions string) bool {
 	}
 	return true
 }
-
