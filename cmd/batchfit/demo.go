@@ -14,13 +14,7 @@ import (
 func newDemoCommand(io *streams) *cobra.Command {
 	var o searchOptions
 	o.db.stderr = io.stderr
-	var simGPUs int
-	var simState string
-	var simSlowStart time.Duration
-	var simFlaky float64
-	var simFlakyBand int
-	var simLengths string
-	var simIterable bool
+	var so simOptions
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Run a whole search on a simulated GPU (no GPU needed)",
@@ -33,29 +27,15 @@ search; only the GPU is simulated. Takes a few seconds.
 ` + exitCodesHelp,
 		Args: noArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if simGPUs < 1 {
-				return usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", simGPUs)
-			}
-			if !(simFlaky >= 0 && simFlaky <= 1) {
-				return usageError("give --sim-flaky a probability, such as 0.2", "--sim-flaky %g: must be from 0 to 1", simFlaky)
-			}
-			if simFlakyBand < 1 {
-				return usageError("give --sim-flaky-band a number of samples, 1 or more", "--sim-flaky-band must be at least 1, got %d", simFlakyBand)
-			}
-			var lengths sim.Lengths
-			if simLengths != "" {
-				if err := lengths.Set(simLengths); err != nil {
-					return usageError("give --sim-lengths the sequence lengths of the loader's batches, such as 384,512,2048", "--sim-lengths %q: not a list of positive lengths", simLengths)
-				}
-			}
-			if simIterable && lengths == nil {
-				return usageError("add --sim-lengths, whose order an iterable loader keeps", "--sim-iterable needs --sim-lengths")
+			lengths, err := so.check()
+			if err != nil {
+				return err
 			}
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find the batchfit executable: %w", err)
 			}
-			state := simState
+			state := so.state
 			if state == "" {
 				if state, err = os.MkdirTemp("", "batchfit-simgpu-"); err != nil {
 					return fmt.Errorf("create the simulated GPU's state folder: %w", err)
@@ -64,11 +44,11 @@ search; only the GPU is simulated. Takes a few seconds.
 			}
 			card := sim.H100()
 			card.Dir = state
-			card.Count = simGPUs
+			card.Count = so.gpus
 			w := sim.ResNet50()
-			w.SlowStart = simSlowStart
-			w.FlakyP, w.FlakyBand = simFlaky, simFlakyBand
-			w.Lengths, w.Iterable = lengths, simIterable
+			w.SlowStart = so.slowStart
+			w.FlakyP, w.FlakyBand = so.flaky, so.flakyBand
+			w.Lengths, w.Iterable = lengths, so.iterable
 			t := &target{
 				command:   sim.Command(exe, card, w),
 				shown:     demoShown(cmd.Flags()),
@@ -80,20 +60,59 @@ search; only the GPU is simulated. Takes a few seconds.
 		}),
 	}
 	o.register(cmd.Flags())
-	cmd.Flags().IntVar(&simGPUs, "sim-gpus", 1, "number of simulated GPUs (try with --gpus all)")
-	cmd.Flags().Float64Var(&simFlaky, "sim-flaky", 0, "simulate a flaky trainer: each trial within --sim-flaky-band samples of the limit runs out of memory with this probability, e.g. 0.2")
-	cmd.Flags().IntVar(&simFlakyBand, "sim-flaky-band", 3, "how near the limit, in samples, --sim-flaky's trials fail")
-	cmd.Flags().StringVar(&simLengths, "sim-lengths", "", "simulate a language model padded to each batch's longest sequence: the loader's sequence `lengths`, one batch a step, such as 384,512,1024,640,2048,768 (its longest batch late); memory follows the step's length")
-	cmd.Flags().BoolVar(&simIterable, "sim-iterable", false, "with --sim-lengths, a loader that cannot be reordered (an iterable dataset): trials cannot run the longest batch first")
-	// For tests: a card whose state others can share (batchfit __sim-hold
-	// puts a stranger's memory there), and trials slow to start.
-	cmd.Flags().StringVar(&simState, "sim-state", "", "the simulated card's state folder")
-	cmd.Flags().DurationVar(&simSlowStart, "sim-slow-start", 0, "each simulated trial sleeps this long first")
-	cmd.Flags().MarkHidden("sim-state")
-	cmd.Flags().MarkHidden("sim-slow-start")
-	flagGroup(cmd.Flags(), groupGPUs, "sim-gpus", "sim-flaky", "sim-flaky-band", "sim-lengths", "sim-iterable")
+	so.register(cmd.Flags())
 	useFlagGroups(cmd)
 	return cmd
+}
+
+// simOptions are the demo's flags for the simulated card and trainer.
+type simOptions struct {
+	gpus      int
+	state     string
+	slowStart time.Duration
+	flaky     float64
+	flakyBand int
+	lengths   string
+	iterable  bool
+}
+
+func (so *simOptions) register(fs *pflag.FlagSet) {
+	fs.IntVar(&so.gpus, "sim-gpus", 1, "number of simulated GPUs (try with --gpus all)")
+	fs.Float64Var(&so.flaky, "sim-flaky", 0, "simulate a flaky trainer: each trial within --sim-flaky-band samples of the limit runs out of memory with this probability, e.g. 0.2")
+	fs.IntVar(&so.flakyBand, "sim-flaky-band", 3, "how near the limit, in samples, --sim-flaky's trials fail")
+	fs.StringVar(&so.lengths, "sim-lengths", "", "simulate a language model padded to each batch's longest sequence: the loader's sequence `lengths`, one batch a step, such as 384,512,1024,640,2048,768 (its longest batch late); memory follows the step's length")
+	fs.BoolVar(&so.iterable, "sim-iterable", false, "with --sim-lengths, a loader that cannot be reordered (an iterable dataset): trials cannot run the longest batch first")
+	// For tests: a card whose state others can share (batchfit __sim-hold
+	// puts a stranger's memory there), and trials slow to start.
+	fs.StringVar(&so.state, "sim-state", "", "the simulated card's state folder")
+	fs.DurationVar(&so.slowStart, "sim-slow-start", 0, "each simulated trial sleeps this long first")
+	fs.MarkHidden("sim-state")
+	fs.MarkHidden("sim-slow-start")
+	flagGroup(fs, groupGPUs, "sim-gpus", "sim-flaky", "sim-flaky-band", "sim-lengths", "sim-iterable")
+}
+
+// check refuses values the simulator cannot take, and returns the
+// loader's lengths, nil without --sim-lengths.
+func (so *simOptions) check() (sim.Lengths, error) {
+	if so.gpus < 1 {
+		return nil, usageError("give --sim-gpus a number of simulated GPUs, 1 or more", "--sim-gpus must be at least 1, got %d", so.gpus)
+	}
+	if !(so.flaky >= 0 && so.flaky <= 1) {
+		return nil, usageError("give --sim-flaky a probability, such as 0.2", "--sim-flaky %g: must be from 0 to 1", so.flaky)
+	}
+	if so.flakyBand < 1 {
+		return nil, usageError("give --sim-flaky-band a number of samples, 1 or more", "--sim-flaky-band must be at least 1, got %d", so.flakyBand)
+	}
+	var lengths sim.Lengths
+	if so.lengths != "" {
+		if err := lengths.Set(so.lengths); err != nil {
+			return nil, usageError("give --sim-lengths the sequence lengths of the loader's batches, such as 384,512,2048", "--sim-lengths %q: not a list of positive lengths", so.lengths)
+		}
+	}
+	if so.iterable && lengths == nil {
+		return nil, usageError("add --sim-lengths, whose order an iterable loader keeps", "--sim-iterable needs --sim-lengths")
+	}
+	return lengths, nil
 }
 
 // simTrainerFlags are the demo's flags that change what the simulated trainer
