@@ -70,13 +70,16 @@ func (w Workload) schedule(batch, steps int, worstCase bool, patience int) sched
 	b.Source = "dataloader"
 	switch {
 	case varied && worstCase && !w.Iterable:
-		// As the adapter serves them: the longest twice (at step 1, and at
-		// step 2 once the optimizer has made its state), then the next
-		// longest, steps-1 batches in all (at least two), then the
-		// loader's own order.
+		// As the adapter serves them: the epoch's first batch (the
+		// optimizer makes its state), the longest, then the next longest,
+		// steps-1 batches in all (at least two), then the loader's own
+		// order; a trial of one step takes the longest at once.
 		byLength := slices.Clone(epoch)
 		slices.SortStableFunc(byLength, func(a, b int) int { return b - a })
-		served := append([]int{longest}, byLength...)[:min(max(steps-1, 2), len(epoch)+1)]
+		served := byLength[:min(max(steps-2, 1), len(epoch))]
+		if steps >= 2 {
+			served = append([]int{epoch[0]}, served...)
+		}
 		order := append(slices.Clone(served), epoch...)
 		for i := range steps {
 			s.lengths = append(s.lengths, order[i%len(order)])

@@ -25,10 +25,12 @@ func TestSchedule(t *testing.T) {
 		largest    int
 	}{
 		{name: "no lengths", w: Workload{}, steps: 3, worstCase: true},
-		{name: "worst first: the longest twice, then the loader's order", w: padded, steps: 3, worstCase: true,
-			lengths: []int{2048, 2048, 384}, worstFirst: true, grewAt: 1, largest: 2048},
-		{name: "worst first, five steps: the longest twice, the next longest, then the loader's", w: padded, steps: 5, worstCase: true,
-			lengths: []int{2048, 2048, 1024, 768, 384}, worstFirst: true, grewAt: 1, largest: 2048},
+		{name: "worst first: the epoch's first, the longest, then the loader's order", w: padded, steps: 3, worstCase: true,
+			lengths: []int{384, 2048, 384}, worstFirst: true, grewAt: 2, largest: 2048},
+		{name: "worst first, five steps: the first, the longest, the next longest, then the loader's", w: padded, steps: 5, worstCase: true,
+			lengths: []int{384, 2048, 1024, 768, 384}, worstFirst: true, grewAt: 2, largest: 2048},
+		{name: "worst first, one step: the longest at once", w: padded, steps: 1, worstCase: true,
+			lengths: []int{2048}, worstFirst: true, grewAt: 1, largest: 2048},
 		{name: "off: the loader's first batches", w: padded, steps: 3, worstCase: false,
 			lengths: []int{384, 512, 1024}, whyNot: "off", grewAt: 3, largest: 1024},
 		{name: "iterable: runs on until the longest stops growing", w: iterable, steps: 3, worstCase: true, patience: 4,
@@ -97,7 +99,7 @@ func TestChildLengths(t *testing.T) {
 	if ok.code != 0 {
 		t.Fatalf("worst first at max: exit %d, stderr %q", ok.code, ok.stderr)
 	}
-	if b := ok.event(t).Batches; b == nil || !b.WorstFirst || b.WorstSteps != 2 || b.Shapes[0]["input_ids"][1] != 2048 {
+	if b := ok.event(t).Batches; b == nil || !b.WorstFirst || b.WorstSteps != 2 || b.Shapes[1]["input_ids"][1] != 2048 {
 		t.Errorf("worst first batches %+v", b)
 	}
 }

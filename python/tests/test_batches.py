@@ -254,9 +254,9 @@ class LoaderTest(unittest.TestCase):
     def test_largest_first(self):
         first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
         self.assertFalse(batches.log.worst_first)  # until a step takes one
-        # The largest twice: at step 1, and at step 2 once the optimizer
-        # has made its state; then one step of the loader's own.
-        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 30), (2, 30)])
+        # The epoch's first batch at step 1 (the optimizer makes its
+        # state), the largest at step 2; then one step of the loader's own.
+        self.assertEqual([tuple(b.shape) for b in self.take(first)], [(2, 4), (2, 30)])
         self.assertEqual(batches.log.planned_largest, {"batch": [2, 30]})
         self.assertEqual(batches.log.scanned_batches, 4)
 
@@ -276,7 +276,8 @@ class LoaderTest(unittest.TestCase):
         data = torch.utils.data.DataLoader(Scenes(), batch_size=4, collate_fn=list)
         with mock.patch.dict(os.environ, {"BATCHFIT_BATCH_SIZE": "4"}), mock.patch.object(state, "stop_at", 2):
             first = self.first(data)
-        self.assertEqual([[len(b) for b in batch] for batch in self.take(first)], [[120, 120, 120, 120]] * 2)
+        # The epoch's own first batch, then the largest.
+        self.assertEqual([[len(b) for b in batch] for batch in self.take(first)], [[300, 1, 1, 1], [120, 120, 120, 120]])
         self.assertEqual(batches.log.planned_largest, {"batch": [480, 4]})
 
     def test_one_scan_a_loader(self):
@@ -332,13 +333,14 @@ class LoaderTest(unittest.TestCase):
         self.assertFalse(batches.log.planned_varied)
 
     def test_a_step_is_left_after_the_largest(self):
+        # A trial of one step takes the largest at once.
         with mock.patch.object(state, "stop_at", 1):
             first = self.take(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
         self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30)])
+        self.assertIsNot(first[0], first[1])  # the repeat a copy
         with mock.patch.object(state, "stop_at", 5):
             first = self.take(self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9])))
-        self.assertEqual([tuple(b.shape) for b in first], [(2, 30), (2, 30), (2, 9), (2, 6)])
-        self.assertIsNot(first[0], first[1])  # the repeat a copy
+        self.assertEqual([tuple(b.shape) for b in first], [(2, 4), (2, 30), (2, 9), (2, 6)])
 
     def test_the_last_loader_before_the_first_step_is_the_one(self):
         # A validation loader whose shapes vary, looked at before training
@@ -375,18 +377,31 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(batches.log.scanned_batches, 4)
 
     def test_gradient_accumulation_meets_the_largest_after_step_one(self):
-        # Two batches a step: the largest until step 2 has run, then the
-        # next largest until the last step, which takes the loader's own.
+        # Two batches a step: the epoch's own first, the largest until
+        # step 2 has run, then the next largest until the last step, which
+        # takes the loader's own.
         lengths = [8 + i for i in range(22)] + [48, 48]
         for per_step, stop_at, want in (
-                (2, 3, [48] * 4),
-                (2, 4, [48] * 4 + [27, 23]),
-                (3, 3, [48] * 6)):
+                (2, 3, [11] + [48] * 3),
+                (2, 4, [11] + [48] * 3 + [27, 23]),
+                (3, 3, [11] + [48] * 5)):
             with mock.patch.object(state, "stop_at", stop_at):
                 data = self.loader(lengths)
                 data.batch_sampler.batch_size = 4
                 first = self.take(self.first(data), per_step)
             self.assertEqual([b.shape[1] for b in first], want, (per_step, stop_at))
+
+    def test_a_fetcher_a_batch_ahead_meets_the_largest_at_step_two(self):
+        # Lightning's and accelerate's fetchers ask for batch 2 before step
+        # 1 runs: the largest runs at step 2 all the same.
+        with mock.patch.object(state, "stop_at", 3):
+            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9]))
+            ahead, ran = [next(first)], []
+            for _ in range(3):
+                ahead.append(next(first, None))  # fetched before the step runs
+                ran.append(ahead.pop(0))
+                state.steps += 1
+        self.assertEqual([b.shape[1] for b in ran], [4, 30, 30])
 
     def test_steps_never_counted_end_what_is_served(self):
         with mock.patch.object(state, "stop_at", 3):
@@ -396,7 +411,8 @@ class LoaderTest(unittest.TestCase):
     def test_a_soak_measures_a_few_and_keeps_its_epoch(self):
         # A soak's step limit is far off: its scan still collates only
         # the candidates for DEFAULT_FIRST batches before the first step,
-        # and the epoch, largest first, has the loader's length.
+        # and the epoch, its first batch then the largest first, has the
+        # loader's length.
         lengths = list(range(1, 201))
         data = self.loader(lengths)
         pad = data.collate_fn
@@ -407,12 +423,12 @@ class LoaderTest(unittest.TestCase):
             self.assertLessEqual(len(calls), 2 * max(loader.DEFAULT_FIRST * loader._CANDIDATES, 8) + 2)
             served = self.take(first)
         self.assertEqual(len(served), len(data))
-        self.assertEqual([b.shape[1] for b in served[:4]], [200, 200, 198, 196])
+        self.assertEqual([b.shape[1] for b in served[:4]], [2, 200, 198, 196])
         self.assertEqual(sorted(b.shape[1] for b in served[1:]), [2 * i for i in range(2, 101)])
 
     def test_the_repeat_is_the_batch_measured(self):
-        # Items are random crops, and the program pops the labels: step 2
-        # meets step 1's batch all the same.
+        # Items are random crops, and the program pops the labels; two
+        # batches a step: step 2's second batch is its first all the same.
         import random as stdlib_random
 
         class Crops(torch.utils.data.Dataset):
@@ -437,12 +453,13 @@ class LoaderTest(unittest.TestCase):
             seen.append((sorted(batch), batch["ids"].clone()))
             batch.pop("labels")
             batch["ids"].zero_()
-            state.steps += 1
-            if len(seen) == 2:
+            if len(seen) % 2 == 0:
+                state.steps += 1
+            if len(seen) == 4:
                 break
-        self.assertEqual(seen[1][0], ["ids", "labels"])
-        self.assertTrue(torch.equal(seen[0][1], seen[1][1]))
-        self.assertEqual(list(seen[1][1].shape), batches.log.planned_largest["ids"])
+        self.assertEqual(seen[3][0], ["ids", "labels"])
+        self.assertTrue(torch.equal(seen[2][1], seen[3][1]))
+        self.assertEqual(list(seen[3][1].shape), batches.log.planned_largest["ids"])
 
     def test_a_batch_on_a_device_is_not_copied(self):
         class Device:
@@ -600,7 +617,8 @@ class ForwardHookTest(unittest.TestCase):
         for key in list(self.hooks)[before:]:  # the hook stays: no DataLoader batch was seen
             module._global_forward_pre_hooks.pop(key)
 
-    @unittest.skipIf(importlib.util.find_spec("torch._dynamo") is not None, "a torch with a real torch._dynamo")
+    @unittest.skipIf(torch is not None and importlib.util.find_spec("torch._dynamo") is not None,
+                     "a torch with a real torch._dynamo")
     def test_gone_once_dynamo_loads(self):
         before = len(self.hooks)
         torch_steps._watch_forward(torch)

@@ -18,17 +18,18 @@ default 20):
   sizes), and the largest candidates by either are collated for real with
   the loader's collate_fn, so that the padding is what training sees; a
   partial batch (shorter than the rest) is no shape of its own;
-- the iterator then yields the largest batch (the one measured, then
-  copies of it) until step 2 has run (step 1 runs before the optimizer has
-  made its state), then the next largest until the trial's last step,
-  which takes the first of the loader's own batches, so that a step after
-  the largest shows whether memory still rises there; then the loader's
-  own epoch. The steps are the hook's count, so that gradient
-  accumulation meets the largest at step 2 too; at most 64 are served. In
-  a soak (BATCHFIT_SOAK=1) it yields the whole epoch, largest first, of
-  the epoch's own length (the repeats replace its smallest batches). A
-  program run to its end (BATCHFIT_STEPS unset or 0) meets every batch
-  anyway and is left alone.
+- the iterator then yields the epoch's own first batch (as training
+  starts: step 1 makes the optimizer's state), then the largest (the one
+  measured, or a copy of it) until step 2 has run, then the next largest
+  until the trial's last step, which takes the first of the loader's own
+  batches, so that a step after the largest shows whether memory still
+  rises there; then the loader's own epoch. The steps are the hook's
+  count, so that gradient accumulation meets the largest at step 2 too; at
+  most 64 are served; a trial of one step takes the largest at once. In a
+  soak (BATCHFIT_SOAK=1) it yields the whole epoch, its first batch, then
+  the largest, then the rest largest first, of the epoch's own length (the
+  repeats replace its smallest batches). A program run to its end
+  (BATCHFIT_STEPS unset or 0) meets every batch anyway and is left alone.
 
 The plan belongs to the loader: the last one iterated before the first
 step is the one whose batches the steps take (batches.new_loader).
@@ -174,9 +175,10 @@ def _prepare(loader: Any, it: Any, iterable: Any) -> None:
         serve = scanned[0]
     else:
         bound = batches.env_number(SCAN_SECONDS_ENV, DEFAULT_SCAN_SECONDS)
-        # The batches measured: the largest, served until step 2 has run,
-        # and the next largest for the steps up to the last but one (the
-        # last takes one of the loader's own, see _scan). A soak measures
+        # The batches measured: the largest, served at step 2 (step 1 takes
+        # the epoch's own first), and the next largest for the steps after
+        # it up to the last but one (the last takes one of the loader's
+        # own, see _scan). A soak measures
         # a few and collates the rest of its epoch as it serves them.
         k = DEFAULT_FIRST if soak else min(max(state.stop_at - 2, 1), _MAX_SERVED)
         kept = _random_state(loader, sampler)
@@ -321,13 +323,27 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         # OneCycleLR, would step past its end): the repeats of the largest
         # replace the epoch's smallest batches.
         limit = len(plan) if soak else _MAX_SERVED
-        # The largest batch until step 2 has run: step 1 runs before the
-        # optimizer has made its state (Adam's moments, as large as the
-        # weights twice over), so the largest batch met only there would
-        # understate what it takes at a later step of training. With
-        # gradient accumulation a step takes several batches, so it goes by
-        # the steps counted, not the batches served; bounded (_MAX_SERVED)
-        # for a program whose steps are never counted.
+        # Step 1 takes the epoch's own first batch, as training starts,
+        # and the largest follows until step 2 has run: it then meets the
+        # optimizer's state (Adam's moments, as large as the weights twice
+        # over) in a cache that a batch of the loader's own has shaped. The
+        # order matters because the caching allocator's free blocks do:
+        # the largest at step 1 leaves freed blocks of its activations that
+        # the optimizer's state is carved from, and step 2 can then fail at
+        # a size training runs; a smaller batch first and the largest after
+        # it is what training meets (docs/design/largest-batches-first.md).
+        # One batch of the loader's own, not one step's: a fetcher that
+        # takes a batch ahead (Lightning's, accelerate's under the HF
+        # Trainer) asks for the second before step 1 has run, and would
+        # otherwise meet the largest at the trial's last step only; with
+        # gradient accumulation step 1's other batches are the largest. It
+        # goes by the steps counted, not the batches served, so that step 2
+        # takes only the largest; bounded (_MAX_SERVED) for a program whose
+        # steps are never counted. A trial of one step takes the largest
+        # at once.
+        if (soak or state.stop_at >= 2) and state.steps < 1 and served < limit:
+            yield pin(largest_batch(measured) if top[0][1] == 0 else make(0, measured))
+            served += 1
         while state.steps < 2 and served < limit:
             yield pin(largest_batch(measured))
             served += 1
