@@ -1,6 +1,6 @@
 // Package examples holds real training workloads for batchfit, as Python
 // programs in the folders beside this file: simclr_resnet50 (the SimCLR
-// workload whose in-process search README.md's Why describes),
+// workload whose in-process search the README describes),
 // transformer_lm, caught_oom (a script that catches its own out-of-memory
 // error), jax_optax, hf_trainer and lightning_resnet. The package has no Go
 // code of its own; its tests smoke-test each PyTorch workload on the CPU,
