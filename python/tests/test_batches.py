@@ -214,7 +214,13 @@ class LoaderTest(unittest.TestCase):
     def setUp(self):
         batches.reset()
         self.addCleanup(batches.reset)
-        patcher = mock.patch.multiple(state, path="/dev/null", steps=0, stop_at=3)
+        # The report's folder is the search's: the adapter keeps what it
+        # read of a dataset there for the search's later trials.
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.folder = folder.name
+        patcher = mock.patch.multiple(state, path=os.path.join(folder.name, "trial-001-b2.report"), steps=0,
+                                      stop_at=3)
         patcher.start()
         self.addCleanup(patcher.stop)
 
@@ -294,6 +300,44 @@ class LoaderTest(unittest.TestCase):
         self.assertFalse(batches.log.worst_first)
         self.assertIsNone(batches.log.scan_seconds)
 
+    def test_a_rare_item_of_another_shape_is_found(self):
+        # One long item in a thousand, none of the 16 spread samples: read
+        # on, it is found, and the loader's largest batch is its.
+        lengths = [8] * 1000
+        lengths[997] = 64
+        first = self.first(self.loader(lengths))
+        self.assertIsNotNone(first)
+        self.assertEqual(batches.log.planned_largest, {"batch": [2, 64]})
+
+    def test_what_was_read_is_kept_for_the_search(self):
+        reads = []
+
+        class Items(torch.utils.data.Dataset):
+            def __len__(self):
+                return 500
+
+            def __getitem__(self, i):
+                reads.append(i)
+                return torch.zeros(8)
+
+        self.assertIsNone(self.first(torch.utils.data.DataLoader(Items(), batch_size=2)))
+        self.assertEqual(batches.log.why_not, "500 of 500 items read, of one shape")
+        self.assertGreaterEqual(len(reads), 500)
+        kept = [f for f in os.listdir(self.folder) if f.startswith("items-")]
+        self.assertEqual(len(kept), 1)
+        # A later trial of the search: the 16 samples, then the verdict.
+        reads.clear()
+        batches.reset()
+        self.assertIsNone(self.first(torch.utils.data.DataLoader(Items(), batch_size=2)))
+        self.assertEqual(len(reads), 16)
+        self.assertEqual(batches.log.why_not, "500 of 500 items read, of one shape")
+
+    def test_reading_on_is_bounded_in_time(self):
+        with mock.patch.object(loader, "ONE_SHAPE_SECONDS", 0.0):
+            self.assertIsNone(self.first(self.loader([8] * 1000)))
+        self.assertRegex(batches.log.why_not, r"^\d+ of 1000 items read, of one shape$")
+        self.assertLess(int(batches.log.why_not.split()[0]), 1000)
+
     def test_random_state_is_put_back(self):
         data = self.loader([3, 4, 5, 6, 30, 2, 9, 9], shuffle=True)
         torch.manual_seed(1)
@@ -329,7 +373,7 @@ class LoaderTest(unittest.TestCase):
 
         data = torch.utils.data.DataLoader(Images(), batch_size=4)
         self.assertIsNone(self.first(data))
-        self.assertEqual(batches.log.why_not, "sampled items of one shape")
+        self.assertEqual(batches.log.why_not, "40 of 40 items read, of one shape")
         self.assertFalse(batches.log.planned_varied)
 
     def test_a_step_is_left_after_the_largest(self):
@@ -568,7 +612,7 @@ class ForwardHookTest(unittest.TestCase):
         torch_steps._watch_forward(torch)
         self.addCleanup(lambda: [self.hooks.pop(k) for k in list(self.hooks)[before:]])
         model = torch.nn.Linear(4, 1)
-        batches.log.why_not = "sampled items of one shape"
+        batches.log.why_not = "40 of 40 items read, of one shape"
         for _ in range(2):
             batches.note({"0": [4, 16]}, "dataloader")
             model(torch.zeros(4, 4))
