@@ -70,10 +70,12 @@ func (w Workload) schedule(batch, steps int, worstCase bool, patience int) sched
 	b.Source = "dataloader"
 	switch {
 	case varied && worstCase && !w.Iterable:
-		// As the adapter serves them: the epoch's first batch (the
-		// optimizer makes its state), the longest, then the next longest,
-		// steps-1 batches in all (at least two), then the loader's own
-		// order; a trial of one step takes the longest at once.
+		// As the adapter serves them to a loop that takes one batch a
+		// step: the epoch's first batch (the optimizer makes its state),
+		// the longest, then the next longest, steps-1 batches in all,
+		// then the loader's own order; a trial of one step takes the
+		// longest at once. (The adapter's bound of 64 served and a
+		// soak's epoch length are not simulated.)
 		byLength := slices.Clone(epoch)
 		slices.SortStableFunc(byLength, func(a, b int) int { return b - a })
 		served := byLength[:min(max(steps-2, 1), len(epoch))]

@@ -223,6 +223,9 @@ class LoaderTest(unittest.TestCase):
                                       stop_at=3)
         patcher.start()
         self.addCleanup(patcher.stop)
+        counter = mock.patch.object(loader, "_scanned_datasets", 0)  # a trial's process: none read yet
+        counter.start()
+        self.addCleanup(counter.stop)
 
     def loader(self, lengths, **kw):
         class Items(torch.utils.data.Dataset):
@@ -239,9 +242,15 @@ class LoaderTest(unittest.TestCase):
         return torch.utils.data.DataLoader(Items(), batch_size=2, collate_fn=pad, **kw)
 
     def first(self, data):
+        """What the loader's iterator serves first, as the wrapped __next__
+        yields it (the loader's own next batch where it says so), or
+        None."""
         it = iter(data)
         loader._prepare(data, it, torch.utils.data.IterableDataset)
-        return it.__dict__.get("_batchfit_first")
+        served = it.__dict__.get("_batchfit_first")
+        if served is None:
+            return None
+        return (next(it) if batch is loader._OWN else batch for batch in served)
 
     def take(self, first, per_step=1):
         """What first serves to a program that steps after every per_step
@@ -325,12 +334,90 @@ class LoaderTest(unittest.TestCase):
         self.assertGreaterEqual(len(reads), 500)
         kept = [f for f in os.listdir(self.folder) if f.startswith("items-")]
         self.assertEqual(len(kept), 1)
-        # A later trial of the search: the 16 samples, then the verdict.
+        # A later trial of the search (a process of its own): the 16
+        # samples, then the verdict.
         reads.clear()
         batches.reset()
+        loader._scanned_datasets = 0
         self.assertIsNone(self.first(torch.utils.data.DataLoader(Items(), batch_size=2)))
         self.assertEqual(len(reads), 16)
         self.assertEqual(batches.log.why_not, "500 of 500 items read, of one shape")
+
+    def test_reading_on_spreads_over_the_whole_dataset(self):
+        # Long items only in the dataset's second half, every 1000th; a
+        # budget of 2,000 reads of 100,000 finds them.
+        lengths = [8] * 100_000
+        for i in range(50_001, 100_000, 1000):
+            lengths[i] = 64
+        reads = []
+
+        class Items(torch.utils.data.Dataset):
+            def __len__(self):
+                return len(lengths)
+
+            def __getitem__(self, i):
+                reads.append(i)
+                if len(reads) > 2000 + loader._SAMPLE:
+                    raise loader._TimedOut()
+                return list(range(lengths[i]))
+
+        data = torch.utils.data.DataLoader(Items(), batch_size=2)
+        with mock.patch.object(loader, "DEFAULT_SCAN_SECONDS", 60.0):
+            it = iter(data)
+            loader._prepare(data, it, torch.utils.data.IterableDataset)
+        self.assertNotIn("of one shape", batches.log.why_not or "")
+
+    def test_two_datasets_alike_keep_verdicts_of_their_own(self):
+        # A validation Subset of fixed items, scanned first, and a training
+        # Subset of the same dataset and length whose items vary.
+        lengths = [8] * 1000 + [8 + i % 50 for i in range(1000)]
+
+        class Items(torch.utils.data.Dataset):
+            def __len__(self):
+                return len(lengths)
+
+            def __getitem__(self, i):
+                return list(range(lengths[i]))
+
+        val = torch.utils.data.Subset(Items(), range(1000))
+        train = torch.utils.data.Subset(Items(), range(1000, 2000))
+        for trial in range(2):
+            loader._scanned_datasets = 0
+            batches.reset()
+            self.assertIsNone(self.first(self.loader_of(val)), trial)
+            self.assertIsNotNone(self.first(self.loader_of(train)), trial)
+
+    def loader_of(self, dataset):
+        def pad(items):
+            longest = max(len(x) for x in items)
+            return torch.tensor([x + [0] * (longest - len(x)) for x in items])
+
+        return torch.utils.data.DataLoader(dataset, batch_size=2, collate_fn=pad)
+
+    def test_step_one_takes_the_iterators_own_first_batch(self):
+        # With workers and shuffling, the iterator has drawn its epoch
+        # before the scan: step 1 is the batch it yields, not the plan's.
+        lengths = [3 + (i * 7) % 29 for i in range(40)]
+        data = self.loader(lengths, shuffle=True, generator=torch.Generator().manual_seed(1), num_workers=2)
+        own = next(iter(torch.utils.data.DataLoader(data.dataset, batch_size=2, collate_fn=data.collate_fn,
+                                                    shuffle=True, generator=torch.Generator().manual_seed(1),
+                                                    num_workers=2)))
+        first = self.take(self.first(data))
+        self.assertTrue(torch.equal(first[0], own))
+
+    def test_a_fetcher_a_batch_ahead_ends_on_a_batch_of_its_own(self):
+        # Five steps, batch 2 asked for before step 1 runs: the first, the
+        # largest (twice: the fetcher asked for step 3's before step 2
+        # had run), the next largest, then (None: the first is done) the
+        # loader's own at step 5.
+        with mock.patch.object(state, "stop_at", 5):
+            first = self.first(self.loader([3, 4, 5, 6, 30, 2, 9, 9, 7, 7]))
+            ahead, ran = [next(first)], []
+            for _ in range(5):
+                ahead.append(next(first, None))
+                ran.append(ahead.pop(0))
+                state.steps += 1
+        self.assertEqual([None if b is None else b.shape[1] for b in ran], [4, 30, 30, 9, None])
 
     def test_reading_on_is_bounded_in_time(self):
         with mock.patch.object(loader, "ONE_SHAPE_SECONDS", 0.0):

@@ -20,25 +20,31 @@ default 20):
   sizes), and the largest candidates by either are collated for real with
   the loader's collate_fn, so that the padding is what training sees; a
   partial batch (shorter than the rest) is no shape of its own;
-- the iterator then yields the epoch's own first batch (as training
-  starts: step 1 makes the optimizer's state), then the largest (the one
-  measured, or a copy of it) until step 2 has run, then the next largest
-  until the trial's last step, which takes the first of the loader's own
-  batches, so that a step after the largest shows whether memory still
-  rises there; then the loader's own epoch. The steps are the hook's
-  count, so that gradient accumulation meets the largest at step 2 too; at
-  most 64 are served; a trial of one step takes the largest at once. In a
-  soak (BATCHFIT_SOAK=1) it yields the whole epoch, its first batch, then
-  the largest, then the rest largest first, of the epoch's own length (the
-  repeats replace its smallest batches). A program run to its end
-  (BATCHFIT_STEPS unset or 0) meets every batch anyway and is left alone.
+- the iterator then yields its own first batch (as training starts: step
+  1 makes the optimizer's state), then the largest (the one measured, or a
+  copy of it) until step 2 has run, then the next largest until the
+  trial's last step, which takes a batch of the loader's own, so that a
+  step after the largest shows whether memory still rises there; then the
+  loader's own epoch. The steps are the hook's count, so that gradient
+  accumulation meets the largest at step 2 too (step 1's other batches
+  are the largest: the adapter cannot tell them from a fetcher's batch
+  ahead); the batches a step takes, seen by step 2, place the trial's
+  last step for a fetcher a batch ahead (Lightning's, accelerate's), which
+  asks for each batch a step early. At most 64 are served; a trial of one
+  step takes the largest at once. In a soak (BATCHFIT_SOAK=1) it yields
+  the whole epoch, its first batch, then the largest, then the rest
+  largest first, of the epoch's own length (the repeats replace its
+  smallest batches). A program run to its end (BATCHFIT_STEPS unset or 0)
+  meets every batch anyway and is left alone.
 
 The plan belongs to the loader: the last one iterated before the first
 step is the one whose batches the steps take (batches.new_loader).
 
 The random state of torch, random, numpy and the loader's and samplers'
 generators is put back after the scan, so that the program's own batches
-and augmentations are what they were. Each batch a DataLoader iterator
+and augmentations are what they were; a generator a dataset keeps of its
+own (a numpy Generator drawn from in __getitem__) is not, and has moved on
+by the items read. Each batch a DataLoader iterator
 yields is noted for its step (batches).
 """
 
@@ -49,6 +55,7 @@ import hashlib
 import heapq
 import itertools
 import json
+import math
 import os
 import random
 import sys
@@ -64,11 +71,12 @@ SCAN_SECONDS_ENV = "BATCHFIT_SCAN_SECONDS"
 SOAK_ENV = "BATCHFIT_SOAK"
 DEFAULT_SCAN_SECONDS = 20.0
 DEFAULT_FIRST = 3  # the largest batches a soak measures before its first step
+_OWN = object()  # served: the loader's own next batch
 _SAMPLE = 16  # items read to tell a fixed-shape dataset, every trial
 ONE_SHAPE_SECONDS = 2.0  # reading more of a dataset that looks fixed, once a search
-_ONE_SHAPE_STRIDE = 1_000_003  # a prime: (i * stride) % n visits every item, spread
 _CANDIDATES = 4  # batches collated per batch served first
 _MAX_SERVED = 64  # batches served first, at most, outside a soak
+_scanned_datasets = 0  # datasets read on in this process: part of a verdict's key
 # A loader's scan: what serves its first batches (or None) and what the
 # scan left in the log (batches.loader_record).
 _SCANNED = "_batchfit_scanned"
@@ -119,6 +127,8 @@ def dataloader_imported(module: ModuleType) -> None:
                 if report.caused_by_oom(e):
                     raise
             else:
+                if batch is _OWN:
+                    batch = orig_next(self)
                 _note(batch, True)
                 return batch
         batch = orig_next(self)
@@ -350,16 +360,36 @@ def _scan(loader: Any, dataset: Any, sampler: Any, k: int, bound: float,
         # steps are never counted. A trial of one step takes the largest
         # at once.
         if (soak or state.stop_at >= 2) and state.steps < 1 and served < limit:
-            yield pin(largest_batch(measured) if top[0][1] == 0 else make(0, measured))
+            yield _OWN  # the iterator's own: with workers, its sampler has drawn the epoch
             served += 1
+        # How many batches were asked for when the steps were first seen to
+        # have passed 1 and 2: their difference is the batches a step takes.
+        seen: dict[int, int] = {}
+
+        def see() -> None:
+            for k in (1, 2):
+                if state.steps >= k and k not in seen:
+                    seen[k] = served
+
+        see()
         while state.steps < 2 and served < limit:
             yield pin(largest_batch(measured))
             served += 1
+            see()
         # Then the next largest until the trial's last step, which takes a
         # batch of the loader's own, so that a step after them shows
-        # whether memory still rises; in a soak, the rest of the epoch.
+        # whether memory still rises; in a soak, the rest of the epoch. The
+        # batches a step takes tell which step the next one is for (a
+        # fetcher a batch ahead asks for it a step early); where the steps
+        # were never seen, by the steps counted.
         for i in itertools.chain(following, (i for i in order if i not in taken)):
-            if served >= limit or (not soak and state.steps >= state.stop_at - 1):
+            see()
+            if len(seen) == 2:
+                per_step = max(seen[2] - seen[1], 1)
+                last = -(-(served + 1) // per_step) >= state.stop_at
+            else:
+                last = state.steps >= state.stop_at - 1
+            if served >= limit or (not soak and last):
                 return
             yield pin(make(i, measured))
             served += 1
@@ -378,10 +408,23 @@ def _one_shape(dataset: Any, n: int, sizes: dict[str, int], item_sizes: Callable
     items are read on, spread over the whole dataset, until every one is
     or until a short time has passed, once a search: the verdict is kept
     beside the trial's report, in the search's log folder, for its later
-    trials, keyed by the dataset's type, length and sampled sizes."""
+    trials."""
     folder = os.path.dirname(state.path or "")
-    key = hashlib.sha256(repr((type(dataset).__module__, type(dataset).__qualname__, n,
-                               sorted(sizes.items()))).encode()).hexdigest()[:16]
+    # Two datasets of one type and length (a validation and a training
+    # Subset of one dataset) are told apart by the order the trial scans
+    # them in, as the program makes the same loaders in the same order in
+    # every trial, and by a Subset's indices or a ConcatDataset's parts.
+    global _scanned_datasets
+    _scanned_datasets += 1
+    parts = getattr(dataset, "indices", None)
+    if parts is None:
+        parts = getattr(dataset, "cumulative_sizes", None)
+    try:
+        parts = list(parts) if parts is not None else None
+    except TypeError:
+        parts = None
+    key = hashlib.sha256(repr((type(dataset).__module__, type(dataset).__qualname__, n, sorted(sizes.items()),
+                               _scanned_datasets, parts)).encode()).hexdigest()[:16]
     kept = os.path.join(folder, f"items-{key}.json") if folder and os.path.isdir(folder) else None
     if kept:
         try:
@@ -390,7 +433,12 @@ def _one_shape(dataset: Any, n: int, sizes: dict[str, int], item_sizes: Callable
         except (OSError, ValueError, KeyError, TypeError):
             pass
     read = 0
-    stride = _ONE_SHAPE_STRIDE if n % _ONE_SHAPE_STRIDE else 1
+    # A stride of n over the golden ratio, made coprime with n: item
+    # (j * stride) % n visits every item, each read landing in the largest
+    # gap the earlier ones left, from the first reads on.
+    stride = max(round(n * 0.6180339887), 1)
+    while math.gcd(stride, n) != 1:
+        stride += 1
     try:
         for j in range(n):
             if time.monotonic() > until:
