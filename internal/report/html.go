@@ -356,9 +356,12 @@ func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
 		h.Throughput = fmt.Sprintf("%.0f", v)
 	}
 	if t.Outcome.TooLarge() {
-		// What it held when it failed, as everywhere
-		// (record.Trial.MemoryText): no peaks of its own.
+		// What it needed at least, as everywhere (record.Trial.Needed),
+		// under the column of its kind of memory: no peaks of its own.
 		h.Allocated, h.Reserved, h.Device = t.MemoryText(allocatorOnly(run), "> ", "–"), "–", "–"
+		if t.Needed(allocatorOnly(run)).Device {
+			h.Allocated, h.Device = h.Device, h.Allocated
+		}
 	}
 	for _, p := range []string{t.Stdout, t.Stderr} {
 		if p != "" {

@@ -133,8 +133,12 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 		}
 		alloc, device := orDash(t.Allocated), orDash(t.Device)
 		if t.Outcome.TooLarge() {
-			// What it held when it failed, as everywhere (record.Trial.MemoryText).
+			// What it needed at least, as everywhere (record.Trial.Needed),
+			// under the column of its kind of memory.
 			alloc, device = t.MemoryText(allocatorOnly(run), "> ", "-"), "-"
+			if t.Needed(allocatorOnly(run)).Device {
+				alloc, device = device, alloc
+			}
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
 			alloc, device, share, throughput(t))

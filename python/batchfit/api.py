@@ -98,6 +98,14 @@ class Trial:
     reason: str = ""
     phase: str = ""
     retry: bool = False
+    #: For a trial too large, what it needed at least, in bytes: the one
+    #: figure batchfit shows for it everywhere ("> 79.99 GiB"); None for a
+    #: trial that ran or crashed, or when nothing is known.
+    needed: int | None = None
+    #: How ``needed`` is known: "peak" (what it held before it failed),
+    #: "request" (the allocator's memory and refused request at the OOM),
+    #: "process" (the process's device memory then, with the request).
+    needed_basis: str = ""
     raw: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -120,6 +128,8 @@ class Trial:
             reason=str(d.get("reason") or ""),
             phase=str(d.get("phase") or ""),
             retry=bool(d.get("retry")),
+            needed=(d.get("needed") or {}).get("bytes"),
+            needed_basis=str((d.get("needed") or {}).get("basis") or ""),
             raw=dict(d),
         )
 

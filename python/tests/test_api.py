@@ -527,6 +527,10 @@ class RealBinaryTest(unittest.TestCase):
         self.assertEqual((ok.batch_size, ok.outcome), (r.answer, "ok"))
         self.assertEqual(failed.batch_size, r.answer + 1)
         self.assertNotEqual(failed.outcome, "ok")
+        # What the failure needed at least lies above what the size below
+        # it used: one figure, as the CLI's summary shows it.
+        self.assertEqual(failed.needed_basis, "process")
+        self.assertGreater(failed.needed, max(ok.peaks.allocated or 0, ok.peaks.device or 0))
         self.assertIn("simulated", r.gpu.name)
         self.assertIn("<svg", r.report_html)
         self.assertTrue(r._repr_html_().startswith("<iframe srcdoc="))
