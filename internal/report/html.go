@@ -22,11 +22,26 @@ import (
 // mailed or archived and opened anywhere. All text from the record (the
 // user's command, error messages, paths) is escaped by html/template.
 func WriteHTML(w io.Writer, run *record.Run) error {
+	return writeHTML(w, run, "report")
+}
+
+// WriteHTMLFragment writes the report as a fragment to embed in another
+// page (a notebook's output): one root element, <div class="batchfit-report">,
+// whose styles all apply under it and nowhere else, with no script. It is
+// the body of the page WriteHTML writes, byte for byte, so that a reader of
+// that page (the Python API's Result._repr_html_) takes its body.
+func WriteHTMLFragment(w io.Writer, run *record.Run) error {
+	return writeHTML(w, run, "fragment")
+}
+
+// writeHTML writes the run with the named template: the page or its
+// fragment.
+func writeHTML(w io.Writer, run *record.Run, name string) error {
 	if run == nil {
 		return errors.New("write html report: no run")
 	}
 	var buf bytes.Buffer
-	if err := htmlPage.Execute(&buf, htmlViewOf(run)); err != nil {
+	if err := htmlPage.ExecuteTemplate(&buf, name, htmlViewOf(run)); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
 	// The page holds text batchfit did not write (a trial's output, the
