@@ -150,6 +150,9 @@ func htmlViewOf(run *record.Run) htmlView {
 	if m := run.Model; m != nil {
 		v.Model = fmt.Sprintf("peak %s ≈ %s + %s × batch size (largest residual %s)",
 			htmlOr(m.Figure, "memory"), units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0))), units.Bytes(uint64(max(m.Residual, 0))))
+		if m.Outside > 0 {
+			v.Model += fmt.Sprintf("; the boundary was decided with %s outside it (the CUDA context), as the chart draws it", units.Bytes(uint64(m.Outside)))
+		}
 	}
 
 	v.Charts = append(v.Charts, htmlChartOf(run, WriteMemoryChart, "Peak GPU memory by batch size"))
