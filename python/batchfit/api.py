@@ -639,7 +639,7 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
     out_pipe.close()
     err_pipe.close()
     if view is not None:
-        view.finish("".join(tail) if code != 0 else "")
+        view.finish("".join(tail), code)
     return _Output("".join(out), "".join(tail), code, interrupt)
 
 
@@ -751,7 +751,7 @@ class _LiveView:
             self._running.pop(int(t.get("n") or 0), None)
             self._trials.append(ev)
         elif kind == "warning":
-            self._warnings.append(str(ev.get("message") or ""))
+            self._warnings.append("warning: " + str(ev.get("message") or ""))
         elif kind == "end":
             self._done = True
 
@@ -763,14 +763,18 @@ class _LiveView:
             page = self.html()
         self._handle.update(self._html(page))
 
-    def finish(self, error: str) -> None:
+    def finish(self, stderr: str, code: int) -> None:
         """The last state, once batchfit has ended: every event it wrote,
-        and the error lines of a batchfit that failed."""
+        the error of a batchfit that failed, and where no trial ran (an
+        answer from the history) what it said on stderr instead."""
         self.close()
         with self._lock:
             self._running.clear()
             self._done = True
-            self._end = _stderr_error(error)[0] if error else ""
+            self._end = _stderr_error(stderr)[0] if code != 0 else ""
+            if not self._trials:
+                self._warnings += [line[len("batchfit: "):] for line in stderr.splitlines()
+                                   if line.startswith("batchfit: ") and not line.startswith(("batchfit: error: ", "batchfit: hint: "))]
             self._changed = True
         self.refresh()
 
@@ -800,7 +804,7 @@ class _LiveView:
                 f'<td><span class="{cls}">{e(outcome)}</span>{e(note)}</td><td class="num">{e(str(ev.get("memory_text") or "–"))}</td>'
                 f'<td class="num">{float(t.get("seconds") or 0):.1f}</td><td>{e(str(t.get("phase") or ""))}</td></tr>'
             )
-        warnings = "".join(f'<p class="warn">warning: {e(w)}</p>' for w in self._warnings)
+        warnings = "".join(f'<p class="warn">{e(w)}</p>' for w in self._warnings)
         phase = f"{e(self._phase)}: " if self._phase else ""
         return (
             '<div class="batchfit-live"><style>'

@@ -353,6 +353,15 @@ class NotebookTest(unittest.TestCase):
         self.assertIn("&gt; 79.99 GiB", last)
         self.assertIn("NVIDIA H100 (simulated), 80.00 GiB", last)
 
+    def test_answer_from_the_history(self):
+        # No trial ran, so no event came: the view says what batchfit said.
+        FakeBinary(self, stdout=envelope(), stderr="batchfit: answered from the history (run r1, 5s old); --fresh searches again\n",
+                   events=[])
+        shown = self.kernel()
+        batchfit.search(["./train.sh", "{}"])
+        self.assertIn("answered from the history (run r1, 5s old)", shown[-1])
+        self.assertIn("0 trials · finished", shown[-1])
+
     def test_terminal_without_kernel(self):
         fake = FakeBinary(self, stdout=envelope(), stderr="batchfit: trial 1: batch 952 ok\n", events=self.EVENTS)
         with mock.patch.object(sys, "stderr", new=__import__("io").StringIO()) as err:
