@@ -4,7 +4,7 @@ import "github.com/batchfit/batchfit/internal/units"
 
 // A trial is shown with one memory figure, the same everywhere (the
 // summary's table, a trial's progress line, the live display's bar, the HTML
-// table, the chart, the JSON's needed_bytes): for a trial that ran, its
+// table, the chart, the JSON's "needed"): for a trial that ran, its
 // peak; for one too large, what it needed at least (Needed), shown as
 // "> 79.99 GiB", since all it proves is that the size needs more than the
 // memory it had. A failed trial has no peak, and what it held is no peak

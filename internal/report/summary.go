@@ -78,7 +78,11 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 		b.WriteString("\n")
 	}
 	if run.Model != nil {
-		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample\n", run.Model.Figure, units.Bytes(uint64(max(run.Model.Intercept, 0))), units.Bytes(uint64(max(run.Model.Slope, 0))))
+		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample", run.Model.Figure, units.Bytes(uint64(max(run.Model.Intercept, 0))), units.Bytes(uint64(max(run.Model.Slope, 0))))
+		if o := run.Model.Outside; o > 0 {
+			fmt.Fprintf(&b, ", with %s outside it", units.Bytes(uint64(o)))
+		}
+		b.WriteString("\n")
 	}
 	if line := PoolText(run); line != "" {
 		fmt.Fprintf(&b, "  %s\n", line)
