@@ -10,7 +10,8 @@ reads its one JSON document (docs/json.md): ``{"schema_version", "runs":
 [RUN, ...], "doctor", "error"}``. Keyword options become flags
 (``memory_limit="24GiB"`` is ``--memory-limit=24GiB``), each checked against
 the type of its flag; progress goes to ``sys.stderr`` as the binary writes
-it. A search that ends without an answer raises BatchfitError, which carries
+it, or in a notebook to one live view of the search (``--events``), and a
+Result shows itself there as batchfit's HTML report, inline. A search that ends without an answer raises BatchfitError, which carries
 the partial Result when trials ran. Standard library only.
 """
 
@@ -439,8 +440,8 @@ def search(
     (seconds) ...; a value of the wrong type for its flag is a TypeError.
     ``extra_args``, a sequence of str, are passed as they are. ``report`` keeps
     the HTML report in that file (it is read into ``Result.report_html``
-    either way). ``progress=False`` keeps batchfit's progress lines off
-    ``sys.stderr``.
+    either way). Progress goes to ``sys.stderr``, or in a notebook to one
+    live HTML view; ``progress=False`` shows none.
     """
     argv = _command(command)
     return _result(["search", *_flags("search", options), *_args(extra_args)], argv, cwd=cwd, env=env, progress=progress, report=report)
