@@ -3,7 +3,6 @@ package python
 import (
 	"archive/zip"
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -16,10 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/batchfit/batchfit/internal/testutil"
-	"github.com/batchfit/batchfit/internal/testutil/browser"
 )
 
 // dist holds what scripts/wheel --host built, once for the package's tests.
@@ -71,26 +68,9 @@ func TestPythonAPI(t *testing.T) {
 	}
 	t.Logf("%s", out)
 
-	// A notebook shows Result._repr_html_: batchfit's report in a frame.
-	t.Run("notebook", func(t *testing.T) {
-		if _, err := browser.Find(); err != nil {
-			t.Skipf("chromium missing (scripts/test installs it): %v", err)
-		}
-		dir := t.TempDir()
-		page := filepath.Join(dir, "cell.html")
-		env := append(os.Environ(), "BATCHFIT_BINARY="+bin, "PYTHONPATH=.", "PYTHONDONTWRITEBYTECODE=1", "XDG_CACHE_HOME="+dir)
-		run(t, ".", env, py, "-c", `import sys, batchfit
-open(sys.argv[1], "w").write("<!DOCTYPE html><title>cell</title>" + batchfit.demo(progress=False)._repr_html_())`, page)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		res, err := browser.Check(ctx, page, filepath.Join(dir, "cell.png"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Blank || len(res.ConsoleErrors) > 0 || len(res.Requests) > 0 {
-			t.Errorf("the notebook view: blank %v, console errors %q, requests %q", res.Blank, res.ConsoleErrors, res.Requests)
-		}
-	})
+	// A real notebook, executed by Jupyter's own machinery: the live view
+	// and the report inline, screenshot in Chromium.
+	t.Run("notebook", func(t *testing.T) { testNotebook(t, py, bin) })
 
 	t.Run("example", func(t *testing.T) {
 		env := append(os.Environ(), "BATCHFIT_BINARY="+bin, "PYTHONPATH=.", "PYTHONDONTWRITEBYTECODE=1", "XDG_CACHE_HOME="+t.TempDir())

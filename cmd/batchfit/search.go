@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,6 +62,8 @@ type searchOptions struct {
 	noPreload                   bool
 	throughput                  bool
 	verbose                     bool
+	events                      string // --events: the file the JSON lines go to
+	eventsOut                   goio.Writer
 	gpusPerTrial                int
 	perGPUModel                 bool
 	db                          dbOptions
@@ -115,10 +118,11 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_*, OMP_*, BATCHFIT_SHAPE_PATIENCE and BATCHFIT_SHAPE_SECONDS always count)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document: the run record, or the error (docs/json.md)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
+	fs.StringVar(&o.events, "events", "", "also write the search's progress to this `file` as JSON lines, one event a line, for a program to follow (docs/json.md)")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep each run's trial logs in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when something failed unexpectedly)")
 	o.out.register(fs)
 	o.db.register(fs, true)
-	flagGroup(fs, groupOutput, "json", "quiet", "log-dir", "report", "plot", "db", "no-db", "cache-max-age", "cache-env")
+	flagGroup(fs, groupOutput, "json", "quiet", "events", "log-dir", "report", "plot", "db", "no-db", "cache-max-age", "cache-env")
 
 	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
 	fs.IntVar(&o.gpusPerTrial, "gpus-per-trial", 1, "GPUs one trial spans (torchrun --nproc_per_node=N); the batch size is per GPU")
@@ -336,6 +340,24 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 	if err != nil {
 		return runner.Deps{}, nil, err
 	}
+	closeEvents := func() {}
+	if o.events != "" {
+		// Opened for writing, never truncated by a rename: the file may be a
+		// pipe the caller reads (/dev/fd/N).
+		f, err := os.OpenFile(o.events, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			db.Close()
+			return runner.Deps{}, nil, fmt.Errorf("open --events file: %w", err)
+		}
+		o.eventsOut, closeEvents = f, func() { f.Close() }
+		// A pipe passed as /dev/fd/N stays open in batchfit as N too: keep
+		// it out of the trials, so that its reader sees its end with ours.
+		if n, ok := strings.CutPrefix(o.events, "/dev/fd/"); ok {
+			if fd, err := strconv.Atoi(n); err == nil && fd > 2 {
+				syscall.CloseOnExec(fd)
+			}
+		}
+	}
 	kind, _ := o.exec.kind(o)
 	// The simulated card holds its own memory; a real one through CUDA.
 	var holder hold.Holder = hold.CUDA{}
@@ -358,7 +380,7 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 		// fresh one.
 		Alert: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) },
 	}
-	return deps, func() { db.Close() }, nil
+	return deps, func() { db.Close(); closeEvents() }, nil
 }
 
 // gpuClaims are the GPU locks every batchfit of this user shares: beside
@@ -582,8 +604,22 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 }
 
 // progress returns the live display on a terminal, plain lines otherwise,
-// and nothing with --quiet.
+// and nothing with --quiet; and the --events stream beside it.
 func (o *searchOptions) progress(io *streams, info runner.ProgressInfo) runner.Progress {
+	shown := o.display(io, info)
+	if o.eventsOut == nil {
+		return shown
+	}
+	opts := live.Options{Title: "batchfit search", GPU: info.GPU, Capacity: info.Capacity, Limit: info.Limit,
+		AllocatorOnly: info.AllocatorOnly, Simulated: info.Simulated}
+	if info.Simulated {
+		opts.Title = "batchfit demo"
+	}
+	return runner.Progresses(shown, live.NewEvents(o.eventsOut, opts))
+}
+
+// display is the progress a person sees on stderr.
+func (o *searchOptions) display(io *streams, info runner.ProgressInfo) runner.Progress {
 	if o.quiet {
 		return live.NewPlain(goio.Discard, live.Options{})
 	}

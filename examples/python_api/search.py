@@ -36,7 +36,13 @@ def main(argv: list[str]) -> int:
         print(f"recommended for throughput: {result.recommended}")
     print("trials:")
     for t in sorted(result.trials, key=lambda t: t.n):
-        peak = f"{t.peaks.allocated / 2**30:6.2f} GiB" if t.peaks.allocated else "      -"
+        # A trial that ran by its peak, one too large by what it needed at
+        # least: the figures batchfit's own summary shows.
+        if t.needed:
+            peak = f"> {t.needed / 2**30:.2f} GiB ({t.needed_basis})"
+        else:
+            top = max(t.peaks.allocated or 0, t.peaks.device or 0)
+            peak = f"{top / 2**30:6.2f} GiB" if top else "      -"
         speed = f"{t.samples_per_second:8.1f} samples/s" if t.samples_per_second else ""
         print(f"  {t.n:3d}  batch {t.batch_size:6d}  {t.outcome:10s} {peak} {speed}")
     return 0

@@ -18,12 +18,17 @@ type OOMFigures struct {
 	// caching allocator held in all (allocated and cached), when the
 	// allocation failed.
 	Allocated, Reserved uint64
+	// Process is what the process held on the device, CUDA context and
+	// other memory outside PyTorch included ("this process has 75.07 GiB
+	// memory in use").
+	Process uint64
 }
 
 var (
 	oomAllowed   = regexp.MustCompile(size + ` allowed;`)
 	oomAllocated = regexp.MustCompile(size + ` is allocated by PyTorch`)
 	oomUnalloc   = regexp.MustCompile(size + ` is reserved by PyTorch but unallocated`)
+	oomProcess   = regexp.MustCompile(`this process has ` + size + ` memory in use`)
 	// PyTorch before 2.0: "4.36 GiB already allocated; ...; 4.63 GiB
 	// reserved in total by PyTorch", and in 1.0 "150.86 MiB cached".
 	oomAllocatedOld = regexp.MustCompile(size + ` already allocated`)
@@ -68,6 +73,7 @@ func ParseOOMFigures(output []byte) OOMFigures {
 	f.Capacity, _ = parseSize(line, oomCapacity, oomCapacityOld)
 	f.Free, _ = parseSize(line, oomFree, oomFreeOld)
 	f.Allowed, _ = parseSize(line, oomAllowed)
+	f.Process, _ = parseSize(line, oomProcess)
 	if a, ok := parseSize(line, oomAllocated); ok {
 		f.Allocated = a
 		if u, ok := parseSize(line, oomUnalloc); ok {

@@ -30,7 +30,7 @@ func FailureOf(outcome classify.Outcome, sum adapter.Summary, output []byte) sea
 	if n := len(sum.OOMRequests); n > 0 {
 		req = sum.OOMRequests[n-1]
 	}
-	out := search.Failure{Request: f.Tried, Allocated: f.Allocated, Reserved: f.Reserved}
+	out := search.Failure{Request: f.Tried, Allocated: f.Allocated, Reserved: f.Reserved, Process: f.Process}
 	if out.Request == 0 {
 		out.Request = req.Bytes
 	}
@@ -70,5 +70,5 @@ func oomFigures(f search.Failure) *record.OOMFigures {
 		return nil
 	}
 	return &record.OOMFigures{Request: f.Request, Allocated: f.Allocated, Reserved: f.Reserved, Free: f.Free,
-		Capped: f.Capped, Exact: f.Exact}
+		Process: f.Process, Capped: f.Capped, Exact: f.Exact}
 }

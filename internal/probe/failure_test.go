@@ -41,9 +41,9 @@ func TestFailureOf(t *testing.T) {
 		want    search.Failure
 	}{
 		{"the cap less reserved (torch 2.11, a fraction)", classify.OOM, adapter.Summary{}, corpus("oom-torch-2.11-fraction.txt"),
-			search.Failure{Request: 2 * gib, Allocated: round(6.03), Reserved: round(6.03) + 768<<10, Free: round(6.99) - round(6.03) - 768<<10, Capped: true}},
+			search.Failure{Request: 2 * gib, Allocated: round(6.03), Reserved: round(6.03) + 768<<10, Free: round(6.99) - round(6.03) - 768<<10, Process: round(6.61), Capped: true}},
 		{"the device's free memory on a whole card", classify.OOM, adapter.Summary{}, corpus("oom-torchrun-rank.txt"),
-			search.Failure{Request: 8 * gib, Allocated: round(70.01), Reserved: round(70.01) + round(2.44), Free: round(5.12)}},
+			search.Failure{Request: 8 * gib, Allocated: round(70.01), Reserved: round(70.01) + round(2.44), Free: round(5.12), Process: round(73.97)}},
 		{"the exception the adapter reported first", classify.OOM,
 			adapter.Summary{Exception: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.76 GiB. GPU 0 has a total capacity of 139.80 GiB of which 100.00 GiB is free. Of the allocated memory 23.43 GiB is allocated by PyTorch, and 96.00 MiB is reserved by PyTorch but unallocated.",
 				OOMRequests: []adapter.OOMRequest{{Device: 0, Bytes: 4 * gib, Limit: 24 * gib}}},
@@ -53,7 +53,7 @@ func TestFailureOf(t *testing.T) {
 			adapter.Summary{Exception: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 56.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 115.16 GiB is free. Including non-PyTorch memory, this process has 24.63 GiB memory in use. 23.90 GiB allowed; Of the allocated memory 23.76 GiB is allocated by PyTorch, and 137.70 MiB is reserved by PyTorch but unallocated.",
 				OOMRequests: []adapter.OOMRequest{{Device: 0, Bytes: 58720256, Limit: 25662377164, Free: 123652000000, Allocated: 25511999488, Reserved: 25656361984}}},
 			nil,
-			search.Failure{Request: 58720256, Allocated: 25511999488, Reserved: 25656361984, Free: round(23.90) - 25656361984, Capped: true, Exact: true}},
+			search.Failure{Request: 58720256, Allocated: 25511999488, Reserved: 25656361984, Free: round(23.90) - 25656361984, Process: round(24.63), Capped: true, Exact: true}},
 		{"the observer's free memory, to the byte, on a whole card", classify.OOM,
 			adapter.Summary{Exception: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 404.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 303.12 MiB is free. Of the allocated memory 138.76 GiB is allocated by PyTorch, and 72.81 MiB is reserved by PyTorch but unallocated.",
 				OOMRequests: []adapter.OOMRequest{{Device: 0, Bytes: 423624704, Limit: 150109880320, Free: 317849600, Allocated: 148990648832, Reserved: 149066997760}}},
@@ -104,7 +104,7 @@ func TestProbeReportsFailure(t *testing.T) {
 		t.Errorf("observation %+v, want an OOM that tried 2 GiB with the cap's free memory", obs[0])
 	}
 	// The record keeps the same figures, for --json and replays.
-	want := record.OOMFigures{Request: f.Request, Allocated: f.Allocated, Reserved: f.Reserved, Free: f.Free, Capped: f.Capped, Exact: f.Exact}
+	want := record.OOMFigures{Request: f.Request, Allocated: f.Allocated, Reserved: f.Reserved, Free: f.Free, Process: f.Process, Capped: f.Capped, Exact: f.Exact}
 	if got := p.Trials()[0].OOM; got == nil || *got != want {
 		t.Errorf("record's oom %+v, want %+v", got, want)
 	}

@@ -129,11 +129,23 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	}{
 		plain: plain(r), ID: str(r.ID), Fingerprint: str(r.Fingerprint), Finished: when(r.Finished),
 		Torch: str(r.Torch), Answer: num(r.Answer), FirstFailure: num(r.FirstFailure),
-		Margins: r.Margins(), Recommended: num(r.Recommended), Trials: list(r.Trials),
+		Margins: r.Margins(), Recommended: num(r.Recommended), Trials: list(r.jsonTrials()),
 		NonMonotonic: list(r.NonMonotonic), Flaky: list(r.Flaky), Error: str(r.Error),
 		LogDir: str(r.LogDir), CachedFrom: str(r.CachedFrom), Warnings: list(r.Warnings), Proof: str(r.Proof),
 		Soaks: list(r.Soaks),
 	}, map[string]string{"margins": "first_failure"})
+}
+
+// jsonTrials are the run's trials as its JSON writes them: each knows
+// whether the run's memory limit held the allocator only, which its
+// needed memory is in the terms of.
+func (r Run) jsonTrials() []Trial {
+	scope := r.Settings.MemoryLimitScope == ScopeAllocator
+	out := slices.Clone(r.Trials)
+	for i := range out {
+		out[i].allocatorOnly = scope
+	}
+	return out
 }
 
 // UnmarshalJSON reads a run as MarshalJSON writes it, and as older
@@ -246,14 +258,32 @@ func (t Trial) MarshalJSON() ([]byte, error) {
 		Stdout      *string   `json:"stdout_log"`
 		Stderr      *string   `json:"stderr_log"`
 		Tail        *string   `json:"stderr_tail"`
+		Needed      *needJSON `json:"needed"`
 	}{
 		plain: plain(t), Reason: str(t.Reason), Signal: str(t.Signal), Phase: str(t.Phase), GPUs: list(t.GPUs),
 		Allocated: num(t.Allocated), Reserved: num(t.Reserved), Device: num(t.Device), PoolLimit: num(t.PoolLimit), Foreign: num(t.Foreign),
 		ForeignPIDs: list(t.ForeignPIDs), StepTimes: list(t.StepTimes), Steps: num(t.Steps),
 		StepPeaks: list(t.StepPeaks), Rising: num(t.Rising), Batches: (*batches)(t.Batches), AllocCap: num(t.AllocatorCap), Throughput: num(t.Throughput()),
 		WorkerPID: num(t.WorkerPID), Retained: retained, Recycled: str(t.Recycled),
-		Stdout: str(t.Stdout), Stderr: str(t.Stderr), Tail: str(t.Tail),
-	}, map[string]string{"samples_per_second": "step_seconds"})
+		Stdout: str(t.Stdout), Stderr: str(t.Stderr), Tail: str(t.Tail), Needed: t.neededJSON(),
+	}, map[string]string{"samples_per_second": "step_seconds", "needed": "peak_device_bytes"})
+}
+
+// needJSON is a trial's Need in a run's JSON.
+type needJSON struct {
+	Bytes uint64 `json:"bytes"`
+	Basis string `json:"basis"`
+}
+
+// neededJSON is what the trial needed at least, nil when it fits or
+// nothing is known; in the terms of its run's memory limit (Run.MarshalJSON
+// sets allocatorOnly).
+func (t Trial) neededJSON() *needJSON {
+	n := t.Needed(t.allocatorOnly)
+	if n.Bytes == 0 {
+		return nil
+	}
+	return &needJSON{Bytes: n.Bytes, Basis: n.Basis}
 }
 
 // batches is a trial's adapter.Batches in a run's JSON.
@@ -304,7 +334,8 @@ func (f OOMFigures) MarshalJSON() ([]byte, error) {
 		Allocated *uint64 `json:"allocated_bytes"`
 		Reserved  *uint64 `json:"reserved_bytes"`
 		Free      *uint64 `json:"free_bytes"`
-	}{plain(f), num(f.Request), num(f.Allocated), num(f.Reserved), num(f.Free)}, nil)
+		Process   *uint64 `json:"process_bytes"`
+	}{plain(f), num(f.Request), num(f.Allocated), num(f.Reserved), num(f.Free), num(f.Process)}, nil)
 }
 
 // UnmarshalJSON reads a trial as MarshalJSON writes it.

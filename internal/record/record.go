@@ -260,6 +260,10 @@ type Trial struct {
 	// the adapter saw them; nil when it saw none. Last: a nested object the
 	// size of the trial's steps.
 	Batches *adapter.Batches `json:"batches"`
+
+	// allocatorOnly is set on the copies Run.MarshalJSON writes: the run's
+	// memory limit held the allocator only (Memory).
+	allocatorOnly bool
 }
 
 // OOMFigures are an out-of-memory failure's figures (search.Failure): the
@@ -270,6 +274,10 @@ type OOMFigures struct {
 	Allocated uint64 `json:"allocated_bytes"`
 	Reserved  uint64 `json:"reserved_bytes"`
 	Free      uint64 `json:"free_bytes"`
+	// Process is what the process held on the device, memory outside the
+	// allocator (the CUDA context) included: a message's figure, always
+	// rounded.
+	Process uint64 `json:"process_bytes"`
 	// Capped: an allocator cap decided it (a memory fraction, JAX's pool),
 	// not the device. Exact: the figures are the allocator's own counters,
 	// to the byte, not an error message's rounded ones.
@@ -524,6 +532,13 @@ type Model struct {
 	Intercept float64 `json:"intercept_bytes"`
 	Slope     float64 `json:"bytes_per_sample"`
 	Residual  float64 `json:"max_residual_bytes"`
+	// Outside is the memory outside Figure that the capacity was taken to
+	// lose where the boundary was decided against the model (the CUDA
+	// context: NVML's peak less the reserved peak, the least a trial
+	// showed); 0 when unmeasured, for the device figure, and under an
+	// allocator cap or a framework's pool, which the context lies outside.
+	// The model of a size's whole memory is Intercept + Outside + Slope·n.
+	Outside float64 `json:"outside_bytes"`
 }
 
 func median(xs []float64) float64 {

@@ -345,8 +345,8 @@ func chartLinesOf(run *record.Run) chartMemoryLines {
 type memoryPoints struct {
 	alloc, device plotter.XYs
 	failed        map[classify.Outcome]bool // the too-large outcomes seen
-	// fails are the too-large trials at the memory they held when they
-	// failed (record.Trial.MemoryText), in GiB; NaN where that is unknown.
+	// fails are the too-large trials at the memory they needed at least
+	// (record.Trial.Needed), in GiB; NaN where that is unknown.
 	fails  plotter.XYs
 	others []int // crashed or canceled
 	xmax   float64
@@ -486,28 +486,42 @@ func chartCapacityLines(p *plot.Plot, legend *plot.Legend, lines chartMemoryLine
 	return ymax
 }
 
-// chartModelLine draws the fitted model; its colour says which figure was
-// fitted.
+// chartModelLine draws the fitted model as the search decided the boundary
+// against it: the fitted figure plus the memory outside it that the
+// capacity was taken to lose (record.Model.Outside), so that it meets the
+// card's (or the limit's) line where the model put the boundary. Its colour
+// says which figure was fitted.
 func chartModelLine(p *plot.Plot, legend *plot.Legend, m *record.Model, xmax float64) {
-	if m == nil || !chartFinite(m.Intercept, m.Slope) || m.Slope == 0 {
+	if m == nil || !chartFinite(m.Intercept, m.Slope, m.Outside) || m.Slope == 0 {
 		return
 	}
 	clr := chartBlue
 	if m.Figure == "device" {
 		clr = chartOrange
 	}
-	f := plotter.NewFunction(func(x float64) float64 { return (m.Intercept + m.Slope*x) / chartGiB })
+	base := m.Intercept + max(m.Outside, 0)
+	f := plotter.NewFunction(func(x float64) float64 { return modelBytes(m, x) / chartGiB })
 	f.XMin, f.XMax = 0, xmax
 	f.Samples = 2
 	f.LineStyle = draw.LineStyle{Color: clr, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
 	p.Add(f)
 	// The record's own text stays out of the chart so the HTML report can
 	// inline it as is.
-	legend.Add(fmt.Sprintf("model: %s + %s/sample", units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0)))), f)
+	label := fmt.Sprintf("model: %s + %s/sample", units.Bytes(uint64(max(base, 0))), units.Bytes(uint64(max(m.Slope, 0))))
+	if m.Outside > 0 {
+		label += fmt.Sprintf("\n(%s, with %s outside it)", m.Figure, units.Bytes(uint64(m.Outside)))
+	}
+	legend.Add(label, f)
+}
+
+// modelBytes is the model's whole memory at size n, as the boundary was
+// decided against it: the fitted figure and the memory outside it.
+func modelBytes(m *record.Model, n float64) float64 {
+	return m.Intercept + max(m.Outside, 0) + m.Slope*n
 }
 
 // chartOutcomeMarkers draws the trials that did not fit, at the memory they
-// held when they failed (failY where that is unknown), and the ones that
+// needed at least (failY where that is unknown), and the ones that
 // crashed or were canceled (at okY). When okY > 0 the trials that fit are
 // drawn there too: the chart without memory figures has no other place
 // for them.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -518,4 +519,43 @@ func heldRun(t *testing.T) *record.Run {
 		}
 	}
 	return run
+}
+
+// TestMemoryChartDemoBoundary draws the demo's search on its simulated
+// H100 (testdata/run-demo-h100.json, `batchfit demo --json`), where 952
+// runs and 953 runs out of memory: the model line is the one the boundary
+// was decided against (the allocated fit with the CUDA context outside it),
+// so it lies below the card at every size that ran and above it at every
+// size that failed, and each failure's ✗ lies above the peaks of the
+// largest size below it that ran.
+func TestMemoryChartDemoBoundary(t *testing.T) {
+	run := chartLoadRun(t, "run-demo-h100.json")
+	if run.Model == nil || run.Model.Figure != "allocated" || run.Model.Outside <= 0 {
+		t.Fatalf("model %+v, want the allocated fit with the context outside it", run.Model)
+	}
+	card := float64(run.GPU.Capacity)
+	m := memoryPointsOf(run)
+	for _, tr := range run.Trials {
+		at := modelBytes(run.Model, float64(tr.Size))
+		switch {
+		case tr.Outcome.Fits() && at > card:
+			t.Errorf("the model line crosses the card at %d, which ran: %.0f > %.0f", tr.Size, at, card)
+		case tr.Outcome.TooLarge() && at <= card:
+			t.Errorf("the model line is below the card at %d, which failed: %.0f <= %.0f", tr.Size, at, card)
+		}
+	}
+	if len(m.fails) == 0 {
+		t.Fatal("no failed trial drawn")
+	}
+	for _, f := range m.fails {
+		below := 0.0
+		for _, xy := range slices.Concat(m.alloc, m.device) {
+			if xy.X < f.X {
+				below = math.Max(below, xy.Y)
+			}
+		}
+		if math.IsNaN(f.Y) || f.Y <= below {
+			t.Errorf("the ✗ at %.0f is drawn at %.3f GiB, not above %.3f GiB, the peak of the size below it that ran", f.X, f.Y, below)
+		}
+	}
 }

@@ -22,11 +22,26 @@ import (
 // mailed or archived and opened anywhere. All text from the record (the
 // user's command, error messages, paths) is escaped by html/template.
 func WriteHTML(w io.Writer, run *record.Run) error {
+	return writeHTML(w, run, "report")
+}
+
+// WriteHTMLFragment writes the report as a fragment to embed in another
+// page (a notebook's output): one root element, <div class="batchfit-report">,
+// whose styles all apply under it and nowhere else, with no script. It is
+// the body of the page WriteHTML writes, byte for byte, so that a reader of
+// that page (the Python API's Result._repr_html_) takes its body.
+func WriteHTMLFragment(w io.Writer, run *record.Run) error {
+	return writeHTML(w, run, "fragment")
+}
+
+// writeHTML writes the run with the named template: the page or its
+// fragment.
+func writeHTML(w io.Writer, run *record.Run, name string) error {
 	if run == nil {
 		return errors.New("write html report: no run")
 	}
 	var buf bytes.Buffer
-	if err := htmlPage.Execute(&buf, htmlViewOf(run)); err != nil {
+	if err := htmlPage.ExecuteTemplate(&buf, name, htmlViewOf(run)); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
 	// The page holds text batchfit did not write (a trial's output, the
@@ -135,6 +150,9 @@ func htmlViewOf(run *record.Run) htmlView {
 	if m := run.Model; m != nil {
 		v.Model = fmt.Sprintf("peak %s ≈ %s + %s × batch size (largest residual %s)",
 			htmlOr(m.Figure, "memory"), units.Bytes(uint64(max(m.Intercept, 0))), units.Bytes(uint64(max(m.Slope, 0))), units.Bytes(uint64(max(m.Residual, 0))))
+		if m.Outside > 0 {
+			v.Model += fmt.Sprintf("; the boundary was decided with %s outside it (the CUDA context), as the chart draws it", units.Bytes(uint64(m.Outside)))
+		}
 	}
 
 	v.Charts = append(v.Charts, htmlChartOf(run, WriteMemoryChart, "Peak GPU memory by batch size"))
@@ -356,9 +374,12 @@ func htmlTrialOf(run *record.Run, t record.Trial) htmlTrial {
 		h.Throughput = fmt.Sprintf("%.0f", v)
 	}
 	if t.Outcome.TooLarge() {
-		// What it held when it failed, as everywhere
-		// (record.Trial.MemoryText): no peaks of its own.
+		// What it needed at least, as everywhere (record.Trial.Needed),
+		// under the column of its kind of memory: no peaks of its own.
 		h.Allocated, h.Reserved, h.Device = t.MemoryText(allocatorOnly(run), "> ", "–"), "–", "–"
+		if t.Needed(allocatorOnly(run)).Device {
+			h.Allocated, h.Device = h.Device, h.Allocated
+		}
 	}
 	for _, p := range []string{t.Stdout, t.Stderr} {
 		if p != "" {

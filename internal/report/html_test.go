@@ -344,3 +344,49 @@ func TestWriteHTMLInlinesCharts(t *testing.T) {
 		t.Error("page keeps the SVG's XML prolog")
 	}
 }
+
+// The fragment a notebook shows is the page's body, byte for byte: one
+// element whose every style rule applies under it alone (nothing leaks into
+// the notebook around it), with no script.
+func TestWriteHTMLFragment(t *testing.T) {
+	for name, run := range map[string]*record.Run{"resnet50": chartResNet(t), "hostile": htmlHostile(), "soaked": chartSoaked(t)} {
+		var buf bytes.Buffer
+		if err := WriteHTMLFragment(&buf, run); err != nil {
+			t.Fatal(err)
+		}
+		frag := buf.String()
+		page := htmlRender(t, run)
+		body := page[strings.Index(page, "<body>")+len("<body>") : strings.LastIndex(page, "</body>")]
+		if strings.TrimSpace(body) != frag {
+			t.Errorf("%s: the page's body is not the fragment", name)
+		}
+		if !strings.HasPrefix(frag, `<div class="batchfit-report">`) || !strings.HasSuffix(frag, "</div>") || strings.Count(frag, "<style>") != 1 {
+			t.Errorf("%s: the fragment is not one element with its styles: %.80q … %.40q", name, frag, frag[max(len(frag)-40, 0):])
+		}
+		if strings.Contains(strings.ToLower(frag), "<script") {
+			t.Errorf("%s: the fragment holds a script", name)
+		}
+		css := frag[strings.Index(frag, "<style>")+len("<style>") : strings.Index(frag, "</style>")]
+		for _, sel := range htmlSelectors(css) {
+			// div.: the notebook's own rules for its outputs (a table's,
+			// say) weigh as much as a class and an element.
+			if sel != "div.batchfit-report" && !strings.HasPrefix(sel, "div.batchfit-report ") {
+				t.Errorf("%s: style rule %q applies outside the report", name, sel)
+			}
+		}
+	}
+}
+
+// htmlSelectors are the selectors of css's rules, those inside @media
+// included (the at-rules themselves are not selectors).
+func htmlSelectors(css string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`([^{}]+)\{`).FindAllStringSubmatch(css, -1) {
+		if s := strings.TrimSpace(m[1]); !strings.HasPrefix(s, "@") {
+			for _, sel := range strings.Split(s, ",") {
+				out = append(out, strings.TrimSpace(sel))
+			}
+		}
+	}
+	return out
+}

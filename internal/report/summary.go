@@ -78,7 +78,11 @@ func WriteSummaryHead(w io.Writer, run *record.Run) error {
 		b.WriteString("\n")
 	}
 	if run.Model != nil {
-		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample\n", run.Model.Figure, units.Bytes(uint64(max(run.Model.Intercept, 0))), units.Bytes(uint64(max(run.Model.Slope, 0))))
+		fmt.Fprintf(&b, "  memory model (%s): %s + %s per sample", run.Model.Figure, units.Bytes(uint64(max(run.Model.Intercept, 0))), units.Bytes(uint64(max(run.Model.Slope, 0))))
+		if o := run.Model.Outside; o > 0 {
+			fmt.Fprintf(&b, ", with %s outside it", units.Bytes(uint64(o)))
+		}
+		b.WriteString("\n")
 	}
 	if line := PoolText(run); line != "" {
 		fmt.Fprintf(&b, "  %s\n", line)
@@ -133,8 +137,12 @@ func WriteTrialTable(w io.Writer, run *record.Run) error {
 		}
 		alloc, device := orDash(t.Allocated), orDash(t.Device)
 		if t.Outcome.TooLarge() {
-			// What it held when it failed, as everywhere (record.Trial.MemoryText).
+			// What it needed at least, as everywhere (record.Trial.Needed),
+			// under the column of its kind of memory.
 			alloc, device = t.MemoryText(allocatorOnly(run), "> ", "-"), "-"
+			if t.Needed(allocatorOnly(run)).Device {
+				alloc, device = device, alloc
+			}
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s%s\t%.1f\t%s\t%s\t%s%s\t\n", t.N, t.Size, t.Outcome, note, t.Seconds,
 			alloc, device, share, throughput(t))

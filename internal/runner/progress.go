@@ -39,3 +39,44 @@ func (nopProgress) TrialStarted(int, int, []int) {}
 func (nopProgress) TrialDone(record.Trial)       {}
 func (nopProgress) Warn(string)                  {}
 func (nopProgress) Close()                       {}
+
+// Progresses shows a search on every one of ps: a display on stderr and an
+// event stream (--events), say.
+func Progresses(ps ...Progress) Progress {
+	if len(ps) == 1 {
+		return ps[0]
+	}
+	return progresses(ps)
+}
+
+type progresses []Progress
+
+func (ps progresses) Event(ev search.Event) {
+	for _, p := range ps {
+		p.Event(ev)
+	}
+}
+
+func (ps progresses) TrialStarted(n, size int, gpus []int) {
+	for _, p := range ps {
+		p.TrialStarted(n, size, gpus)
+	}
+}
+
+func (ps progresses) TrialDone(t record.Trial) {
+	for _, p := range ps {
+		p.TrialDone(t)
+	}
+}
+
+func (ps progresses) Warn(msg string) {
+	for _, p := range ps {
+		p.Warn(msg)
+	}
+}
+
+func (ps progresses) Close() {
+	for _, p := range ps {
+		p.Close()
+	}
+}

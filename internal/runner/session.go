@@ -432,7 +432,7 @@ func (s *session) record(res search.Result) {
 		run.AtRisk = &record.Risk{Size: r.Size, From: r.From, ShortfallBytes: r.Shortfall, SlopeBytes: r.Slope}
 	}
 	if f := res.Model; f != nil {
-		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual}
+		run.Model = &record.Model{Figure: string(res.Figure), Intercept: f.Intercept, Slope: f.Slope, Residual: f.Residual, Outside: res.Outside}
 	}
 	run.Pool = s.pool()
 	if w := s.unusedSizeWarning(res); w != "" {

@@ -49,6 +49,11 @@ type Result struct {
 	// Figure; nil when none could be made.
 	Model  *plan.Fit
 	Figure Figure
+	// Outside is the memory outside Figure that the capacity was taken to
+	// lose where the boundary was decided (the CUDA context, measured);
+	// 0 when none was, for the device figure, under an allocator cap and
+	// in a framework's own pool.
+	Outside float64
 }
 
 // Exact reports whether the answer is exact: found, every re-check of its

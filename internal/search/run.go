@@ -173,6 +173,9 @@ func (d *driver) finish() {
 	_, hi := d.bracket()
 	fig, points := d.points(hi)
 	d.res.Figure = fig
+	if _, pooled := d.capacity(); fig == FigureAllocated && !pooled {
+		d.res.Outside = max(d.context(hi), 0)
+	}
 	if f, err := plan.Estimate(points); err == nil {
 		d.res.Model = &f
 	}

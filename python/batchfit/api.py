@@ -10,7 +10,8 @@ reads its one JSON document (docs/json.md): ``{"schema_version", "runs":
 [RUN, ...], "doctor", "error"}``. Keyword options become flags
 (``memory_limit="24GiB"`` is ``--memory-limit=24GiB``), each checked against
 the type of its flag; progress goes to ``sys.stderr`` as the binary writes
-it. A search that ends without an answer raises BatchfitError, which carries
+it, or in a notebook to one live view of the search (``--events``), and a
+Result shows itself there as batchfit's HTML report, inline. A search that ends without an answer raises BatchfitError, which carries
 the partial Result when trials ran. Standard library only.
 """
 
@@ -98,6 +99,14 @@ class Trial:
     reason: str = ""
     phase: str = ""
     retry: bool = False
+    #: For a trial too large, what it needed at least, in bytes: the one
+    #: figure batchfit shows for it everywhere ("> 79.99 GiB"); None for a
+    #: trial that ran or crashed, or when nothing is known.
+    needed: int | None = None
+    #: How ``needed`` is known: "peak" (what it held before it failed),
+    #: "request" (the allocator's memory and refused request at the OOM),
+    #: "process" (the process's device memory then, with the request).
+    needed_basis: str = ""
     raw: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -120,6 +129,8 @@ class Trial:
             reason=str(d.get("reason") or ""),
             phase=str(d.get("phase") or ""),
             retry=bool(d.get("retry")),
+            needed=(d.get("needed") or {}).get("bytes"),
+            needed_basis=str((d.get("needed") or {}).get("basis") or ""),
             raw=dict(d),
         )
 
@@ -330,12 +341,23 @@ class Result:
         return "<batchfit.Result " + "; ".join(r.describe() for r in self.runs) + ">"
 
     def _repr_html_(self) -> str:
-        """Jupyter's view: batchfit's own HTML report, in a frame that keeps
-        its styles off the notebook's; a table of the trials without one."""
+        """Jupyter's view: batchfit's own HTML report inline, the body of its
+        page (report.WriteHTMLFragment): one element whose styles apply
+        under it alone, with no script, so that it renders as it is in any
+        notebook, sandboxed or not. A table of the trials without one."""
         if self.report_html:
-            doc = html.escape(self.report_html, quote=True)
-            return f'<iframe srcdoc="{doc}" sandbox style="width: 100%; height: 720px; border: 0"></iframe>'
+            return _fragment(self.report_html)
         return "".join(_run_table(r) for r in self.runs) or html.escape(repr(self))
+
+
+def _fragment(page: str) -> str:
+    """The body of batchfit's report page, which is the report's embeddable
+    fragment; a page without one (another release's) escaped in a <pre>."""
+    start, end = page.find("<body>"), page.rfind("</body>")
+    body = page[start + len("<body>"):end].strip() if 0 <= start < end else ""
+    if body.startswith('<div class="batchfit-report"'):
+        return body
+    return f"<pre>{html.escape(page)}</pre>"
 
 
 def _message(error: Any) -> str | None:
@@ -418,8 +440,8 @@ def search(
     (seconds) ...; a value of the wrong type for its flag is a TypeError.
     ``extra_args``, a sequence of str, are passed as they are. ``report`` keeps
     the HTML report in that file (it is read into ``Result.report_html``
-    either way). ``progress=False`` keeps batchfit's progress lines off
-    ``sys.stderr``.
+    either way). Progress goes to ``sys.stderr``, or in a notebook to one
+    live HTML view; ``progress=False`` shows none.
     """
     argv = _command(command)
     return _result(["search", *_flags("search", options), *_args(extra_args)], argv, cwd=cwd, env=env, progress=progress, report=report)
@@ -474,7 +496,7 @@ def _result(args: list[str], argv: list[str], *, cwd: str | os.PathLike | None, 
         full = [*args, "--json", "--report", path]
         if argv:
             full += ["--", *argv]
-        output = _execute(full, cwd=cwd, env=env, progress=progress)
+        output = _execute(full, cwd=cwd, env=env, progress=progress, events=True)
         try:
             with open(path, encoding="utf-8") as f:
                 page: str | None = f.read()
@@ -525,10 +547,13 @@ def _finish(output: _Output, read: Callable[[_Output], _T]) -> _T:
     raise output.interrupt
 
 
-def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str, str] | None, progress: bool) -> _Output:
+def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str, str] | None, progress: bool,
+             events: bool = False) -> _Output:
     """Runs the binary with args to its end. Its progress lines go to
-    sys.stderr as they come (when progress), so that a notebook shows them
-    too. Ctrl-C (a KeyboardInterrupt here) is passed on to batchfit, which
+    sys.stderr as they come (when progress); in a notebook, a command that
+    takes --events (search, demo: events) is shown instead by one HTML view
+    that its events update (_LiveView), and its stderr is kept for errors
+    only. Ctrl-C (a KeyboardInterrupt here) is passed on to batchfit, which
     stops its trials and prints what it recorded; a second one kills it.
 
     batchfit runs in a session of its own, where no signal of this
@@ -540,6 +565,11 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
         exe = binary.find()
     except FileNotFoundError as e:
         raise BatchfitError(str(e), hint=f"set ${binary.ENV} to a batchfit binary", exit_code=1) from None
+    view = _LiveView.start() if progress and events else None
+    fds: tuple[int, ...] = ()
+    if view is not None:
+        args = _with_flag(args, f"--events=/dev/fd/{view.write_fd}")
+        fds = (view.write_fd,)
     watched, held = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -549,7 +579,7 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
             stderr=subprocess.PIPE,
             cwd=cwd,
             env={**os.environ, **(env or {}), _PARENT_FD_ENV: str(watched)},
-            pass_fds=(watched,),
+            pass_fds=(watched, *fds),
             text=True,
             encoding="utf-8",
             errors="replace",
@@ -559,9 +589,13 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
         )
     except BaseException:
         os.close(held)
+        if view is not None:
+            view.close()
         raise
     finally:
         os.close(watched)
+        if view is not None:
+            view.started()
     assert proc.stdout is not None and proc.stderr is not None  # both are pipes
     out_pipe, err_pipe = proc.stdout, proc.stderr
     out: list[str] = []
@@ -570,7 +604,7 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
     def relay() -> None:
         for line in err_pipe:
             tail.append(line)
-            if progress:
+            if progress and view is None:
                 sys.stderr.write(line)
                 sys.stderr.flush()
 
@@ -585,7 +619,7 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
         try:
             stdout.start()
             stderr.start()
-            code = proc.wait()
+            code = _wait(proc, view)
         except KeyboardInterrupt as e:
             interrupt = e
             for reader in (stdout, stderr):
@@ -593,7 +627,7 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
                     reader.start()
             proc.send_signal(signal.SIGINT)
             try:
-                code = proc.wait()
+                code = _wait(proc, view)
             except KeyboardInterrupt:
                 proc.kill()
                 raise
@@ -605,7 +639,196 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
     stderr.join(timeout=5)
     out_pipe.close()
     err_pipe.close()
+    if view is not None:
+        view.finish("".join(tail), code)
     return _Output("".join(out), "".join(tail), code, interrupt)
+
+
+def _wait(proc: subprocess.Popen, view: _LiveView | None) -> int:
+    """proc's exit status; while it runs, the view shows the events so far
+    (from this thread: the notebook's output belongs to the cell that
+    runs it)."""
+    if view is None:
+        return proc.wait()
+    while True:
+        try:
+            return proc.wait(timeout=0.25)
+        except subprocess.TimeoutExpired:
+            view.refresh()
+
+
+def _with_flag(args: list[str], flag: str) -> list[str]:
+    """args with flag added before the command's "--", if there is one."""
+    i = args.index("--") if "--" in args else len(args)
+    return [*args[:i], flag, *args[i:]]
+
+
+def _notebook() -> bool:
+    """Whether this process is a notebook's kernel (IPython's, with a
+    kernel), where a display replaces the lines on stderr. Nothing is
+    imported outside one."""
+    if "ipykernel" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython  # type: ignore
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class _LiveView:
+    """A search in a notebook as it runs: one HTML output, updated from the
+    JSON lines batchfit writes to --events (docs/json.md, "Events"): the
+    phase and bracket, the rounds, and every trial with its size, outcome,
+    memory figure and time; at the end, how it ended."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        from IPython.display import HTML, display  # type: ignore
+
+        self._html = HTML
+        self.write_fd = write_fd
+        self._lock = threading.Lock()
+        self._head: dict = {}
+        self._trials: list[dict] = []
+        self._running: dict[int, int] = {}
+        self._phase, self._lo, self._hi, self._rounds = "", 0, 0, 0
+        self._warnings: list[str] = []
+        self._end = ""
+        self._done = False
+        self._changed = False
+        self._handle = display(HTML(self.html()), display_id=True)
+        self._reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(cls) -> _LiveView | None:
+        """A view in a notebook, else None (stderr's lines show the search)."""
+        if not _notebook():
+            return None
+        read_fd, write_fd = os.pipe()
+        try:
+            return cls(read_fd, write_fd)
+        except BaseException:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
+
+    def started(self) -> None:
+        """batchfit holds the pipe's write end now: this process lets go of
+        its own, so that the pipe ends with batchfit."""
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def close(self) -> None:
+        self.started()
+        self._reader.join(timeout=1)
+
+    def _read(self, fd: int) -> None:
+        with open(fd, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(ev, dict):
+                    with self._lock:
+                        self._take(ev)
+                        self._changed = True
+
+    def _take(self, ev: dict) -> None:
+        kind = ev.get("event")
+        if kind == "start":
+            self._head = ev
+        elif kind in ("phase", "bracket", "plan"):
+            self._phase, self._lo, self._hi = str(ev.get("phase") or ""), int(ev.get("lo") or 0), int(ev.get("hi") or 0)
+            if kind == "plan":
+                self._rounds += int(ev.get("rounds") or 1)
+        elif kind == "trial_started":
+            self._running[int(ev.get("n") or 0)] = int(ev.get("batch_size") or 0)
+        elif kind == "trial":
+            t = ev.get("trial") or {}
+            self._running.pop(int(t.get("n") or 0), None)
+            self._trials.append(ev)
+        elif kind == "warning":
+            self._warnings.append("warning: " + str(ev.get("message") or ""))
+        elif kind == "end":
+            self._done = True
+
+    def refresh(self) -> None:
+        with self._lock:
+            if not self._changed:
+                return
+            self._changed = False
+            page = self.html()
+        self._handle.update(self._html(page))
+
+    def finish(self, stderr: str, code: int) -> None:
+        """The last state, once batchfit has ended: every event it wrote,
+        the error of a batchfit that failed, and where no trial ran (an
+        answer from the history) what it said on stderr instead."""
+        self.close()
+        with self._lock:
+            self._running.clear()
+            self._done = True
+            self._end = _stderr_error(stderr)[0] if code != 0 else ""
+            if not self._trials:
+                self._warnings += [line[len("batchfit: "):] for line in stderr.splitlines()
+                                   if line.startswith("batchfit: ") and not line.startswith(("batchfit: error: ", "batchfit: hint: "))]
+            self._changed = True
+        self.refresh()
+
+    def html(self) -> str:
+        """The view's HTML: its styles scoped to its root, as the report's."""
+        e = html.escape
+        head = self._head
+        title = e(str(head.get("title") or "batchfit"))
+        gpu = str(head.get("gpu") or "")
+        cap = head.get("limit_bytes") or head.get("capacity_bytes") or 0
+        where = e(gpu + (f", {_gib(cap)} GiB" if cap else ""))
+        if self._done:
+            state = "finished" + (f": {e(self._end)}" if self._end else "")
+        elif self._running:
+            state = "running " + ", ".join(f"trial {n} at {size}" for n, size in sorted(self._running.items()))
+        else:
+            state = "starting" if not self._trials else "planning"
+        bracket = "no bracket yet" if not (self._lo or self._hi) else f"bracket [{self._lo or '?'}, {self._hi or '?'}]"
+        rows = []
+        for ev in self._trials:
+            t = ev.get("trial") or {}
+            outcome = str(t.get("outcome") or "")
+            cls = "ok" if outcome == "ok" else "bad"
+            note = " (retry)" if t.get("retry") else ""
+            rows.append(
+                f'<tr><td class="num">{e(str(t.get("n") or ""))}</td><td class="num">{e(str(t.get("batch_size") or ""))}</td>'
+                f'<td><span class="{cls}">{e(outcome)}</span>{e(note)}</td><td class="num">{e(str(ev.get("memory_text") or "–"))}</td>'
+                f'<td class="num">{float(t.get("seconds") or 0):.1f}</td><td>{e(str(t.get("phase") or ""))}</td></tr>'
+            )
+        warnings = "".join(f'<p class="warn">{e(w)}</p>' for w in self._warnings)
+        phase = f"{e(self._phase)}: " if self._phase else ""
+        return (
+            '<div class="batchfit-live"><style>'
+            ".batchfit-live{font:13px/1.45 system-ui,sans-serif;color:#1c2230;background:#fff;border:1px solid #dde1e8;"
+            "border-radius:8px;padding:10px 14px;max-width:760px}"
+            ".batchfit-live h4{margin:0 0 4px;font-size:14px}.batchfit-live p{margin:2px 0}"
+            ".batchfit-live table{border-collapse:collapse;margin-top:6px;width:100%}"
+            ".batchfit-live th,.batchfit-live td{padding:3px 8px;border-bottom:1px solid #eef1f5;text-align:left}"
+            ".batchfit-live td.num{text-align:right;font-variant-numeric:tabular-nums}"
+            ".batchfit-live .ok{color:#0a7a55;font-weight:600}.batchfit-live .bad{color:#b3261e;font-weight:600}"
+            ".batchfit-live .warn{color:#8a5300}"
+            "</style>"
+            f"<h4>{title}</h4><p>{where}</p>"
+            f'<p class="state" data-done="{str(self._done).lower()}">{phase}{e(bracket)} · {self._rounds} round{"" if self._rounds == 1 else "s"}'
+            f" · {len(self._trials)} trial{'' if len(self._trials) == 1 else 's'} · {state}</p>{warnings}"
+            '<table><tr><th class="num">trial</th><th class="num">batch size</th><th>outcome</th>'
+            '<th class="num">memory</th><th class="num">seconds</th><th>phase</th></tr>'
+            f'{"".join(rows)}</table></div>'
+        )
+
+
+def _gib(b: Any) -> str:
+    return f"{int(b) / 2**30:.2f}"
 
 
 def _document(out: str, err: str, code: int) -> Any:
@@ -689,7 +912,7 @@ def _command(command: str | Sequence[str]) -> list[str]:
 
 
 # Options the API sets itself.
-_RESERVED = {"json", "quiet", "q", "report", "help"}
+_RESERVED = {"json", "quiet", "q", "report", "events", "help"}
 
 # How each pflag type of flags.json takes a Python value; the tests check
 # that every type there is here.

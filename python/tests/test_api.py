@@ -86,20 +86,25 @@ class FakeBinary:
         args = sys.argv[1:]
         if "--report" in args:
             with open(args[args.index("--report") + 1], "w") as f:
-                f.write("<!DOCTYPE html><title>report</title><p>\\"282\\" & more</p>")
+                f.write("<!DOCTYPE html><title>report</title><body>\\n<div class=\\"batchfit-report\\"><p>282 &amp; more</p></div>\\n</body>")
+        for a in args:
+            if a.startswith("--events="):
+                with open(a[len("--events="):], "w") as f:
+                    f.write(open(os.path.join(d, "events")).read())
         sys.stderr.write(open(os.path.join(d, "stderr")).read())
         sys.stdout.write(open(os.path.join(d, "stdout")).read())
         sys.exit(int(open(os.path.join(d, "code")).read()))
         """)
 
-    def __init__(self, test: unittest.TestCase, stdout="", stderr="", code=0):
+    def __init__(self, test: unittest.TestCase, stdout="", stderr="", code=0, events=()):
         self.dir = tempfile.mkdtemp(prefix="fakebatchfit-")
         test.addCleanup(lambda: __import__("shutil").rmtree(self.dir, ignore_errors=True))
         self.path = os.path.join(self.dir, "batchfit")
         with open(self.path, "w") as f:
             f.write(self.SCRIPT.format(python=sys.executable))
         os.chmod(self.path, 0o755)
-        for name, text in (("stdout", stdout if isinstance(stdout, str) else json.dumps(stdout)), ("stderr", stderr), ("code", str(code))):
+        for name, text in (("stdout", stdout if isinstance(stdout, str) else json.dumps(stdout)), ("stderr", stderr), ("code", str(code)),
+                           ("events", "".join(json.dumps(e) + "\n" for e in events))):
             with open(os.path.join(self.dir, name), "w") as f:
                 f.write(text)
         patcher = mock.patch.dict(os.environ, {binary.ENV: self.path})
@@ -158,10 +163,11 @@ class SearchTest(unittest.TestCase):
         FakeBinary(self, stdout=envelope())
         r = batchfit.search(["./train.sh", "{}"], progress=False)
         self.assertEqual(repr(r), "<batchfit.Result answer 282 (283 failed), 3 trials on NVIDIA H200>")
-        page = r._repr_html_()
-        self.assertTrue(page.startswith("<iframe srcdoc=\"&lt;!DOCTYPE html&gt;"), page)
-        self.assertIn("&quot;282&quot; &amp; more", page)
-        self.assertEqual(page.count('"'), 4)  # srcdoc's and style's: the report's own are escaped
+        # The report inline: the body of its page, no frame around it.
+        self.assertEqual(r._repr_html_(), '<div class="batchfit-report"><p>282 &amp; more</p></div>')
+        # A page of another release, without the fragment, is shown as text.
+        old = api.Result(runs=r.runs, report_html="<!DOCTYPE html><style>body{}</style><p>x</p>")
+        self.assertTrue(old._repr_html_().startswith("<pre>&lt;!DOCTYPE html&gt;"))
 
     def test_repr_html_without_report(self):
         r = api.Result(runs=[api.Run.from_json(RUN)])
@@ -285,6 +291,90 @@ class SearchTest(unittest.TestCase):
         with mock.patch.object(sys, "stderr", new=__import__("io").StringIO()) as err:
             batchfit.search(["./train.sh", "{}"], progress=False)
         self.assertEqual(err.getvalue(), "")
+
+
+class NotebookTest(unittest.TestCase):
+    """In a notebook's kernel (ipykernel loaded, get_ipython() with a kernel)
+    a search is one HTML display updated from batchfit's --events lines,
+    and its stderr lines stay off sys.stderr."""
+
+    EVENTS = [
+        {"event": "start", "title": "batchfit demo", "gpu": "NVIDIA H100 (simulated)", "capacity_bytes": 80 << 30, "limit_bytes": 0},
+        {"event": "phase", "phase": "bracket", "lo": 0, "hi": 0},
+        {"event": "plan", "phase": "bracket", "lo": 0, "hi": 0, "sizes": [952], "rounds": 1},
+        {"event": "trial_started", "n": 1, "batch_size": 952},
+        {"event": "trial", "trial": {"n": 1, "batch_size": 952, "outcome": "ok", "seconds": 0.1, "phase": "bracket"},
+         "memory_text": "79.92 GiB", "memory_bytes": 1, "needs_more": False},
+        {"event": "plan", "phase": "bracket", "lo": 952, "hi": 0, "sizes": [953], "rounds": 1},
+        {"event": "trial", "trial": {"n": 2, "batch_size": 953, "outcome": "oom", "seconds": 0.1, "phase": "bracket"},
+         "memory_text": "> 79.99 GiB", "memory_bytes": 2, "needs_more": True},
+        {"event": "bracket", "phase": "bracket", "lo": 952, "hi": 953},
+        {"event": "end"},
+    ]
+
+    def kernel(self) -> list:
+        """Stand-ins for ipykernel and IPython; the display's states, in order."""
+        shown: list = []
+
+        class Handle:
+            def update(self, obj):
+                shown.append(obj.data)
+
+        def display(obj, display_id=False):
+            self.assertTrue(display_id)
+            shown.append(obj.data)
+            return Handle()
+
+        ipython = mock.MagicMock()
+        ipython.get_ipython.return_value = mock.Mock(kernel=object())
+        ipython.display.HTML = lambda data: mock.Mock(data=data)
+        ipython.display.display = display
+        patcher = mock.patch.dict(sys.modules, {"ipykernel": mock.Mock(), "IPython": ipython, "IPython.display": ipython.display})
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        return shown
+
+    def test_live_view(self):
+        fake = FakeBinary(self, stdout=envelope(), stderr="batchfit: trial 1: batch 952 ok\n", events=self.EVENTS)
+        shown = self.kernel()
+        with mock.patch.object(sys, "stderr", new=__import__("io").StringIO()) as err:
+            r = batchfit.search(["./train.sh", "{}"])
+        self.assertEqual(r.answer, 282)
+        self.assertEqual(err.getvalue(), "")
+        argv = fake.argv
+        events = [a for a in argv if a.startswith("--events=/dev/fd/")]
+        self.assertEqual(len(events), 1)
+        self.assertLess(argv.index(events[0]), argv.index("--"))
+        last = shown[-1]
+        self.assertIn('class="batchfit-live"', last)
+        self.assertIn('data-done="true"', last)
+        self.assertIn("bracket [952, 953] · 2 rounds · 2 trials · finished", last)
+        self.assertIn("<td>bracket</td>", last)
+        self.assertIn("&gt; 79.99 GiB", last)
+        self.assertIn("NVIDIA H100 (simulated), 80.00 GiB", last)
+
+    def test_answer_from_the_history(self):
+        # No trial ran, so no event came: the view says what batchfit said.
+        FakeBinary(self, stdout=envelope(), stderr="batchfit: answered from the history (run r1, 5s old); --fresh searches again\n",
+                   events=[])
+        shown = self.kernel()
+        batchfit.search(["./train.sh", "{}"])
+        self.assertIn("answered from the history (run r1, 5s old)", shown[-1])
+        self.assertIn("0 trials · finished", shown[-1])
+
+    def test_terminal_without_kernel(self):
+        fake = FakeBinary(self, stdout=envelope(), stderr="batchfit: trial 1: batch 952 ok\n", events=self.EVENTS)
+        with mock.patch.object(sys, "stderr", new=__import__("io").StringIO()) as err:
+            batchfit.search(["./train.sh", "{}"])
+        self.assertEqual(err.getvalue(), "batchfit: trial 1: batch 952 ok\n")
+        self.assertFalse(any(a.startswith("--events") for a in fake.argv))
+
+    def test_no_progress(self):
+        fake = FakeBinary(self, stdout=envelope(), events=self.EVENTS)
+        shown = self.kernel()
+        batchfit.search(["./train.sh", "{}"], progress=False)
+        self.assertEqual(shown, [])
+        self.assertFalse(any(a.startswith("--events") for a in fake.argv))
 
 
 class ErrorTest(unittest.TestCase):
@@ -527,9 +617,15 @@ class RealBinaryTest(unittest.TestCase):
         self.assertEqual((ok.batch_size, ok.outcome), (r.answer, "ok"))
         self.assertEqual(failed.batch_size, r.answer + 1)
         self.assertNotEqual(failed.outcome, "ok")
+        # What the failure needed at least lies above what the size below
+        # it used: one figure, as the CLI's summary shows it.
+        self.assertEqual(failed.needed_basis, "process")
+        self.assertGreater(failed.needed, max(ok.peaks.allocated or 0, ok.peaks.device or 0))
         self.assertIn("simulated", r.gpu.name)
         self.assertIn("<svg", r.report_html)
-        self.assertTrue(r._repr_html_().startswith("<iframe srcdoc="))
+        page = r._repr_html_()
+        self.assertTrue(page.startswith('<div class="batchfit-report">'), page[:80])
+        self.assertNotIn("<iframe", page)
 
     def test_memory_limit_without_unit(self):
         # A bare number would read as bytes (0.5 as no limit at all): the

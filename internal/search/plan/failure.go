@@ -8,6 +8,9 @@ type Failure struct {
 	Request   uint64 `json:"request_bytes,omitempty"`   // the allocation that failed
 	Allocated uint64 `json:"allocated_bytes,omitempty"` // the framework's allocated memory then
 	Reserved  uint64 `json:"reserved_bytes,omitempty"`  // its allocator's reserved memory then
+	// Process is what the process held on the device then, memory
+	// outside the allocator included; 0 where the failure did not say.
+	Process uint64 `json:"process_bytes,omitempty"`
 	// Free is what the allocator could still have taken: the cap less
 	// Reserved under an allocator cap, else the device's free memory.
 	Free uint64 `json:"free_bytes,omitempty"`
