@@ -85,14 +85,19 @@ class BatchFit(Callback):
     it at setup for fit, before the data loaders are built.
 
     batch_arg_name: the attribute that holds the batch size ("batch_size").
+    memory_limit: the card to size for ("24GiB"); None for this GPU.
+    steps: optimizer steps a trial runs (None: batchfit's default).
     Other options are batchfit search's, as batchfit.batch_size() takes
-    them: BatchFit(memory_limit="24GiB", steps=3).
+    them: BatchFit(memory_limit="24GiB", timeout=600). memory_limit and
+    steps are named so that LightningCLI can pass them
+    (--trainer.callbacks.init_args.memory_limit 24GiB).
     """
 
-    def __init__(self, batch_arg_name: str = "batch_size", **options: Any) -> None:
+    def __init__(self, batch_arg_name: str = "batch_size", memory_limit: str | None = None, steps: int | None = None,
+                 **options: Any) -> None:
         super().__init__()
         self.batch_arg_name = batch_arg_name
-        self.batch_size: int = size.batch_size(**options)
+        self.batch_size: int = size.batch_size(memory_limit=memory_limit, steps=steps, **options)
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "fit":
