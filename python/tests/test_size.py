@@ -48,15 +48,21 @@ def fake_sys(**attrs) -> types.SimpleNamespace:
 
 
 class TrialTest(unittest.TestCase):
+    def setUp(self):
+        # The hook's state, as the hook leaves it in a trial: every test
+        # here starts from a program that has not read its size.
+        from batchfit._runtime.state import state
+
+        state.size_read = False
+        self.addCleanup(setattr, state, "size_read", False)
+
     def test_trial_size_at_once(self):
         with mock.patch.dict(os.environ, {**TRIAL, **NO_BINARY}):
             self.assertEqual(batchfit.batch_size(memory_limit="24GiB"), 12)
 
     def test_size_read_in_the_exit_event(self):
         from batchfit._runtime import report
-        from batchfit._runtime.state import state
 
-        self.addCleanup(setattr, state, "size_read", False)
         self.assertNotIn("size_read", report.exit_event())
         with mock.patch.dict(os.environ, TRIAL):
             batchfit.batch_size()
