@@ -114,7 +114,8 @@ def command() -> list[str]:
         raise BatchfitError("batchfit.batch_size() cannot run python -c again before Python 3.10 (no sys.orig_argv)",
                             hint="put the code in a script")
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None and spec.name:
+    # A directory or zip run as a script has the spec __main__: its path is argv[0].
+    if spec is not None and spec.name and spec.name != "__main__":
         # python -m pkg runs pkg.__main__, and sys.argv[0] is its path.
         name = spec.name[: -len(".__main__")] if spec.name.endswith(".__main__") else spec.name
         return [sys.executable, "-m", name, *sys.argv[1:]]

@@ -108,6 +108,10 @@ class CommandTest(unittest.TestCase):
         main = types.SimpleNamespace(__spec__=types.SimpleNamespace(name="pkg.train"))
         self.assertEqual(self.command(argv=["/src/pkg/train.py"], modules={"__main__": main}),
                          ["/venv/bin/python", "-m", "pkg.train"])
+        # python app.zip, python appdir/: argv[0] runs it again.
+        main = types.SimpleNamespace(__spec__=types.SimpleNamespace(name="__main__"))
+        self.assertEqual(self.command(argv=["app.zip", "fit"], modules={"__main__": main}),
+                         ["/venv/bin/python", "app.zip", "fit"])
         with self.assertRaises(batchfit.BatchfitError) as ctx:
             self.command(argv=["-c"])
         self.assertIn("python -c", str(ctx.exception))
