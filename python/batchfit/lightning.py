@@ -15,8 +15,8 @@ or, with LightningCLI:
     python train.py fit --trainer.callbacks+=batchfit.lightning.BatchSizeFromBatchfit \\
         --trainer.callbacks.init_args.result batchfit.json
 
-At setup for fit it reads the result (a file from `batchfit search --json`, a
-run id or "latest"), refuses when it does not stand for this run (another
+At setup for fit BatchSizeFromBatchfit reads the result (a file from
+`batchfit search --json`, a run id or "latest"), refuses when it does not stand for this run (another
 script or a changed one, other arguments, another GPU; see batchfit.apply),
 and sets the batch size where Lightning's own BatchSizeFinder would: the
 attribute batch_arg_name of the LightningModule, its hparams or the
@@ -27,11 +27,11 @@ before it calls any callback hook of fit. Trainer._run calls
 strategy.setup_environment() first, whose CUDAAccelerator.setup_device
 calls torch.cuda.set_device (which initialises CUDA) and, on Ampere and
 later, torch.cuda.get_device_capability; the setup hook comes after. A
-search from there would share the card with this process's CUDA context
-(0.5 GiB or more outside any allocator), so batchfit.batch_size() refuses
-it. Making the Trainer starts nothing on the GPU (Lightning counts GPUs
-through NVML): a callback made with it, or by LightningCLI, searches on a
-GPU of its own.
+search from there would share the card with this process's CUDA context,
+so batchfit.batch_size() refuses it. Making the Trainer starts nothing on
+the GPU (Lightning counts GPUs through NVML): a callback made with it, or
+by LightningCLI, searches on a GPU of its own
+(docs/design/one-line-search.md).
 """
 
 from __future__ import annotations
