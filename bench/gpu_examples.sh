@@ -7,12 +7,17 @@
 #   callbacks  a search of sizes 8 to 16 of examples/lightning_resnet and of examples/hf_trainer, then
 #              each trained with batchfit's callback reading that search's JSON: the answer is applied;
 #              Lightning again with --trainer.precision 32-true, which the callback must refuse
+#   oneline    examples/hf_trainer/oneline.py and examples/lightning_resnet/oneline.py, which find
+#              their own size (batchfit.batch_size(), the BatchFit callback; both for 24GiB, so keep
+#              LIMIT at that), each run plainly twice: the first searches and trains at the answer of
+#              a CLI search of the same script, the second trains at it from the history (a history
+#              of its own under OUTDIR)
 # jax_optax, and every example against a fresh-process bisection, is bench/zoo.py's.
 # Prints a table (part, run, answer, trials, seconds, check: yes or NO against what the part promises),
 # then every search's trials (bench/record_line.py). Writes each run's JSON, stderr and logs and
 # table.txt under OUTDIR. Measured: bench/results/examples-h200.txt.
 # Usage: bench/gpu_examples.sh [BATCHFIT] [OUTDIR] [PARTS...]
-#        (default: batchfit on PATH, ./bench-out, all three parts)
+#        (default: batchfit on PATH, ./bench-out, every part)
 # Environment: LIMIT (24GiB), BF_ARGS (more flags for every search), HF_TIMEOUT (120s: a trial's
 # --timeout for the HF Trainer, which without --max_steps would train for minutes were it not stopped).
 set -uo pipefail
@@ -20,7 +25,7 @@ bf=${1:-batchfit}
 out=${2:-bench-out}
 shift $(($# < 2 ? $# : 2))
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(caught hf callbacks)
+[ ${#parts[@]} -gt 0 ] || parts=(caught hf callbacks oneline)
 limit=${LIMIT:-24GiB}
 hf_timeout=${HF_TIMEOUT:-120s}
 read -r -a bf_args <<<"${BF_ARGS:-}"
@@ -50,6 +55,11 @@ answer() { "$py" -c 'import json, sys; print((json.load(open(sys.argv[1]))["runs
 caught=("$py" "$here/examples/caught_oom/train.py" --batch-size {})
 hf=("$py" "$here/examples/hf_trainer/train.py" --output_dir "$out/hf-output" --bf16 --report_to none
 	--save_strategy no --disable_tqdm true)
+# The one-line scripts search with the batchfit the Python API finds: this one.
+export BATCHFIT_BINARY=$(readlink -f "$(command -v "$bf")")
+hf_one=("$py" "$here/examples/hf_trainer/oneline.py" --output_dir "$out/hf-output" --bf16 --report_to none
+	--save_strategy no --disable_tqdm true --max_steps 20)
+light_one=("$py" "$here/examples/lightning_resnet/oneline.py" --max_steps 20)
 light=("$py" "$here/examples/lightning_resnet/train.py" fit --trainer.precision 16-mixed --trainer.logger false
 	--trainer.enable_checkpointing false --trainer.enable_progress_bar false --trainer.enable_model_summary false)
 for part in "${parts[@]}"; do
@@ -72,7 +82,16 @@ for part in "${parts[@]}"; do
 		search hf-quick --steps 3 --min 8 --max 16 --timeout "$hf_timeout" -- "${hf[@]}" --per_device_train_batch_size {}
 		train hf-apply "${hf[@]}" --per_device_train_batch_size 8 --max_steps 2 --batchfit_result "$out/hf-quick.json"
 		;;
-	*) echo "gpu_examples: unknown part $part (caught, hf, callbacks)" >&2 ;;
+	oneline)
+		for one in hf light; do
+			ref=("${hf_one[@]}")
+			[ $one = hf ] || ref=("${light_one[@]}")
+			search "$one-oneline-cli" --steps 3 -- "${ref[@]}"
+			train "$one-oneline" env XDG_CACHE_HOME="$out/oneline-cache" "${ref[@]}"
+			train "$one-oneline-again" env XDG_CACHE_HOME="$out/oneline-cache" "${ref[@]}"
+		done
+		;;
+	*) echo "gpu_examples: unknown part $part (caught, hf, callbacks, oneline)" >&2 ;;
 	esac
 done
 
@@ -110,6 +129,14 @@ def applied(name, search):
     size = (run(search) or {}).get("answer")
     return bool(size) and rc(name) == 0 and f" -> {size} " in text(name)
 
+def trained(name, search, attr, history=False):
+    """A plain run of a one-line script: it said it would train at the
+    answer of the CLI's search of it, and did (from the history)."""
+    size = (run(search) or {}).get("answer")
+    out = text(name)
+    said = f"batchfit: batch size {size} (answer {size} (" + ("from the history" if history else "")
+    return bool(size) and rc(name) == 0 and said in out and f"trained at {attr} {size}\n" in out
+
 def refused(name):
     return rc(name) not in (None, 0) and "ResultMismatch" in text(name)
 
@@ -125,6 +152,16 @@ rows = [
     ("callbacks", "lightning, 32-true refused", "lightning-refuse", lambda: refused("lightning-refuse")),
     ("callbacks", "hf, sizes 8 to 16", "hf-quick", None),
     ("callbacks", "hf trained at the answer", "hf-apply", lambda: applied("hf-apply", "hf-quick")),
+    ("oneline", "hf, the CLI's search of it", "hf-oneline-cli", None),
+    ("oneline", "hf, run: trained at the answer", "hf-oneline",
+     lambda: trained("hf-oneline", "hf-oneline-cli", "per_device_train_batch_size")),
+    ("oneline", "hf, again: from the history", "hf-oneline-again",
+     lambda: trained("hf-oneline-again", "hf-oneline-cli", "per_device_train_batch_size", history=True)),
+    ("oneline", "lightning, the CLI's search of it", "light-oneline-cli", None),
+    ("oneline", "lightning, run: trained at it", "light-oneline",
+     lambda: trained("light-oneline", "light-oneline-cli", "batch_size")),
+    ("oneline", "lightning, again: from the history", "light-oneline-again",
+     lambda: trained("light-oneline-again", "light-oneline-cli", "batch_size", history=True)),
 ]
 print(f"{'part':10} {'run':34} {'answer':>6} {'trials':>6} {'seconds':>8}  check")
 searches = []

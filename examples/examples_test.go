@@ -204,7 +204,8 @@ func TestJAXHFAndLightningScriptsCompile(t *testing.T) {
 	t.Parallel()
 	py := python(t)
 	for _, script := range []string{filepath.Join("jax_optax", "train.py"), filepath.Join("hf_trainer", "train.py"),
-		filepath.Join("lightning_resnet", "train.py"), filepath.Join("..", "python", "batchfit", "lightning.py"),
+		filepath.Join("hf_trainer", "oneline.py"), filepath.Join("lightning_resnet", "train.py"),
+		filepath.Join("lightning_resnet", "oneline.py"), filepath.Join("..", "python", "batchfit", "lightning.py"),
 		filepath.Join("..", "python", "batchfit", "hf.py")} {
 		cmd := exec.Command(py, "-m", "py_compile", script)
 		cmd.Env = append(os.Environ(), "PYTHONPYCACHEPREFIX="+t.TempDir())

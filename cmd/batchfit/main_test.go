@@ -61,6 +61,13 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("FAKEJAX", fake)
+			// The Python package of this tree, for scripts that import
+			// batchfit in the program that runs batchfit (oneline).
+			pkg, err := filepath.Abs("../../python")
+			if err != nil {
+				return err
+			}
+			env.Setenv("BATCHFIT_PYTHON", pkg)
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

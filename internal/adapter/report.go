@@ -101,6 +101,10 @@ type Event struct {
 	// Stopped is set when the adapter ended the program after BATCHFIT_STEPS
 	// steps (it then exits with status 0); Steps says how many.
 	Stopped bool `json:"stopped,omitempty"`
+	// SizeRead is set when the program took its batch size from
+	// batchfit.batch_size(), which returns the trial's: the size reaches
+	// the program as surely as through {} in its arguments.
+	SizeRead bool `json:"size_read,omitempty"`
 
 	// Sources are the source files the process loaded outside the standard
 	// library, site-packages and dist-packages (its script first, then by

@@ -52,6 +52,9 @@ type Summary struct {
 	Batches *Batches
 	// Stopped is set when the adapter ended any process after its steps.
 	Stopped bool
+	// SizeRead is set when any process took its batch size from
+	// batchfit.batch_size() (Event.SizeRead).
+	SizeRead bool
 	// Sources are the source files every process loaded (see
 	// Event.Sources), each path once, at most MaxSources; SourcesTruncated
 	// says some were left out.
@@ -83,6 +86,7 @@ func Summarize(events []Event) Summary {
 		ranks[ev.Rank] = true
 		s.OOM = s.OOM || ev.OOM
 		s.Stopped = s.Stopped || ev.Stopped
+		s.SizeRead = s.SizeRead || ev.SizeRead
 		if ev.Exception != "" && (kept == nil || betterException(ev, kept)) {
 			kept = ev
 		}

@@ -111,6 +111,14 @@ func TestSummarize(t *testing.T) {
 			},
 			want: Summary{Events: 3, Ranks: 2, Steps: 3, StepTimes: []float64{1, 2}, StepPeaks: []uint64{10, 20, 20}, Stopped: true},
 		},
+		{
+			name: "the size read through batchfit.batch_size() by one process of two",
+			events: []Event{
+				{Version: 1, Event: "exit", PID: 8},
+				{Version: 1, Event: "exit", PID: 9, SizeRead: true},
+			},
+			want: Summary{Events: 2, Ranks: 1, SizeRead: true},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Summarize(tc.events); !reflect.DeepEqual(got, tc.want) {

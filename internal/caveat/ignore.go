@@ -80,9 +80,10 @@ type IgnoresBatchSizeError struct {
 	// SmallStep and LargeStep are the median step times in seconds; 0 when
 	// unknown.
 	SmallStep, LargeStep float64
-	// Placeholder is set when the command has {}, and Worker when a warm
-	// worker gave the Trial its sizes.
-	Placeholder, Worker bool
+	// Placeholder is set when the command has {}, SizeRead when the
+	// program took its size from batchfit.batch_size() (record.Trial), and
+	// Worker when a warm worker gave the Trial its sizes.
+	Placeholder, SizeRead, Worker bool
 }
 
 func (e *IgnoresBatchSizeError) Error() string {
@@ -99,6 +100,8 @@ func (e *IgnoresBatchSizeError) Hint() string {
 	switch {
 	case e.Worker:
 		return "the worker passes each size to the Trial's step(state, batch_size): check that the step builds its batch from it"
+	case e.SizeRead:
+		return "check that the size batchfit.batch_size() returns sets the batch size each step runs (not overridden by a config file, not a gradient-accumulation count)"
 	case e.Placeholder:
 		return "check that the option {} fills sets the batch size each step runs (not overridden by a config file, not a gradient-accumulation count); the size is also in BATCHFIT_BATCH_SIZE"
 	}
@@ -198,7 +201,7 @@ func (f flatness) ignored() bool {
 		uint64(b-a)*leastPerSample >= 2*f.tolerance && f.stepsFlat()
 }
 
-func (f flatness) error(placeholder, worker bool) *IgnoresBatchSizeError {
+func (f flatness) error(placeholder, sizeRead, worker bool) *IgnoresBatchSizeError {
 	peak := f.small.Allocated
 	large := f.large.Allocated
 	if f.figure == search.FigureDevice {
@@ -208,7 +211,7 @@ func (f flatness) error(placeholder, worker bool) *IgnoresBatchSizeError {
 		Small: f.small.Size, Large: f.large.Size, Figure: f.figure,
 		SmallPeak: peak, LargePeak: large,
 		SmallStep: f.small.StepSeconds(), LargeStep: f.large.StepSeconds(),
-		Placeholder: placeholder, Worker: worker,
+		Placeholder: placeholder, SizeRead: sizeRead, Worker: worker,
 	}
 }
 
@@ -219,30 +222,46 @@ func (f flatness) error(placeholder, worker bool) *IgnoresBatchSizeError {
 // worker runs the trials.
 func Ignored(trials []record.Trial, capacity uint64, placeholder, worker bool) *IgnoresBatchSizeError {
 	if f := measureFlatness(trials, capacity); f.ignored() {
-		return f.error(placeholder, worker)
+		return f.error(placeholder, SizeRead(trials), worker)
 	}
 	return nil
+}
+
+// SizeRead reports whether a trial's program took its batch size from
+// batchfit.batch_size(). Such a program gets the size as surely as through
+// {} in its arguments, so a command without {} is then judged as one with
+// it: no warning that only the environment carries the size, and the
+// evidence of flat trials, not the missing {}, decides whether it ignores
+// the size.
+func SizeRead(trials []record.Trial) bool {
+	return slices.ContainsFunc(trials, func(t record.Trial) bool { return t.SizeRead })
 }
 
 // UnusedSize is the warning for a search that ran every size up to max
 // when its trials could not stop it as a command that ignores the size (no
 // memory figures, or too few), yet nothing showed that it uses it: a
-// command without {} (placeholder false), or one with {} whose step times
-// stayed flat (PyTorch on a CPU, where there are step times but no memory
-// figures). Step times alone warn rather than stop: a small model's steps
-// can be bound by launches at every size. "" when there is nothing to warn
-// about.
+// command without {} (placeholder false) whose program did not take its
+// size from batchfit.batch_size() (SizeRead), or one that gets the size
+// either way but whose step times stayed flat (PyTorch on a CPU, where
+// there are step times but no memory figures). Step times alone warn
+// rather than stop: a small model's steps can be bound by launches at
+// every size. "" when there is nothing to warn about.
 func UnusedSize(trials []record.Trial, capacity uint64, max int, placeholder bool) string {
 	f := measureFlatness(trials, capacity)
 	if f.grew() || f.small.Size == 0 || max < 4*f.small.Size {
 		return ""
 	}
-	if !placeholder {
+	read := SizeRead(trials)
+	if !placeholder && !read {
 		return fmt.Sprintf("every size up to --max %d ran and the command has no {}: check that it uses BATCHFIT_BATCH_SIZE", max)
 	}
 	if len(f.steps) < 2 {
 		return ""
 	}
-	return fmt.Sprintf("every size up to --max %d ran in the same time a step (%s at batch size %d, %s at %d): check that {} sets the batch size each step runs",
-		max, units.Duration(f.small.StepSeconds()), f.small.Size, units.Duration(f.large.StepSeconds()), f.large.Size)
+	what := "{} sets"
+	if read {
+		what = "the size batchfit.batch_size() returns sets"
+	}
+	return fmt.Sprintf("every size up to --max %d ran in the same time a step (%s at batch size %d, %s at %d): check that %s the batch size each step runs",
+		max, units.Duration(f.small.StepSeconds()), f.small.Size, units.Duration(f.large.StepSeconds()), f.large.Size, what)
 }

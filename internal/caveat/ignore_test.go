@@ -65,16 +65,17 @@ func TestIgnoresBatchSizeErrorWords(t *testing.T) {
 		t.Errorf("message %q, want %q", got, want)
 	}
 	for _, tc := range []struct {
-		placeholder, worker bool
-		hint                string
+		placeholder, sizeRead, worker bool
+		hint                          string
 	}{
-		{false, false, "pass the size with {} in the command (--batch-size {}), or read BATCHFIT_BATCH_SIZE"},
-		{true, false, "check that the option {} fills sets the batch size each step runs"},
-		{false, true, "the Trial's step(state, batch_size)"},
+		{false, false, false, "pass the size with {} in the command (--batch-size {}), or read BATCHFIT_BATCH_SIZE"},
+		{true, false, false, "check that the option {} fills sets the batch size each step runs"},
+		{false, true, false, "check that the size batchfit.batch_size() returns sets the batch size each step runs"},
+		{false, false, true, "the Trial's step(state, batch_size)"},
 	} {
-		e.Placeholder, e.Worker = tc.placeholder, tc.worker
+		e.Placeholder, e.SizeRead, e.Worker = tc.placeholder, tc.sizeRead, tc.worker
 		if !strings.Contains(e.Hint(), tc.hint) {
-			t.Errorf("{} %v, worker %v: hint %q, want %q", tc.placeholder, tc.worker, e.Hint(), tc.hint)
+			t.Errorf("{} %v, size read %v, worker %v: hint %q, want %q", tc.placeholder, tc.sizeRead, tc.worker, e.Hint(), tc.hint)
 		}
 	}
 }

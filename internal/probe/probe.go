@@ -505,6 +505,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Rising:       rising(sum),
 		Batches:      sum.Batches,
 		Forked:       res.Forked,
+		SizeRead:     sum.SizeRead,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
 		Held:         sp.held,
 		SharedGPU:    shared,

@@ -228,6 +228,9 @@ type Trial struct {
 	// Forked marks a trial forked from a server that had preloaded the
 	// program's modules (--preload), not started afresh.
 	Forked bool `json:"forked"`
+	// SizeRead marks a trial whose program took its batch size from
+	// batchfit.batch_size(): the size reached it, {} or not.
+	SizeRead bool `json:"size_read"`
 	// AllocatorCap is what the framework's allocator was allowed when that
 	// was less than --memory-limit: the limit less what the process holds
 	// outside the allocator, so that the limit holds for the whole process.

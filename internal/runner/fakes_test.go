@@ -52,6 +52,9 @@ type fakeTrainer struct {
 	// worstSteps, when set, reports batches whose shapes vary, the
 	// loader's largest run first in so many of the three steps.
 	worstSteps int
+	// sizeRead reports that the program took its size from
+	// batchfit.batch_size(), in every trial, failed ones too.
+	sizeRead bool
 	// soakFits, when set, is the largest size a soak survives; a larger
 	// one runs out of memory after soakSteps steps. A soak that survives
 	// runs until batchfit stops it.
@@ -112,7 +115,7 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 	case t.crashAbove > 0 && size > t.crashAbove:
 		return trial.Result{ExitCode: 1, StderrTail: []byte("Traceback (most recent call last):\nRuntimeError: mat1 and mat2 shapes cannot be multiplied\n")}, nil
 	case !t.fits(size):
-		adapter.Append(report, adapter.Event{Event: "exit", OOM: true, Exception: "torch.OutOfMemoryError"})
+		adapter.Append(report, adapter.Event{Event: "exit", OOM: true, Exception: "torch.OutOfMemoryError", SizeRead: t.sizeRead})
 		return trial.Result{ExitCode: 1, StderrTail: []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")}, nil
 	}
 	if !t.noFigures {
@@ -122,7 +125,7 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 			peaks = []uint64{peak - 2<<30, peak - 1<<30, peak}
 		}
 		ev := adapter.Event{Event: "exit", MaxAllocated: peak, MaxReserved: peak, Steps: 3, StepTimes: []float64{step, step},
-			StepPeaks: peaks, Sources: statSources(t.sources), Opened: statSources(t.opened)}
+			StepPeaks: peaks, Sources: statSources(t.sources), Opened: statSources(t.opened), SizeRead: t.sizeRead}
 		if t.worstSteps > 0 {
 			ev.Batches = &adapter.Batches{Source: "dataloader", Varied: true, WorstFirst: true, WorstSteps: t.worstSteps,
 				Largest: adapter.BatchShape{"input_ids": {size, 2048}}}
@@ -131,6 +134,8 @@ func (e *fakeExecutor) Run(ctx context.Context, spec trial.Spec, w trial.Watcher
 			ev.MaxAllocated, ev.MaxReserved, ev.StepPeaks = 0, 0, nil
 		}
 		adapter.Append(report, ev)
+	} else if t.sizeRead {
+		adapter.Append(report, adapter.Event{Event: "exit", SizeRead: true})
 	}
 	return trial.Result{ExitCode: 0, Duration: time.Second}, nil
 }

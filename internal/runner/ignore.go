@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/batchfit/batchfit/internal/caveat"
 	"github.com/batchfit/batchfit/internal/probe"
@@ -22,12 +23,24 @@ type sizeCheck struct {
 	capacity    uint64 // the card or --memory-limit; 0 when unknown
 	placeholder bool   // the command has {}
 	worker      bool   // a warm worker runs the trials
+	// warn, set for a command without {}, says once, after the first
+	// trials, that only the environment carries the size, unless their
+	// program took it from batchfit.batch_size(): only a trial can tell.
+	warn   func(string)
+	warned sync.Once
 }
 
 var _ trialProber = (*sizeCheck)(nil)
 
 func (c *sizeCheck) Probe(ctx context.Context, req search.Request) ([]search.Observation, error) {
 	obs, err := c.trialProber.Probe(ctx, req)
+	if c.warn != nil && len(c.Trials()) > 0 {
+		c.warned.Do(func() {
+			if !caveat.SizeRead(c.Trials()) {
+				c.warn("the command has no {}; only BATCHFIT_BATCH_SIZE carries the batch size")
+			}
+		})
+	}
 	if err != nil {
 		return obs, err
 	}

@@ -15,22 +15,30 @@ import (
 // ignoring needs 3 GiB at every size: it never reads its batch size.
 var ignoring = fakeTrainer{fixed: 3 * gib, limit: 80 * gib}
 
-const noBraces = "warning: the command has no {}; only BATCHFIT_BATCH_SIZE carries the batch size"
+// noBraces is the display's warning, after the first trials, for a command
+// without {} whose program did not take its size from batchfit.batch_size().
+const noBraces = "the command has no {}; only BATCHFIT_BATCH_SIZE carries the batch size"
 
 func TestRunStopsACommandThatIgnoresTheSize(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		command  []string
 		strategy search.Strategy
+		sizeRead bool
 		hint     string
 	}{
-		{"no {}, env not read", []string{"train"}, search.Model, "pass the size with {} in the command (--batch-size {}), or read BATCHFIT_BATCH_SIZE"},
-		{"{} given but not used", []string{"train", "{}"}, search.Model, "check that the option {} fills sets the batch size"},
+		{"no {}, env not read", []string{"train"}, search.Model, false, "pass the size with {} in the command (--batch-size {}), or read BATCHFIT_BATCH_SIZE"},
+		{"{} given but not used", []string{"train", "{}"}, search.Model, false, "check that the option {} fills sets the batch size"},
+		// The program takes the size from batchfit.batch_size() and then
+		// trains at a size of its own: flat trials still stop it.
+		{"batchfit.batch_size() read but not used", []string{"train"}, search.Model, true, "check that the size batchfit.batch_size() returns sets the batch size"},
 		// Doubling from 1, the sizes are first far enough apart at 8192.
-		{"bisection", []string{"train"}, search.Bisect, "pass the size with {}"},
+		{"bisection", []string{"train"}, search.Bisect, false, "pass the size with {}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(ignoring)
+			trainer := ignoring
+			trainer.sizeRead = tc.sizeRead
+			f := newFixture(trainer)
 			f.cfg.LogBase = t.TempDir()
 			f.cfg.Command = tc.command
 			f.cfg.Search.Max = 65536
@@ -55,8 +63,8 @@ func TestRunStopsACommandThatIgnoresTheSize(t *testing.T) {
 			if run.Status != record.Failed || run.Error != err.Error() || run.Answer != 0 || len(run.Trials) != len(tried) {
 				t.Errorf("recorded %s %q, answer %d, %d trials", run.Status, run.Error, run.Answer, len(run.Trials))
 			}
-			if warned := slices.Contains(f.notices, noBraces); warned != !hasPlaceholder(tc.command) {
-				t.Errorf("notices %q: the no-{} warning is wanted exactly when there is no {}", f.notices)
+			if warned := slices.Contains(f.progress.warns, noBraces); warned != (!hasPlaceholder(tc.command) && !tc.sizeRead) {
+				t.Errorf("warnings %q: the no-{} warning is wanted exactly when there is no {} and the size was not read", f.progress.warns)
 			}
 		})
 	}
@@ -111,11 +119,14 @@ func TestRunWarnsWhenTheTrialsCannotTell(t *testing.T) {
 		warnings  []string
 	}{
 		{"no figures, no {}", blind, []string{"train"}, false, 4096, []string{warning}},
+		{"no figures, no {}, the size read through batchfit.batch_size()", reading(blind), []string{"train"}, false, 4096, nil},
 		{"no figures, {} given", blind, []string{"train", "{}"}, false, 4096, nil},
 		// PyTorch on a CPU: step times, no memory. Flat steps with {} warn;
 		// steps that grow with the size do not.
 		{"flat steps, no memory, {} given", fakeTrainer{fixed: 3 * gib, limit: 80 * gib, noMemory: true}, []string{"train", "{}"}, false, 4096,
 			[]string{"every size up to --max 4096 ran in the same time a step (0.1s at batch size 1, 0.1s at 4096): check that {} sets the batch size each step runs"}},
+		{"flat steps, no memory, the size read through batchfit.batch_size()", reading(fakeTrainer{fixed: 3 * gib, limit: 80 * gib, noMemory: true}), []string{"train"}, false, 4096,
+			[]string{"every size up to --max 4096 ran in the same time a step (0.1s at batch size 1, 0.1s at 4096): check that the size batchfit.batch_size() returns sets the batch size each step runs"}},
 		{"growing steps, no memory, {} given", fakeTrainer{fixed: 3 * gib, limit: 80 * gib, noMemory: true, stepPerSample: 1e-3}, []string{"train", "{}"}, false, 4096, nil},
 		{"no figures, sizes less than 4x apart", blind, []string{"train"}, false, 3, nil},
 		// Allocated peaks within the tolerance, but at sizes too close to
@@ -138,9 +149,41 @@ func TestRunWarnsWhenTheTrialsCannotTell(t *testing.T) {
 			if !slices.Equal(run.Warnings, tc.warnings) {
 				t.Errorf("warnings %q, want %q", run.Warnings, tc.warnings)
 			}
-			if warned := slices.Contains(f.notices, noBraces); warned != (!tc.simulated && !hasPlaceholder(tc.command)) {
-				t.Errorf("notices %q", f.notices)
+			if warned := slices.Contains(f.progress.warns, noBraces); warned != (!tc.simulated && !hasPlaceholder(tc.command) && !tc.trainer.sizeRead) {
+				t.Errorf("warnings of the display %q", f.progress.warns)
 			}
 		})
+	}
+}
+
+// reading is t whose program takes its size from batchfit.batch_size().
+func reading(t fakeTrainer) fakeTrainer {
+	t.sizeRead = true
+	return t
+}
+
+// A command without {} whose program takes its size from
+// batchfit.batch_size() (the one-line use: the Python API searches the
+// program itself) is searched as one with {}: the exact answer, no
+// warning, and every trial says the size was read.
+func TestRunTakesTheSizeReadThroughTheAPI(t *testing.T) {
+	trainer := reading(fakeTrainer{fixed: 3 * gib, perSample: 64 << 20, limit: 80 * gib})
+	f := newFixture(trainer)
+	f.cfg.LogBase = t.TempDir()
+	f.cfg.Command = []string{"python", "train.py"}
+	run, err := f.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := trainer.truth(4096); run.Answer != want {
+		t.Errorf("answer %d, want %d", run.Answer, want)
+	}
+	if len(run.Warnings) != 0 || len(f.progress.warns) != 0 || len(f.notices) != 0 {
+		t.Errorf("warnings %q, display %q, notices %q", run.Warnings, f.progress.warns, f.notices)
+	}
+	for _, tr := range run.Trials {
+		if !tr.SizeRead {
+			t.Errorf("trial %d at %d: size_read false", tr.N, tr.Size)
+		}
 	}
 }

@@ -167,12 +167,7 @@ func (s *session) begin(ctx context.Context) error {
 	if s.cfg.Simulated {
 		s.deps.Notice("the GPU is simulated: " + s.cfg.Group.Name)
 	}
-	// The simulator's command has {}, and a warm worker gets its sizes
-	// over its channel.
 	placeholder := hasPlaceholder(s.cfg.Command)
-	if !placeholder && !s.cfg.Simulated && s.cfg.Worker == nil {
-		s.deps.Notice("warning: the command has no {}; only BATCHFIT_BATCH_SIZE carries the batch size")
-	}
 	// From here until prog.Close nothing else writes to the terminal: the
 	// live display owns it.
 	prog := s.deps.Progress(s.progressInfo())
@@ -189,7 +184,13 @@ func (s *session) begin(ctx context.Context) error {
 	}
 	pcfg.OnSpawn = s.recordSpawn(ctx)
 	pcfg.OnSubmit = s.recordSubmit(ctx)
-	s.prober = &sizeCheck{trialProber: s.newProber(pcfg), capacity: s.capacity(), placeholder: placeholder, worker: s.cfg.Worker != nil}
+	check := &sizeCheck{trialProber: s.newProber(pcfg), capacity: s.capacity(), placeholder: placeholder, worker: s.cfg.Worker != nil}
+	// The simulator's command has {}, and a warm worker gets its sizes
+	// over its channel.
+	if !placeholder && !s.cfg.Simulated && s.cfg.Worker == nil {
+		check.warn = s.prog.Warn
+	}
+	s.prober = check
 	s.chooseProof()
 	return nil
 }

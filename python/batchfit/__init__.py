@@ -7,7 +7,9 @@ imports only the standard library, never torch.
 
 Every trial imports this module, so it imports nothing but os: the API that
 runs the batchfit binary from Python (batchfit.search, demo, doctor and their
-result types, in batchfit.api) is imported on first use.
+result types, in batchfit.api) is imported on first use, and so is
+batchfit.batch_size (batchfit.size), the one line a training script adds to
+search itself and train at the answer.
 """
 
 import os
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 del TYPE_CHECKING
 
 __all__ = [
-    "__version__", "REPORT_ENV", "report_path", "in_trial",
+    "__version__", "REPORT_ENV", "report_path", "in_trial", "batch_size",
     "search", "demo", "doctor", "Result", "Run", "Trial", "Peaks", "GPU", "Margin", "Throughput",
     "DoctorReport", "Finding", "BatchfitError",
 ]
@@ -43,10 +45,15 @@ def in_trial() -> bool:
     return report_path() is not None
 
 
-_API = frozenset(__all__[4:])
+_API = frozenset(__all__[5:])
 
 
 def __getattr__(name: str) -> "Any":
+    if name == "batch_size":
+        # A trial that calls it loads batchfit.size alone (os and sys).
+        from batchfit import size
+
+        return size.batch_size
     if name in _API:
         from batchfit import api
 
@@ -55,4 +62,4 @@ def __getattr__(name: str) -> "Any":
 
 
 def __dir__() -> "List[str]":
-    return sorted(set(globals()) | _API)
+    return sorted(set(globals()) | _API | {"batch_size"})

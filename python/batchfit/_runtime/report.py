@@ -63,6 +63,8 @@ def exit_event() -> dict[str, Any]:
         event.update(frameworks.exit_fields(event, exc))
     except Exception:
         pass
+    if state.size_read:
+        event["size_read"] = True
     if state.steps:
         event["steps"] = state.steps
     if state.step_times:

@@ -22,6 +22,8 @@ class State:
         self.step_peaks: list[int] = []  # peak bytes after each step, where known
         self.stop_at = 0  # end the program after this many steps; 0: never
         self.reported = False
+        # Whether the program took its batch size from batchfit.batch_size().
+        self.size_read = False
         self.depth = 0  # nesting of timed step() calls (old torch only)
         self.timing = False  # whether optimizer steps are hooked
         self.script: str | None = None  # the script's absolute path, if one runs
