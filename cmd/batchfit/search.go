@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	goio "io"
 	"math"
 	"os"
 	"os/exec"
@@ -66,6 +65,8 @@ type searchOptions struct {
 	db                          dbOptions
 	out                         outputOptions
 	exec                        executorOptions
+	// ws shows the warnings on stderr, -q or not (o.warnings).
+	ws *warnings
 	// flags are the parsed flags, to tell a flag given as its default
 	// value from one left out.
 	flags *pflag.FlagSet
@@ -248,6 +249,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if t.gpuHint != "" && !o.quiet {
 		fmt.Fprintf(io.stderr, "batchfit: hint: %s\n", t.gpuHint)
 	}
+	ws := o.warnings(io)
 	var runs []*record.Run
 	var exit error
 	for _, g := range groups {
@@ -259,10 +261,14 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 		if run != nil {
 			o.planGlobalBatch(run)
 			if len(run.Flaky) > 0 {
-				fmt.Fprintf(io.stderr, "batchfit: warning: the boundary is flaky: %s; %d is the safe side, not exact\n", run.FlakyText(), run.Answer)
+				ws.line(fmt.Sprintf("warning: the boundary is flaky: %s; %d is the safe side, not exact", run.FlakyText(), run.Answer))
 			}
-			if run.AtRisk != nil {
-				fmt.Fprintf(io.stderr, "batchfit: warning: %s; %d is the safe side, not exact\n", run.AtRiskText(), run.Answer)
+			if o.quiet {
+				// The summary that shows the rest is not printed.
+				ws.run(run)
+			} else if run.AtRisk != nil {
+				// With -q the run's warnings say it (caveat.Risk).
+				ws.line(fmt.Sprintf("warning: %s; %d is the safe side, not exact", run.AtRiskText(), run.Answer))
 			}
 			runs = append(runs, run)
 			if werr := o.out.write(run, len(groups) > 1); werr != nil && exit == nil {
@@ -350,15 +356,23 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 		Executor: func(g gpugroup.Group) (probe.Executor, error) { return kind.Executor(o, g) },
 		Progress: func(info runner.ProgressInfo) runner.Progress { return o.progress(io, info) },
 		Notice: func(msg string) {
-			if !o.quiet {
-				fmt.Fprintf(io.stderr, "batchfit: %s\n", msg)
+			if !o.quiet || isWarning(msg) {
+				o.warnings(io).line(msg)
 			}
 		},
 		// Even with -q: an answer from the history must never pass for a
 		// fresh one.
-		Alert: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) },
+		Alert: o.warnings(io).line,
 	}
 	return deps, func() { db.Close() }, nil
+}
+
+// warnings is where the search's warnings go: stderr, each once.
+func (o *searchOptions) warnings(io *streams) *warnings {
+	if o.ws == nil {
+		o.ws = newWarnings(io.stderr)
+	}
+	return o.ws
 }
 
 // gpuClaims are the GPU locks every batchfit of this user shares: beside
@@ -585,7 +599,7 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 // and nothing with --quiet.
 func (o *searchOptions) progress(io *streams, info runner.ProgressInfo) runner.Progress {
 	if o.quiet {
-		return live.NewPlain(goio.Discard, live.Options{})
+		return quietProgress{o.warnings(io)}
 	}
 	tty := isTerminal(io.stderr)
 	opts := live.Options{
