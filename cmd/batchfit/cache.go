@@ -43,7 +43,6 @@ func newCacheCommand(io *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cache",
 		Short: "Manage the answers the history gives",
-		Args:  cobra.NoArgs,
 	}
 	var db dbOptions
 	clear := &cobra.Command{

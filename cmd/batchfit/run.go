@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		err = printError(ctx, stderr, cmd, err)
 	}
-	if io.doc != nil && !cmd.Hidden && !askedForHelp(cmd) {
+	if io.doc != nil && !cmd.Hidden && !askedForHelp(cmd) && !(cmd == root && err == nil) {
 		if err != nil {
 			io.doc.Error = &report.DocumentError{Message: err.Error(), ExitCode: exitCode(err)}
 			if h := hint.Of(err); h != "" {
@@ -255,7 +255,11 @@ func flagError(c *cobra.Command, err error) error {
 		hint := fmt.Sprintf("put the command to run after --: %s [flags] -- %s ...", c.CommandPath(), strings.Join(words, " "))
 		return usageError(hint, "%s (is it the command's?)", err)
 	}
-	return usageError(fmt.Sprintf("run '%s --help' for usage", c.CommandPath()), "%s", err)
+	hint := fmt.Sprintf("run '%s --help' for usage", c.CommandPath())
+	if s := flagSuggestion(c, err); s != "" {
+		hint = s + " " + hint
+	}
+	return usageError(hint, "%s", err)
 }
 
 // errSilent ends a command with an exit code whose message was already shown.

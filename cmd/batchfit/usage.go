@@ -8,10 +8,11 @@ import (
 )
 
 // strictCommandLine makes every command line cobra would answer with help
-// on stdout and exit 0 a usage error instead: a command that only groups
-// others (batchfit, cache, completion) given none or an unknown one, and
-// help for an unknown topic. stdout carries results, and a script must see
-// exit 2 for a command line that did nothing.
+// on stdout and exit 0 a usage error instead, but for bare "batchfit",
+// which prints its help: a command that only groups others (cache,
+// completion) given none, any of them given an unknown one (with the nearest
+// names: commandArgs), and help for an unknown topic. stdout carries
+// results, and a script must see exit 2 for a command line that did nothing.
 func strictCommandLine(root *cobra.Command) {
 	root.SetHelpCommand(newHelpCommand())
 	root.InitDefaultHelpCmd()
@@ -20,12 +21,16 @@ func strictCommandLine(root *cobra.Command) {
 	visit = func(cmd *cobra.Command) {
 		if !cmd.Runnable() && cmd.HasSubCommands() {
 			cmd.RunE = needsSubcommand
+			cmd.Args = commandArgs
 		}
 		for _, sub := range cmd.Commands() {
 			visit(sub)
 		}
 	}
 	visit(root)
+	// What a newcomer types first.
+	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+	root.Args = commandArgs
 }
 
 // needsSubcommand is the body of a command that only groups others. An
