@@ -103,7 +103,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "worst-case", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
 
 	memoryLimitFlag(fs, &o.memoryLimit, limit.ScopeProcess)
-	fs.StringVar(&o.limitScope, "memory-limit-scope", string(limit.ScopeProcess), "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
+	fs.StringVar(&o.limitScope, "memory-limit-scope", string(limit.ScopeProcess), "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction does)")
 	fs.StringVar(&o.margin, "margin", "", "also report the largest size that leaves this `share` of memory free: 10% or 0.10 (up to 90%); with -q, print that size")
 	flagGroup(fs, groupMemory, "memory-limit", "memory-limit-scope", "margin")
 
@@ -145,10 +145,10 @@ func newSearchCommand(io *streams) *cobra.Command {
 		Long: `Run COMMAND at different batch sizes, each trial in a fresh process, and report
 the largest size that runs. "{}" in ARGS is replaced by the batch size (no
 shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS,
-BATCHFIT_WORST_CASE and BATCHFIT_TRIAL in its environment. A Python program is stopped after
---steps training steps (PyTorch optimizer steps; JAX: see the README), so an
-unmodified trainer need not be told how long to run; --steps 0 lets it run
-to its own end.
+BATCHFIT_WORST_CASE and BATCHFIT_TRIAL in its environment. A Python program
+is stopped after --steps training steps (PyTorch optimizer steps; JAX: see
+the README), so an unmodified trainer need not be told how long to run;
+--steps 0 lets it run to its own end.
 
 The answer is exact: it was seen to run, and the next size up was seen to fail.
 
@@ -159,8 +159,10 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
   batchfit search --memory-limit 24GiB -- python train.py --batch-size {}
   batchfit search -q --multiple-of 8 -- ./train.sh
   batchfit search --worker -- python -m batchfit.worker mymodule:Trial
-  batchfit search --gpus 0,1 --gpus-per-trial 2 -- torchrun --nproc_per_node=2 train.py --batch-size {}
-  batchfit search --executor slurm --jobs 4 --partition gpu -- python train.py --batch-size {}`,
+  batchfit search --gpus 0,1 --gpus-per-trial 2 -- \
+      torchrun --nproc_per_node=2 train.py --batch-size {}
+  batchfit search --executor slurm --jobs 4 --partition gpu -- \
+      python train.py --batch-size {}`,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
 				return usageError("put the training command after --: batchfit search -- python train.py --batch-size {}", "no command to search")
@@ -177,7 +179,6 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
 	fs.StringVar(&o.framework, "framework", adapter.FrameworkAuto, "the command's framework, for its memory figures and --memory-limit: auto (every framework's for Python commands), torch, jax, tensorflow or none")
 	fs.BoolVar(&o.torch, "torch", false, "same as --framework torch")
 	flagGroup(fs, groupMemory, "framework", "torch")
-	useFlagGroups(cmd)
 	return cmd
 }
 

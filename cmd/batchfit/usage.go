@@ -28,6 +28,9 @@ func strictCommandLine(root *cobra.Command) {
 		}
 	}
 	visit(root)
+	// Every command inherits the root's templates.
+	root.SetHelpTemplate(helpTemplate)
+	useFlagGroups(root)
 	// What a newcomer types first.
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 	root.Args = commandArgs
