@@ -178,7 +178,8 @@ func newShowCommand(io *streams) *cobra.Command {
 
 RUN is a run's id as 'batchfit history' lists it (a unique prefix is
 enough), or "latest" for the newest run.`,
-		Example: "  batchfit show latest\n  batchfit show 1m8pz --report run.html",
+		Example:           "  batchfit show latest\n  batchfit show 1m8pz --report run.html",
+		ValidArgsFunction: db.runIDs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError("give a run id from 'batchfit history' (a unique prefix is enough), or latest", "show needs one run id")

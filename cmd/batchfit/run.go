@@ -243,6 +243,9 @@ that the exact answer takes a handful of trials.
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
 	root.AddCommand(newDoctorCommand(io), newCacheCommand(io), newCardsCommand(io))
+	for _, cmd := range root.Commands() {
+		registerCompletions(cmd)
+	}
 	strictCommandLine(root)
 	return root
 }
