@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/parentpipe"
@@ -30,7 +31,7 @@ const (
 )
 
 const exitCodesHelp = `Exit codes:
-  0    the answer was found (or read from the cache)
+  0    the answer was found (or read from the history)
   1    error: a trial crashed, the command does not seem to use the batch size,
        or batchfit could not go on
   2    usage: bad flags or arguments
@@ -239,6 +240,9 @@ that the exact answer takes a handful of trials.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       currentVersion(),
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			warnDeprecatedFlags(cmd, io.stderr)
+		},
 	}
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
@@ -263,6 +267,23 @@ func flagError(c *cobra.Command, err error) error {
 		hint = s + " " + hint
 	}
 	return usageError(hint, "%s", err)
+}
+
+// deprecatedFlags are old flag names, hidden, that still work: each with the
+// name it is now.
+var deprecatedFlags = map[string]string{
+	"cache-max-age": "history-max-age",
+	"cache-env":     "history-env",
+}
+
+// warnDeprecatedFlags warns, on stderr, of each deprecated flag given.
+// pflag's own notice goes to cobra's error buffer, which nothing prints.
+func warnDeprecatedFlags(cmd *cobra.Command, stderr io.Writer) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if now, ok := deprecatedFlags[f.Name]; ok {
+			fmt.Fprintf(stderr, "batchfit: warning: --%s is deprecated: it is --%s\n", f.Name, now)
+		}
+	})
 }
 
 // errSilent ends a command with an exit code whose message was already shown.

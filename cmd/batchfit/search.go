@@ -52,8 +52,9 @@ type searchOptions struct {
 	torch                       bool
 	fresh                       bool
 	allowBusyGPU                bool
-	cacheEnv                    []string
-	cacheMaxAge                 maxAge
+	historyEnv                  []string
+	oldHistoryEnv               []string // --cache-env, deprecated
+	historyMaxAge               maxAge
 	gpus                        string
 	worker, keepAfterOOM        bool
 	preload                     bool // asked for explicitly (the default anyway)
@@ -111,15 +112,20 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.trainGPUs, "train-gpus", 0, "with --global-batch, the GPUs the training runs on (default: --gpus-per-trial)")
 	flagGroup(fs, groupOutput, "global-batch", "train-gpus", "verbose")
 
-	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
-	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
-	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_*, OMP_*, BATCHFIT_SHAPE_PATIENCE and BATCHFIT_SHAPE_SECONDS always count)")
+	o.historyMaxAge = maxAge(30 * 24 * time.Hour)
+	fs.Var(&o.historyMaxAge, "history-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
+	fs.StringArrayVar(&o.historyEnv, "history-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again instead of answering from the history (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_*, OMP_*, BATCHFIT_SHAPE_PATIENCE and BATCHFIT_SHAPE_SECONDS always count)")
+	// The names of before the store was called the history alone.
+	fs.Var(&o.historyMaxAge, "cache-max-age", "deprecated: --history-max-age")
+	fs.StringArrayVar(&o.oldHistoryEnv, "cache-env", nil, "deprecated: --history-env")
+	fs.MarkHidden("cache-max-age")
+	fs.MarkHidden("cache-env")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document: the run record, or the error (docs/json.md)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep each run's trial logs in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when something failed unexpectedly)")
 	o.out.register(fs)
 	o.db.register(fs, true)
-	flagGroup(fs, groupOutput, "json", "quiet", "log-dir", "report", "plot", "db", "no-db", "cache-max-age", "cache-env")
+	flagGroup(fs, groupOutput, "json", "quiet", "log-dir", "report", "plot", "db", "no-db", "history-max-age", "history-env")
 
 	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
 	fs.IntVar(&o.gpusPerTrial, "gpus-per-trial", 1, "GPUs one trial spans (torchrun --nproc_per_node=N); the batch size is per GPU")
@@ -328,7 +334,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, err
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
 		Search: sc, Steps: o.steps, WorstCaseOff: o.worstCase == "off", Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: memLimit, MemoryLimitScope: scope,
-		Preload: !o.noPreload, Verbose: o.verbose, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
+		Preload: !o.noPreload, Verbose: o.verbose, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.historyMaxAge), CacheEnv: o.envNames(), LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {
 		cfg.Worker = &runner.WorkerOptions{KeepAfterOOM: o.keepAfterOOM}
@@ -500,6 +506,11 @@ func reached(r *record.Run) bool {
 	return false
 }
 
+// envNames are the variables of --history-env and of its old name.
+func (o *searchOptions) envNames() []string {
+	return append(slices.Clone(o.oldHistoryEnv), o.historyEnv...)
+}
+
 // validEnvName reports whether name can name an environment variable as a
 // shell sets it: letters, digits and '_', not starting with a digit.
 func validEnvName(name string) bool {
@@ -551,7 +562,8 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, err
 	}
 	cfg.MarginPercent = margin
-	badEnv := slices.IndexFunc(o.cacheEnv, func(name string) bool { return !validEnvName(name) })
+	envNames := o.envNames()
+	badEnv := slices.IndexFunc(envNames, func(name string) bool { return !validEnvName(name) })
 	switch {
 	case o.json && o.quiet:
 		return cfg, usageError("choose one: --json prints the whole record, -q only the answer", "--json and -q cannot be combined")
@@ -580,7 +592,7 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 	case o.keepAfterOOM && !o.worker:
 		return cfg, usageError("add --worker, or leave --keep-after-oom out: without a worker every trial is a fresh process", "--keep-after-oom needs --worker")
 	case badEnv >= 0:
-		return cfg, usageError("give --cache-env the name of a variable, such as --cache-env MODEL_SIZE", "--cache-env %q is not a variable name", o.cacheEnv[badEnv])
+		return cfg, usageError("give --history-env the name of a variable, such as --history-env MODEL_SIZE", "--history-env %q is not a variable name", envNames[badEnv])
 	case o.given("memory-limit-scope") && o.memoryLimit == "":
 		return cfg, usageError("add --memory-limit 24GiB (or a card name), or leave --memory-limit-scope out", "--memory-limit-scope needs --memory-limit")
 	case o.globalBatch < 0 || o.trainGPUs < 0:

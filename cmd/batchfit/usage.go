@@ -72,6 +72,9 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
+	if cmd.HasAvailableSubCommands() {
+		return commandArgs(cmd, args) // history cleer
+	}
 	return usageError(fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath()),
 		"%s takes no arguments, got %q", cmd.CommandPath(), strings.Join(args, " "))
 }
