@@ -115,6 +115,19 @@ func commandArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
+	hint := fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath())
+	if near := suggest(args[0], subcommandNames(cmd)); len(near) > 0 {
+		for i, n := range near {
+			near[i] = "'" + cmd.CommandPath() + " " + n + "'"
+		}
+		hint = fmt.Sprintf("did you mean %s?", orList(near))
+	}
+	return usageError(hint, "unknown command %q for %q", args[0], cmd.CommandPath())
+}
+
+// subcommandNames are the names and aliases of cmd's commands but the
+// hidden ones.
+func subcommandNames(cmd *cobra.Command) []string {
 	var names []string
 	for _, sub := range cmd.Commands() {
 		if sub.IsAvailableCommand() {
@@ -122,12 +135,5 @@ func commandArgs(cmd *cobra.Command, args []string) error {
 			names = append(names, sub.Aliases...)
 		}
 	}
-	hint := fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath())
-	if near := suggest(args[0], names); len(near) > 0 {
-		for i, n := range near {
-			near[i] = "'" + cmd.CommandPath() + " " + n + "'"
-		}
-		hint = fmt.Sprintf("did you mean %s?", orList(near))
-	}
-	return usageError(hint, "unknown command %q for %q", args[0], cmd.CommandPath())
+	return names
 }

@@ -72,7 +72,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
-	if cmd.HasAvailableSubCommands() {
+	if cmd.HasAvailableSubCommands() && len(suggest(args[0], subcommandNames(cmd))) > 0 {
 		return commandArgs(cmd, args) // history cleer
 	}
 	return usageError(fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath()),
