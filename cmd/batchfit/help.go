@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/mattn/go-isatty"
@@ -35,7 +36,7 @@ func flagGroup(fs *pflag.FlagSet, group string, names ...string) {
 
 func init() {
 	cobra.AddTemplateFunc("groupedFlags", groupedFlags)
-	cobra.AddTemplateFunc("wrapHelp", func(cmd *cobra.Command, s string) string { return wrapLines(s, helpWidth(cmd.OutOrStdout())) })
+	cobra.AddTemplateFunc("wrapHelp", func(cmd *cobra.Command, s string) string { return wrapLines(s, helpColumns(cmd)) })
 }
 
 // helpTemplate is cobra's, with the description's lines wrapped to the
@@ -95,7 +96,7 @@ func groupedFlags(cmd *cobra.Command) string {
 		}
 		g.AddFlag(f)
 	})
-	width := helpWidth(cmd.OutOrStdout())
+	width := helpColumns(cmd)
 	var b strings.Builder
 	for _, name := range groupOrder {
 		if fs := sets[name]; fs != nil {
@@ -110,6 +111,27 @@ func groupedFlags(cmd *cobra.Command) string {
 		b.WriteString("\n\n" + heading + ":\n" + strings.TrimRight(other.FlagUsagesWrapped(width), " \n"))
 	}
 	return b.String()
+}
+
+// widthAnnotation holds, on the root command, the width its help wraps to:
+// the templates cannot ask stdout, since cobra renders the usage into a
+// buffer.
+const widthAnnotation = "batchfit_help_width"
+
+// setHelpWidth makes root's help wrap to the width of w (helpWidth).
+func setHelpWidth(root *cobra.Command, w any) {
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations[widthAnnotation] = strconv.Itoa(helpWidth(w))
+}
+
+// helpColumns is the width cmd's help wraps to.
+func helpColumns(cmd *cobra.Command) int {
+	if n, err := strconv.Atoi(cmd.Root().Annotations[widthAnnotation]); err == nil {
+		return n
+	}
+	return helpWidth(nil)
 }
 
 // helpWidth is the width --help wraps to: the terminal's, 80 columns

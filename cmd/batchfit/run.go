@@ -131,6 +131,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	setHelpWidth(root, stdout)
 	var cmd *cobra.Command
 	var err error
 	if watchErr != nil {
