@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,10 +60,32 @@ search; only the GPU is simulated. Takes a few seconds.
 			return o.execute(cmd.Context(), io, t)
 		}),
 	}
-	o.register(cmd.Flags())
+	o.registerDemo(cmd.Flags())
 	so.register(cmd.Flags())
-	useFlagGroups(cmd)
 	return cmd
+}
+
+// notForDemo are search's flags that mean nothing to the simulated trainer,
+// which is no Python program: it has no warm worker and no fork server.
+var notForDemo = []string{"worker", "keep-after-oom", "no-preload", "preload", "verbose"}
+
+// registerDemo registers the search flags that apply to the demo. The
+// executor's flags run the demo's trials as Slurm jobs, which tests of the
+// Slurm executor do on a real cluster; a newcomer's demo never does, so
+// its --help leaves them out.
+func (o *searchOptions) registerDemo(fs *pflag.FlagSet) {
+	all := pflag.NewFlagSet("search", pflag.ContinueOnError)
+	o.register(all) // sets every default, those of the flags left out too
+	all.VisitAll(func(f *pflag.Flag) {
+		if slices.Contains(notForDemo, f.Name) {
+			return
+		}
+		if slices.Contains(f.Annotations[groupAnnotation], groupSlurm) {
+			f.Hidden = true
+		}
+		fs.AddFlag(f)
+	})
+	o.flags = fs
 }
 
 // simOptions are the demo's flags for the simulated card and trainer.
@@ -88,7 +111,7 @@ func (so *simOptions) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&so.slowStart, "sim-slow-start", 0, "each simulated trial sleeps this long first")
 	fs.MarkHidden("sim-state")
 	fs.MarkHidden("sim-slow-start")
-	flagGroup(fs, groupGPUs, "sim-gpus", "sim-flaky", "sim-flaky-band", "sim-lengths", "sim-iterable")
+	flagGroup(fs, groupSim, "sim-gpus", "sim-flaky", "sim-flaky-band", "sim-lengths", "sim-iterable")
 }
 
 // check refuses values the simulator cannot take, and returns the

@@ -24,7 +24,7 @@ func newDoctorCommand(io *streams) *cobra.Command {
 	var o doctorOptions
 	cmd := &cobra.Command{
 		Use:   "doctor [flags] -- python -m batchfit.worker mymodule:Trial",
-		Short: "Find out why memory does not come back between trials in one process",
+		Short: "Say why memory does not come back between trials in one process",
 		Long: `Run a warm worker (python -m batchfit.worker MODULE:ATTR, see the Python
 package's README) through a fixed protocol, and say why memory does not come
 back between trials in one process:
@@ -44,7 +44,8 @@ Exit codes:
   2    usage: bad flags or arguments
   130  interrupted (Ctrl-C); the worker was stopped`,
 		Example: `  batchfit doctor -- python -m batchfit.worker mymodel:Trial
-  batchfit doctor --size 64 --memory-limit 24GiB -- python -m batchfit.worker train.py:Trial
+  batchfit doctor --size 64 --memory-limit 24GiB -- \
+      python -m batchfit.worker train.py:Trial
   batchfit doctor --json -- python -m batchfit.worker mymodel`,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {

@@ -29,9 +29,9 @@ type dbOptions struct {
 }
 
 func (d *dbOptions) register(fs *pflag.FlagSet, withNone bool) {
-	fs.StringVar(&d.path, "db", "", "the history database (default: $XDG_CACHE_HOME/batchfit/batchfit.db)")
+	fs.StringVar(&d.path, "db", "", "the history's file (default: $XDG_CACHE_HOME/batchfit/batchfit.db)")
 	if withNone {
-		fs.BoolVar(&d.none, "no-db", false, "neither read nor write the history: no cache, nothing recorded (not even the trials running, which a later batchfit stops if this one is killed)")
+		fs.BoolVar(&d.none, "no-db", false, "neither read nor write the history: no answer from it, nothing recorded (not even the trials running, which a later batchfit stops if this one is killed)")
 	}
 }
 
@@ -137,8 +137,13 @@ func newHistoryCommand(io *streams) *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "history",
-		Short: "List past searches",
-		Args:  noArgs,
+		Short: "List past searches: the history, which also answers repeated ones",
+		Long: `List past searches, newest first. The history is one SQLite file (--db;
+default $XDG_CACHE_HOME/batchfit/batchfit.db) that records every search and
+its trials. A later search of an unchanged command is answered from it
+(--history-max-age, --history-env, --fresh); 'batchfit history clear' stops
+that, and 'batchfit show RUN' shows one run again.`,
+		Args: noArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return usageError("give --limit a number of runs, or 0 for all", "--limit must not be negative, got %d", limit)
@@ -165,6 +170,7 @@ func newHistoryCommand(io *streams) *cobra.Command {
 	db.register(cmd.Flags(), false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as one JSON document (docs/json.md)")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "show at most this many runs (0: all)")
+	cmd.AddCommand(newClearCommand(io, ""))
 	return cmd
 }
 
@@ -178,7 +184,8 @@ func newShowCommand(io *streams) *cobra.Command {
 
 RUN is a run's id as 'batchfit history' lists it (a unique prefix is
 enough), or "latest" for the newest run.`,
-		Example: "  batchfit show latest\n  batchfit show 1m8pz --report run.html",
+		Example:           "  batchfit show latest\n  batchfit show 1m8pz --report run.html",
+		ValidArgsFunction: db.runIDs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError("give a run id from 'batchfit history' (a unique prefix is enough), or latest", "show needs one run id")

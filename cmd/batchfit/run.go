@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/batchfit/batchfit/internal/hint"
 	"github.com/batchfit/batchfit/internal/parentpipe"
@@ -30,7 +31,7 @@ const (
 )
 
 const exitCodesHelp = `Exit codes:
-  0    the answer was found (or read from the cache)
+  0    the answer was found (or read from the history)
   1    error: a trial crashed, the command does not seem to use the batch size,
        or batchfit could not go on
   2    usage: bad flags or arguments
@@ -130,6 +131,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	setHelpWidth(root, stdout)
 	var cmd *cobra.Command
 	var err error
 	if watchErr != nil {
@@ -140,7 +142,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		err = printError(ctx, stderr, cmd, err)
 	}
-	if io.doc != nil && !cmd.Hidden && !askedForHelp(cmd) {
+	if io.doc != nil && !cmd.Hidden && !askedForHelp(cmd) && !(cmd == root && err == nil) {
 		if err != nil {
 			io.doc.Error = &report.DocumentError{Message: err.Error(), ExitCode: exitCode(err)}
 			if h := hint.Of(err); h != "" {
@@ -239,10 +241,16 @@ that the exact answer takes a handful of trials.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       currentVersion(),
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			warnDeprecatedFlags(cmd, io.stderr)
+		},
 	}
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
 	root.AddCommand(newDoctorCommand(io), newCacheCommand(io), newCardsCommand(io))
+	for _, cmd := range root.Commands() {
+		registerCompletions(cmd)
+	}
 	strictCommandLine(root)
 	return root
 }
@@ -255,7 +263,28 @@ func flagError(c *cobra.Command, err error) error {
 		hint := fmt.Sprintf("put the command to run after --: %s [flags] -- %s ...", c.CommandPath(), strings.Join(words, " "))
 		return usageError(hint, "%s (is it the command's?)", err)
 	}
-	return usageError(fmt.Sprintf("run '%s --help' for usage", c.CommandPath()), "%s", err)
+	hint := fmt.Sprintf("run '%s --help' for usage", c.CommandPath())
+	if s := flagSuggestion(c, err); s != "" {
+		hint = s + " " + hint
+	}
+	return usageError(hint, "%s", err)
+}
+
+// deprecatedFlags are old flag names, hidden, that still work: each with the
+// name it is now.
+var deprecatedFlags = map[string]string{
+	"cache-max-age": "history-max-age",
+	"cache-env":     "history-env",
+}
+
+// warnDeprecatedFlags warns, on stderr, of each deprecated flag given.
+// pflag's own notice goes to cobra's error buffer, which nothing prints.
+func warnDeprecatedFlags(cmd *cobra.Command, stderr io.Writer) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if now, ok := deprecatedFlags[f.Name]; ok {
+			fmt.Fprintf(stderr, "batchfit: warning: --%s is deprecated: it is --%s\n", f.Name, now)
+		}
+	})
 }
 
 // errSilent ends a command with an exit code whose message was already shown.

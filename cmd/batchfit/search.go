@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	goio "io"
 	"math"
 	"os"
 	"os/exec"
@@ -54,8 +53,9 @@ type searchOptions struct {
 	torch                       bool
 	fresh                       bool
 	allowBusyGPU                bool
-	cacheEnv                    []string
-	cacheMaxAge                 maxAge
+	historyEnv                  []string
+	oldHistoryEnv               []string // --cache-env, deprecated
+	historyMaxAge               maxAge
 	gpus                        string
 	worker, keepAfterOOM        bool
 	preload                     bool // asked for explicitly (the default anyway)
@@ -69,6 +69,8 @@ type searchOptions struct {
 	db                          dbOptions
 	out                         outputOptions
 	exec                        executorOptions
+	// ws shows the warnings on stderr, -q or not (o.warnings).
+	ws *warnings
 	// flags are the parsed flags, to tell a flag given as its default
 	// value from one left out.
 	flags *pflag.FlagSet
@@ -105,7 +107,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	flagGroup(fs, groupCore, "min", "max", "start", "multiple-of", "steps", "worst-case", "timeout", "soak", "throughput", "confirm", "strategy", "fresh", "worker", "keep-after-oom", "no-preload", "preload")
 
 	memoryLimitFlag(fs, &o.memoryLimit, limit.ScopeProcess)
-	fs.StringVar(&o.limitScope, "memory-limit-scope", string(limit.ScopeProcess), "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction does)")
+	fs.StringVar(&o.limitScope, "memory-limit-scope", string(limit.ScopeProcess), "what --memory-limit holds: process (the whole process, CUDA context included, as on a real card) or allocator (only the framework's allocator, as PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction does)")
 	fs.StringVar(&o.margin, "margin", "", "also report the largest size that leaves this `share` of memory free: 10% or 0.10 (up to 90%); with -q, print that size")
 	flagGroup(fs, groupMemory, "memory-limit", "memory-limit-scope", "margin")
 
@@ -113,16 +115,21 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.trainGPUs, "train-gpus", 0, "with --global-batch, the GPUs the training runs on (default: --gpus-per-trial)")
 	flagGroup(fs, groupOutput, "global-batch", "train-gpus", "verbose")
 
-	o.cacheMaxAge = maxAge(30 * 24 * time.Hour)
-	fs.Var(&o.cacheMaxAge, "cache-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
-	fs.StringArrayVar(&o.cacheEnv, "cache-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_*, OMP_*, BATCHFIT_SHAPE_PATIENCE and BATCHFIT_SHAPE_SECONDS always count)")
+	o.historyMaxAge = maxAge(30 * 24 * time.Hour)
+	fs.Var(&o.historyMaxAge, "history-max-age", "use an answer from the history only when it is at most this old (30d, 12h); 0 never uses one")
+	fs.StringArrayVar(&o.historyEnv, "history-env", nil, "an environment variable `NAME` the program reads that changes its memory: a change of its value searches again instead of answering from the history (repeatable; PYTORCH_*, CUDA_*, XLA_*, TF_*, NCCL_*, OMP_*, BATCHFIT_SHAPE_PATIENCE and BATCHFIT_SHAPE_SECONDS always count)")
+	// The names of before the store was called the history alone.
+	fs.Var(&o.historyMaxAge, "cache-max-age", "deprecated: --history-max-age")
+	fs.StringArrayVar(&o.oldHistoryEnv, "cache-env", nil, "deprecated: --history-env")
+	fs.MarkHidden("cache-max-age")
+	fs.MarkHidden("cache-env")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document: the run record, or the error (docs/json.md)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the answer")
 	fs.StringVar(&o.events, "events", "", "also write the search's progress to this `file` as JSON lines, one event a line, for a program to follow (docs/json.md)")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep each run's trial logs in a new folder under this `folder`, linked as latest (default: a temporary folder, kept only when something failed unexpectedly)")
 	o.out.register(fs)
 	o.db.register(fs, true)
-	flagGroup(fs, groupOutput, "json", "quiet", "events", "log-dir", "report", "plot", "db", "no-db", "cache-max-age", "cache-env")
+	flagGroup(fs, groupOutput, "json", "quiet", "events", "log-dir", "report", "plot", "db", "no-db", "history-max-age", "history-env")
 
 	fs.StringVar(&o.gpus, "gpus", "", "run trials in parallel, each pinned to its own GPU(s): a list such as 0,1,2,3, or all")
 	fs.IntVar(&o.gpusPerTrial, "gpus-per-trial", 1, "GPUs one trial spans (torchrun --nproc_per_node=N); the batch size is per GPU")
@@ -148,10 +155,10 @@ func newSearchCommand(io *streams) *cobra.Command {
 		Long: `Run COMMAND at different batch sizes, each trial in a fresh process, and report
 the largest size that runs. "{}" in ARGS is replaced by the batch size (no
 shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS,
-BATCHFIT_WORST_CASE and BATCHFIT_TRIAL in its environment. A Python program is stopped after
---steps training steps (PyTorch optimizer steps; JAX: see the README), so an
-unmodified trainer need not be told how long to run; --steps 0 lets it run
-to its own end.
+BATCHFIT_WORST_CASE and BATCHFIT_TRIAL in its environment. A Python program
+is stopped after --steps training steps (PyTorch optimizer steps; JAX: see
+the README), so an unmodified trainer need not be told how long to run;
+--steps 0 lets it run to its own end.
 
 The answer is exact: it was seen to run, and the next size up was seen to fail.
 
@@ -162,8 +169,10 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
   batchfit search --memory-limit 24GiB -- python train.py --batch-size {}
   batchfit search -q --multiple-of 8 -- ./train.sh
   batchfit search --worker -- python -m batchfit.worker mymodule:Trial
-  batchfit search --gpus 0,1 --gpus-per-trial 2 -- torchrun --nproc_per_node=2 train.py --batch-size {}
-  batchfit search --executor slurm --jobs 4 --partition gpu -- python train.py --batch-size {}`,
+  batchfit search --gpus 0,1 --gpus-per-trial 2 -- \
+      torchrun --nproc_per_node=2 train.py --batch-size {}
+  batchfit search --executor slurm --jobs 4 --partition gpu -- \
+      python train.py --batch-size {}`,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() != 0 {
 				return usageError("put the training command after --: batchfit search -- python train.py --batch-size {}", "no command to search")
@@ -180,7 +189,6 @@ The answer is exact: it was seen to run, and the next size up was seen to fail.
 	fs.StringVar(&o.framework, "framework", adapter.FrameworkAuto, "the command's framework, for its memory figures and --memory-limit: auto (every framework's for Python commands), torch, jax, tensorflow or none")
 	fs.BoolVar(&o.torch, "torch", false, "same as --framework torch")
 	flagGroup(fs, groupMemory, "framework", "torch")
-	useFlagGroups(cmd)
 	return cmd
 }
 
@@ -252,6 +260,7 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 	if t.gpuHint != "" && !o.quiet {
 		fmt.Fprintf(io.stderr, "batchfit: hint: %s\n", t.gpuHint)
 	}
+	ws := o.warnings(io)
 	var runs []*record.Run
 	var exit error
 	for _, g := range groups {
@@ -263,10 +272,14 @@ func (o *searchOptions) execute(ctx context.Context, io *streams, t *target) err
 		if run != nil {
 			o.planGlobalBatch(run)
 			if len(run.Flaky) > 0 {
-				fmt.Fprintf(io.stderr, "batchfit: warning: the boundary is flaky: %s; %d is the safe side, not exact\n", run.FlakyText(), run.Answer)
+				ws.line(fmt.Sprintf("warning: the boundary is flaky: %s; %d is the safe side, not exact", run.FlakyText(), run.Answer))
 			}
-			if run.AtRisk != nil {
-				fmt.Fprintf(io.stderr, "batchfit: warning: %s; %d is the safe side, not exact\n", run.AtRiskText(), run.Answer)
+			if o.quiet {
+				// The summary that shows the rest is not printed.
+				ws.run(run)
+			} else if run.AtRisk != nil {
+				// With -q the run's warnings say it (caveat.Risk).
+				ws.line(fmt.Sprintf("warning: %s; %d is the safe side, not exact", run.AtRiskText(), run.Answer))
 			}
 			runs = append(runs, run)
 			if werr := o.out.write(run, len(groups) > 1); werr != nil && exit == nil {
@@ -325,7 +338,7 @@ func (o *searchOptions) prepare(t *target) (runner.Config, []gpugroup.Group, err
 	cfg := runner.Config{
 		Command: t.command, Shown: t.shown, Simulated: t.simulated, Framework: t.framework,
 		Search: sc, Steps: o.steps, WorstCaseOff: o.worstCase == "off", Timeout: o.timeout, Soak: o.soak, Throughput: o.throughput, MemoryLimit: memLimit, MemoryLimitScope: scope,
-		Preload: !o.noPreload, Verbose: o.verbose, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.cacheMaxAge), CacheEnv: o.cacheEnv, LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
+		Preload: !o.noPreload, Verbose: o.verbose, Fresh: o.fresh, AllowBusyGPU: o.allowBusyGPU, CacheMaxAge: time.Duration(o.historyMaxAge), CacheEnv: o.envNames(), LogDir: o.logDir, LogBase: kind.LogBase(), Version: currentVersion(),
 	}
 	if o.worker {
 		cfg.Worker = &runner.WorkerOptions{KeepAfterOOM: o.keepAfterOOM}
@@ -372,15 +385,23 @@ func (o *searchOptions) deps(ctx context.Context, io *streams, t *target) (runne
 		Executor: func(g gpugroup.Group) (probe.Executor, error) { return kind.Executor(o, g) },
 		Progress: func(info runner.ProgressInfo) runner.Progress { return o.progress(io, info) },
 		Notice: func(msg string) {
-			if !o.quiet {
-				fmt.Fprintf(io.stderr, "batchfit: %s\n", msg)
+			if !o.quiet || isWarning(msg) {
+				o.warnings(io).line(msg)
 			}
 		},
 		// Even with -q: an answer from the history must never pass for a
 		// fresh one.
-		Alert: func(msg string) { fmt.Fprintf(io.stderr, "batchfit: %s\n", msg) },
+		Alert: o.warnings(io).line,
 	}
 	return deps, func() { db.Close(); closeEvents() }, nil
+}
+
+// warnings is where the search's warnings go: stderr, each once.
+func (o *searchOptions) warnings(io *streams) *warnings {
+	if o.ws == nil {
+		o.ws = newWarnings(io.stderr)
+	}
+	return o.ws
 }
 
 // gpuClaims are the GPU locks every batchfit of this user shares: beside
@@ -507,6 +528,11 @@ func reached(r *record.Run) bool {
 	return false
 }
 
+// envNames are the variables of --history-env and of its old name.
+func (o *searchOptions) envNames() []string {
+	return append(slices.Clone(o.oldHistoryEnv), o.historyEnv...)
+}
+
 // validEnvName reports whether name can name an environment variable as a
 // shell sets it: letters, digits and '_', not starting with a digit.
 func validEnvName(name string) bool {
@@ -558,7 +584,8 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 		return cfg, err
 	}
 	cfg.MarginPercent = margin
-	badEnv := slices.IndexFunc(o.cacheEnv, func(name string) bool { return !validEnvName(name) })
+	envNames := o.envNames()
+	badEnv := slices.IndexFunc(envNames, func(name string) bool { return !validEnvName(name) })
 	switch {
 	case o.json && o.quiet:
 		return cfg, usageError("choose one: --json prints the whole record, -q only the answer", "--json and -q cannot be combined")
@@ -587,7 +614,7 @@ func (o *searchOptions) searchConfig() (search.Config, error) {
 	case o.keepAfterOOM && !o.worker:
 		return cfg, usageError("add --worker, or leave --keep-after-oom out: without a worker every trial is a fresh process", "--keep-after-oom needs --worker")
 	case badEnv >= 0:
-		return cfg, usageError("give --cache-env the name of a variable, such as --cache-env MODEL_SIZE", "--cache-env %q is not a variable name", o.cacheEnv[badEnv])
+		return cfg, usageError("give --history-env the name of a variable, such as --history-env MODEL_SIZE", "--history-env %q is not a variable name", envNames[badEnv])
 	case o.given("memory-limit-scope") && o.memoryLimit == "":
 		return cfg, usageError("add --memory-limit 24GiB (or a card name), or leave --memory-limit-scope out", "--memory-limit-scope needs --memory-limit")
 	case o.globalBatch < 0 || o.trainGPUs < 0:
@@ -621,7 +648,7 @@ func (o *searchOptions) progress(io *streams, info runner.ProgressInfo) runner.P
 // display is the progress a person sees on stderr.
 func (o *searchOptions) display(io *streams, info runner.ProgressInfo) runner.Progress {
 	if o.quiet {
-		return live.NewPlain(goio.Discard, live.Options{})
+		return quietProgress{o.warnings(io)}
 	}
 	tty := isTerminal(io.stderr)
 	opts := live.Options{

@@ -8,10 +8,11 @@ import (
 )
 
 // strictCommandLine makes every command line cobra would answer with help
-// on stdout and exit 0 a usage error instead: a command that only groups
-// others (batchfit, cache, completion) given none or an unknown one, and
-// help for an unknown topic. stdout carries results, and a script must see
-// exit 2 for a command line that did nothing.
+// on stdout and exit 0 a usage error instead, but for bare "batchfit",
+// which prints its help: a command that only groups others (cache,
+// completion) given none, any of them given an unknown one (with the nearest
+// names: commandArgs), and help for an unknown topic. stdout carries
+// results, and a script must see exit 2 for a command line that did nothing.
 func strictCommandLine(root *cobra.Command) {
 	root.SetHelpCommand(newHelpCommand())
 	root.InitDefaultHelpCmd()
@@ -20,12 +21,19 @@ func strictCommandLine(root *cobra.Command) {
 	visit = func(cmd *cobra.Command) {
 		if !cmd.Runnable() && cmd.HasSubCommands() {
 			cmd.RunE = needsSubcommand
+			cmd.Args = commandArgs
 		}
 		for _, sub := range cmd.Commands() {
 			visit(sub)
 		}
 	}
 	visit(root)
+	// Every command inherits the root's templates.
+	root.SetHelpTemplate(helpTemplate)
+	useFlagGroups(root)
+	// What a newcomer types first.
+	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+	root.Args = commandArgs
 }
 
 // needsSubcommand is the body of a command that only groups others. An
@@ -63,6 +71,9 @@ func newHelpCommand() *cobra.Command {
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
+	}
+	if cmd.HasAvailableSubCommands() && len(suggest(args[0], subcommandNames(cmd))) > 0 {
+		return commandArgs(cmd, args) // history cleer
 	}
 	return usageError(fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath()),
 		"%s takes no arguments, got %q", cmd.CommandPath(), strings.Join(args, " "))

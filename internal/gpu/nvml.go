@@ -7,8 +7,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 // valueNotAvailable is NVML_VALUE_NOT_AVAILABLE as NVML stores it in an
@@ -20,18 +18,18 @@ const valueNotAvailable = math.MaxUint64
 // the library or the kernel driver is absent the error wraps ErrNoDriver;
 // nothing is linked against the driver, so a machine without one still runs.
 func Open() (Backend, error) {
-	b, err := openNVML(nvml.New())
+	b, err := openNVML(newDLNVML())
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// nvmlBackend reads memory through an nvml.Interface: the real library, or
-// go-nvml's mock in tests.
+// nvmlBackend reads memory through an nvmlLib: the real library, or a mock
+// in tests.
 type nvmlBackend struct {
-	lib     nvml.Interface
-	handles []nvml.Device
+	lib     nvmlLib
+	handles []nvmlDevice
 
 	// memV2 is cleared the first time GetMemoryInfo_v2 fails, so that every
 	// later reading uses v1 and "used" means the same thing throughout a
@@ -47,19 +45,19 @@ type nvmlBackend struct {
 
 var _ Backend = (*nvmlBackend)(nil)
 
-func openNVML(lib nvml.Interface) (*nvmlBackend, error) {
+func openNVML(lib nvmlLib) (*nvmlBackend, error) {
 	switch ret := lib.Init(); ret {
-	case nvml.SUCCESS:
-	case nvml.ERROR_LIBRARY_NOT_FOUND:
+	case nvmlSuccess:
+	case nvmlErrorLibraryNotFound:
 		return nil, ErrNoDriver
-	case nvml.ERROR_DRIVER_NOT_LOADED:
+	case nvmlErrorDriverNotLoaded:
 		return nil, noDriverError("NVIDIA kernel driver not loaded (libnvidia-ml.so.1 is present)")
 	default:
 		return nil, fmt.Errorf("initialize nvml: %w", ret)
 	}
 	b := &nvmlBackend{lib: lib}
 	n, ret := lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
+	if ret != nvmlSuccess {
 		lib.Shutdown()
 		return nil, fmt.Errorf("count gpus: %w", ret)
 	}
@@ -69,15 +67,14 @@ func openNVML(lib nvml.Interface) (*nvmlBackend, error) {
 	}
 	for i := range n {
 		h, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
+		if ret != nvmlSuccess {
 			lib.Shutdown()
 			return nil, fmt.Errorf("open gpu %d: %w", i, ret)
 		}
 		b.handles = append(b.handles, h)
 	}
-	ext := lib.Extensions()
-	b.memV2.Store(ext.LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil)
-	b.cudaV2 = ext.LookupSymbol("nvmlSystemGetCudaDriverVersion_v2") == nil
+	b.memV2.Store(lib.HasSymbol("nvmlDeviceGetMemoryInfo_v2"))
+	b.cudaV2 = lib.HasSymbol("nvmlSystemGetCudaDriverVersion_v2")
 	return b, nil
 }
 
@@ -88,11 +85,11 @@ func (b *nvmlBackend) Devices() ([]Device, error) {
 	devs := make([]Device, 0, len(b.handles))
 	for i, h := range b.handles {
 		uuid, ret := h.GetUUID()
-		if ret != nvml.SUCCESS {
+		if ret != nvmlSuccess {
 			return nil, fmt.Errorf("gpu %d: read uuid: %w", i, ret)
 		}
 		name, ret := h.GetName()
-		if ret != nvml.SUCCESS {
+		if ret != nvmlSuccess {
 			return nil, fmt.Errorf("gpu %d: read name: %w", i, ret)
 		}
 		total, _, err := b.memory(h)
@@ -105,17 +102,17 @@ func (b *nvmlBackend) Devices() ([]Device, error) {
 }
 
 func (b *nvmlBackend) versions() (driver, cuda string) {
-	if v, ret := b.lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
+	if v, ret := b.lib.SystemGetDriverVersion(); ret == nvmlSuccess {
 		driver = v
 	}
 	var v int
-	var ret nvml.Return
+	var ret nvmlReturn
 	if b.cudaV2 {
 		v, ret = b.lib.SystemGetCudaDriverVersion_v2()
 	} else {
 		v, ret = b.lib.SystemGetCudaDriverVersion()
 	}
-	if ret == nvml.SUCCESS && v > 0 {
+	if ret == nvmlSuccess && v > 0 {
 		cuda = cudaVersion(v)
 	}
 	return driver, cuda
@@ -128,22 +125,22 @@ func cudaVersion(v int) string {
 }
 
 // memory returns the device's total and used bytes, preferring the v2 query.
-func (b *nvmlBackend) memory(h nvml.Device) (total, used uint64, err error) {
+func (b *nvmlBackend) memory(h nvmlDevice) (total, used uint64, err error) {
 	if b.memV2.Load() {
 		m, ret := h.GetMemoryInfo_v2()
-		if ret == nvml.SUCCESS {
+		if ret == nvmlSuccess {
 			return m.Total, m.Used, nil
 		}
 		b.memV2.Store(false)
 	}
 	m, ret := h.GetMemoryInfo()
-	if ret != nvml.SUCCESS {
+	if ret != nvmlSuccess {
 		return 0, 0, fmt.Errorf("read memory info: %w", ret)
 	}
 	return m.Total, m.Used, nil
 }
 
-func (b *nvmlBackend) handle(device int) (nvml.Device, error) {
+func (b *nvmlBackend) handle(device int) (nvmlDevice, error) {
 	if device < 0 || device >= len(b.handles) {
 		return nil, fmt.Errorf("gpu %d: no such device (have %d)", device, len(b.handles))
 	}
@@ -162,7 +159,7 @@ func (b *nvmlBackend) ProcessMemory(device int) (map[int]uint64, error) {
 	}
 	lists := []struct {
 		kind string
-		get  func() ([]nvml.ProcessInfo, nvml.Return)
+		get  func() ([]nvmlProcess, nvmlReturn)
 	}{
 		{"compute", h.GetComputeRunningProcesses},
 		{"graphics", h.GetGraphicsRunningProcesses},
@@ -172,10 +169,11 @@ func (b *nvmlBackend) ProcessMemory(device int) (map[int]uint64, error) {
 	for _, l := range lists {
 		procs, ret := l.get()
 		switch ret {
-		case nvml.SUCCESS:
-		case nvml.ERROR_NOT_SUPPORTED:
+		case nvmlSuccess:
+		case nvmlErrorNotSupported, nvmlErrorFunctionNotFound:
 			// Compute-only GPUs may not keep a graphics list, and MPS
-			// lists exist only under MPS: an absent list is an empty one.
+			// lists exist only under MPS (and in drivers that know of
+			// it): an absent list is an empty one.
 			continue
 		default:
 			return nil, fmt.Errorf("gpu %d: list %s processes: %w", device, l.kind, ret)
@@ -209,7 +207,7 @@ func (b *nvmlBackend) UsedMemory(device int) (uint64, error) {
 // Close shuts NVML down; later calls return the first call's result.
 func (b *nvmlBackend) Close() error {
 	b.closeOnce.Do(func() {
-		if ret := b.lib.Shutdown(); ret != nvml.SUCCESS {
+		if ret := b.lib.Shutdown(); ret != nvmlSuccess {
 			b.closeErr = fmt.Errorf("shut down nvml: %w", ret)
 		}
 	})

@@ -61,7 +61,7 @@ func procList(ps ...nvml.ProcessInfo) func() ([]nvml.ProcessInfo, nvml.Return) {
 
 func openMock(t *testing.T, s *server.Server) *nvmlBackend {
 	t.Helper()
-	b, err := openNVML(s)
+	b, err := openNVML(goNVML{s})
 	if err != nil {
 		t.Fatalf("openNVML: %v", err)
 	}
@@ -206,7 +206,7 @@ func TestNVMLProcessMemory(t *testing.T) {
 			b := openMock(t, s)
 			got, err := b.ProcessMemory(1)
 			if tt.wantErr != nvml.SUCCESS {
-				if !errors.Is(err, tt.wantErr) {
+				if !errors.Is(err, nvmlReturn(tt.wantErr)) {
 					t.Fatalf("ProcessMemory(1) error = %v, want %v", err, tt.wantErr)
 				}
 				return
@@ -243,7 +243,7 @@ func TestNVMLOpenErrors(t *testing.T) {
 	}{
 		{name: "library missing", init: nvml.ERROR_LIBRARY_NOT_FOUND, wantNoDrv: true},
 		{name: "kernel module missing", init: nvml.ERROR_DRIVER_NOT_LOADED, wantNoDrv: true},
-		{name: "version mismatch", init: nvml.ERROR_LIB_RM_VERSION_MISMATCH, wantErr: nvml.ERROR_LIB_RM_VERSION_MISMATCH},
+		{name: "version mismatch", init: nvml.ERROR_LIB_RM_VERSION_MISMATCH, wantErr: nvmlReturn(nvml.ERROR_LIB_RM_VERSION_MISMATCH)},
 		{name: "no gpus", init: nvml.SUCCESS, count: 0, wantErr: ErrNoDevice},
 	}
 	for _, tt := range tests {
@@ -253,7 +253,7 @@ func TestNVMLOpenErrors(t *testing.T) {
 			s.DeviceGetCountFunc = func() (int, nvml.Return) { return tt.count, nvml.SUCCESS }
 			shutdowns := 0
 			s.ShutdownFunc = func() nvml.Return { shutdowns++; return nvml.SUCCESS }
-			b, err := openNVML(s)
+			b, err := openNVML(goNVML{s})
 			if err == nil {
 				b.Close()
 				t.Fatal("openNVML succeeded")
@@ -276,7 +276,7 @@ func TestNVMLCloseTwice(t *testing.T) {
 	s := mockServer(t)
 	shutdowns := 0
 	s.ShutdownFunc = func() nvml.Return { shutdowns++; return nvml.SUCCESS }
-	b, err := openNVML(s)
+	b, err := openNVML(goNVML{s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ type Options struct {
 	Program string
 	Dir     string   // its working directory
 	Env     []string // its environment
-	// CacheEnv names more variables that count (--cache-env).
+	// CacheEnv names more variables that count (--history-env).
 	CacheEnv []string
 	Git      Git
 }

@@ -214,7 +214,7 @@ func htmlHeadline(v *htmlView, run *record.Run) {
 		v.Headline = "The search did not finish; largest size seen to run"
 	}
 	if run.Cached {
-		v.Details = append(v.Details, "Answered from the results store, without running trials again.")
+		v.Details = append(v.Details, "Answered from the history, without running trials again.")
 	}
 	if run.Status == record.Found {
 		text := MarginText(run.ShownMargin())

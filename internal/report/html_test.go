@@ -177,7 +177,7 @@ func TestWriteHTMLContent(t *testing.T) {
 		}, []string{"Memory limit", `role="alert"`, "<h2>Soak</h2>"}},
 		{"non-monotonic, warnings, cached", nonMono, []string{
 			"Non-monotonic", "Batch size 960 failed below 968, which ran", "the CUDA context was not counted",
-			"Answered from the results store"}, nil},
+			"Answered from the history"}, nil},
 		{"at risk", atRisk, []string{"At risk", "Not exact: by its failures' own figures sizes from 940 up can fail"}, nil},
 		{"memory limit", limited, []string{"24.00 GiB (25769803776 bytes) (--memory-limit)", "NVIDIA H200 · 141.00 GiB"}, nil},
 		{"soaked", chartSoaked(t), []string{

@@ -238,7 +238,7 @@ func writeOutcome(b *strings.Builder, run *record.Run) {
 		fmt.Fprintf(b, "largest batch size that runs: %d\n", run.Answer)
 		switch {
 		case run.Cached:
-			fmt.Fprintf(b, "  from the cache: run %s of %s (use --fresh to search again)\n", run.ID, run.Started.Local().Format("2006-01-02 15:04"))
+			fmt.Fprintf(b, "  from the history: run %s of %s (use --fresh to search again)\n", run.ID, run.Started.Local().Format("2006-01-02 15:04"))
 		case len(run.Flaky) > 0 || run.AtRisk != nil:
 			if len(run.Flaky) > 0 {
 				fmt.Fprintf(b, "  not exact: the boundary is flaky (%s); %d is the safe side, it ran every time\n", run.FlakyText(), run.Answer)

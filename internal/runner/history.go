@@ -63,7 +63,7 @@ func (s *session) fromHistory(ctx context.Context) (*record.Run, error) {
 // now).
 func (s *session) stale(c *record.Run) string {
 	if a := s.deps.Now().Sub(c.Started); a > s.cfg.CacheMaxAge {
-		return fmt.Sprintf("it is %s old, over --cache-max-age %s", age(a), age(s.cfg.CacheMaxAge))
+		return fmt.Sprintf("it is %s old, over --history-max-age %s", age(a), age(s.cfg.CacheMaxAge))
 	}
 	if m := s.scfg.MarginPercent; m > 0 && m != c.Settings.Margin {
 		return fmt.Sprintf("it has no answer for --margin %g", m)

@@ -492,7 +492,7 @@ func TestCachedOnlyWhenWhatRunsMatches(t *testing.T) {
 		{"uncommitted edit", func() { f.git.state = &record.Git{Commit: "c1", Diff: "d2"} }, false, ""},
 		{"new commit", func() { f.git.state = &record.Git{Commit: "c2", Diff: "d2"} }, false, ""},
 		{"no longer a repository", func() { f.git.state = nil }, false, ""},
-		{"a month later", func() { f.clock.t = f.clock.t.Add(31 * 24 * time.Hour) }, false, "over --cache-max-age"},
+		{"a month later", func() { f.clock.t = f.clock.t.Add(31 * 24 * time.Hour) }, false, "over --history-max-age"},
 		{"a margin not asked before", func() { f.cfg.Search.MarginPercent = 10 }, false, "no answer for --margin 10"},
 		{"the same margin", func() {}, true, ""},
 		{"--cache-max-age 0", func() { f.cfg.CacheMaxAge = 0 }, false, ""},

@@ -177,7 +177,7 @@ CREATE TABLE live_trials (
 	started     INTEGER NOT NULL  -- unix nanoseconds
 ) STRICT;
 `,
-	// reusable is 0 once `batchfit cache clear` took the run's answer out of
+	// reusable is 0 once `batchfit history clear` took the run's answer out of
 	// use; the run stays in the history and still seeds close searches.
 	`
 ALTER TABLE runs ADD COLUMN reusable INTEGER NOT NULL DEFAULT 1;

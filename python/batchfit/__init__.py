@@ -28,7 +28,9 @@ __all__ = [
     "DoctorReport", "Finding", "BatchfitError",
 ]
 
-__version__ = "0.1.0"
+# A source tree's; scripts/wheel writes the release's version here in its
+# PEP 440 form (docs/versions.md).
+__version__ = "0.0.0.dev0"
 
 #: The environment variable that names a trial's private report file.
 REPORT_ENV = "BATCHFIT_REPORT"

@@ -1,14 +1,21 @@
-"""Tests of scripts/wheel's parts: PEP 440 versions and the platform tags it
-reads from a binary. The wheel itself is built, installed and run by
-python_test.go (TestWheel)."""
+"""Tests of scripts/wheel's parts: PEP 440 versions (and their table in
+docs/versions.md) and the platform tags it reads from a binary; and of the
+release workflow that calls it. The wheel itself is built, installed and run
+by python_test.go (TestWheel)."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
 import os
+import re
 import struct
 import unittest
+
+try:
+    import yaml  # Debian's python3-yaml, which scripts/test installs
+except ImportError:  # pragma: no cover
+    yaml = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REAL = os.environ.get("BATCHFIT_TEST_BINARY", "")
@@ -43,6 +50,14 @@ class VersionTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             wheel.pep440("dev")
 
+    def test_documented(self):
+        # docs/versions.md's table is what pep440 does.
+        with open(os.path.join(ROOT, "docs", "versions.md"), encoding="utf-8") as f:
+            rows = re.findall(r"^\| `(v[^`]+)` \| `([^`]+)` \|", f.read(), re.M)
+        self.assertGreaterEqual(len(rows), 4)
+        for go, want in rows:
+            self.assertEqual(wheel.pep440(go), want, go)
+
 
 class TagTest(unittest.TestCase):
     def test_darwin(self):
@@ -65,6 +80,71 @@ class TagTest(unittest.TestCase):
             self.assertEqual(tag, "manylinux_2_17_x86_64.musllinux_1_1_x86_64")
         with self.assertRaises(SystemExit):
             wheel.platform_tag(data, "linux", "arm64")
+
+
+WORKFLOW = os.path.join(ROOT, ".github", "workflows", "release.yml")
+
+
+@unittest.skipIf(yaml is None, "needs PyYAML (Debian's python3-yaml)")
+class ReleaseWorkflowTest(unittest.TestCase):
+    """The release workflow builds only through scripts/wheel (which runs
+    scripts/release), the one definition of the build, and publishes to PyPI
+    by trusted publishing."""
+
+    def setUp(self):
+        with open(WORKFLOW, encoding="utf-8") as f:
+            self.wf = yaml.safe_load(f)
+
+    def steps(self):
+        for name, job in self.wf["jobs"].items():
+            for step in job["steps"]:
+                yield name, job, step
+
+    def test_triggers(self):
+        on = self.wf[True] if True in self.wf else self.wf["on"]  # YAML 1.1 reads "on" as true
+        self.assertEqual(on["push"]["tags"], ["v*"])
+        self.assertEqual(self.wf["permissions"], {"contents": "read"})
+
+    def test_builds_only_through_scripts(self):
+        runs = [(name, step["run"]) for name, _, step in self.steps() if "run" in step]
+        builds = [run for _, run in runs if re.search(r"\bscripts/(wheel|release)\b", run)]
+        self.assertEqual(builds, ["scripts/wheel"])
+        for name, run in runs:
+            for banned in ("go build", "go install", "CGO_", "GOOS", "zipfile", "python -m build", "pip wheel", "sha256sum >", "tar -c"):
+                self.assertNotIn(banned, run, f"job {name} builds outside scripts/: {run!r}")
+        # One job builds; the others only publish what it made.
+        builders = {name for name, _, step in self.steps() if "run" in step and "scripts/wheel" in step["run"]}
+        self.assertEqual(builders, {"build"})
+        for name, job in self.wf["jobs"].items():
+            if name != "build":
+                self.assertEqual(job["needs"], "build")
+                self.assertTrue(any(str(s.get("uses", "")).startswith("actions/download-artifact@") for s in job["steps"]), name)
+
+    def test_artifacts(self):
+        upload = [s for _, _, s in self.steps() if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+        self.assertEqual(len(upload), 1)
+        paths = upload[0]["with"]["path"].split()
+        for want in ("dist/SHA256SUMS", "dist/*.tar.gz", "dist/*.whl"):
+            self.assertIn(want, paths)
+        # The four platforms scripts/release builds by default: the workflow
+        # does not narrow them.
+        self.assertNotIn("TARGETS", str(self.wf))
+        with open(os.path.join(ROOT, "scripts", "release"), encoding="utf-8") as f:
+            self.assertIn("linux/amd64 linux/arm64 darwin/amd64 darwin/arm64", f.read())
+
+    def test_trusted_publishing(self):
+        publish = [(name, job, s) for name, job, s in self.steps() if str(s.get("uses", "")).startswith("pypa/gh-action-pypi-publish@")]
+        self.assertEqual(len(publish), 1)
+        name, job, step = publish[0]
+        self.assertEqual(job["permissions"], {"id-token": "write"})
+        self.assertEqual(job["environment"]["name"], "pypi")
+        self.assertNotIn("password", step.get("with", {}), "trusted publishing needs no token")
+        self.assertIn("refs/tags/v", job["if"])
+        # Only the build job's checkout runs the repository's code, and no
+        # job but the publisher may mint an OpenID token.
+        for other, j in self.wf["jobs"].items():
+            if other != name:
+                self.assertNotIn("id-token", j.get("permissions", {}), other)
 
 
 if __name__ == "__main__":
