@@ -950,7 +950,7 @@ def _flags(command: str, options: Mapping[str, Any]) -> list[str]:
     """Keyword options as flags of ``batchfit COMMAND``: memory_limit="24GiB"
     is --memory-limit=24GiB, fresh=True is --fresh and False --fresh=false,
     None leaves a flag out, a sequence repeats a list flag
-    (cache_env=["A", "B"]), gpus=[0, 1] is --gpus=0,1, a number of seconds
+    (history_env=["A", "B"]), gpus=[0, 1] is --gpus=0,1, a number of seconds
     or a timedelta is a duration.
 
     Each value is checked against the type of its flag (flags.json), so

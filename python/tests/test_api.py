@@ -187,13 +187,13 @@ class SearchTest(unittest.TestCase):
         fake = FakeBinary(self, stdout=envelope())
         batchfit.search(
             ["./train.sh", "{}"], progress=False, steps=0, margin=0.05, gpus=[0, 1], fresh=True, worker=False,
-            min=None, timeout=90, soak=datetime.timedelta(minutes=10), cache_env=["A", "B"], gpus_per_trial=2,
+            min=None, timeout=90, soak=datetime.timedelta(minutes=10), history_env=["A", "B"], gpus_per_trial=2,
             extra_args=["--sbatch-arg=--mem=0"],
         )
         argv = fake.argv
         self.assertEqual(argv[: argv.index("--json")], [
             "search", "--steps=0", "--margin=0.05", "--gpus=0,1", "--fresh", "--worker=false", "--timeout=90s",
-            "--soak=600s", "--cache-env=A", "--cache-env=B", "--gpus-per-trial=2", "--sbatch-arg=--mem=0",
+            "--soak=600s", "--history-env=A", "--history-env=B", "--gpus-per-trial=2", "--sbatch-arg=--mem=0",
         ])
 
     def test_options_typed(self):
@@ -209,8 +209,8 @@ class SearchTest(unittest.TestCase):
             {"margin": False},
             {"fresh": "yes"},
             {"fresh": 1},
-            {"cache_env": "A"},  # one flag per character
-            {"cache_env": ["A", 1]},
+            {"history_env": "A"},  # one flag per character
+            {"history_env": ["A", 1]},
             {"gpus": [0, True]},
             {"memory_limit": ["24GiB"]},
             {"timeout": [1, 2]},
@@ -244,13 +244,13 @@ class SearchTest(unittest.TestCase):
         fake = FakeBinary(self, stdout=envelope())
         batchfit.search(
             ["./train.sh", "{}"], progress=False, log_dir=pathlib.Path("logs"), fresh=False, memory_limit="24GiB",
-            margin="10%", gpus="all", start_timeout=None, cache_max_age=datetime.timedelta(hours=12), timeout=0.5,
-            soak="10m", max=2**20, cache_env=("A",),
+            margin="10%", gpus="all", start_timeout=None, history_max_age=datetime.timedelta(hours=12), timeout=0.5,
+            soak="10m", max=2**20, history_env=("A",),
         )
         argv = fake.argv
         self.assertEqual(argv[1 : argv.index("--json")], [
             "--log-dir=logs", "--fresh=false", "--memory-limit=24GiB", "--margin=10%", "--gpus=all",
-            "--cache-max-age=43200s", "--timeout=0.5s", "--soak=10m", "--max=1048576", "--cache-env=A",
+            "--history-max-age=43200s", "--timeout=0.5s", "--soak=10m", "--max=1048576", "--history-env=A",
         ])
         # An option the API's table lacks goes to batchfit, which decides;
         # its value stays joined to it.
