@@ -91,7 +91,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.max, "max", 65536, "largest batch size to consider")
 	fs.IntVar(&o.start, "start", 0, "first batch size to try (default: chosen by the strategy)")
 	fs.IntVar(&o.multipleOf, "multiple-of", 1, "only consider batch sizes that are multiples of this")
-	fs.IntVar(&o.steps, "steps", 3, "training steps per trial (BATCHFIT_STEPS): the adapter stops a PyTorch program after `N` optimizer steps (JAX: optax updates, see README); 0 lets it run to its end")
+	fs.IntVar(&o.steps, "steps", 3, "training steps per trial (BATCHFIT_STEPS): the adapter stops a PyTorch program after `N` optimizer steps (JAX: optax updates, see docs/manual.md); 0 lets it run to its end")
 	fs.StringVar(&o.worstCase, "worst-case", "on", "on: where a program's batch shapes vary (padding to the longest sequence, say), each trial runs the loader's largest batches first (BATCHFIT_WORST_CASE=1), or runs on until the largest shape stops growing where the loader cannot be reordered; off: the batches come in the program's order, and the answer holds only for the shapes its steps met")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "time limit per trial; a trial past it is killed and counts as not fitting")
 	fs.DurationVar(&o.soak, "soak", 0, "after the search, run the answer in a fresh process for this long (10m), to the program's end at most, and show its memory per step; an out-of-memory soak moves the answer down")
@@ -158,7 +158,7 @@ the largest size that runs. "{}" in ARGS is replaced by the batch size (no
 shell is involved); every trial also gets BATCHFIT_BATCH_SIZE, BATCHFIT_STEPS,
 BATCHFIT_WORST_CASE and BATCHFIT_TRIAL in its environment. A Python program
 is stopped after --steps training steps (PyTorch optimizer steps; JAX: see
-the README), so an unmodified trainer need not be told how long to run;
+docs/manual.md), so an unmodified trainer need not be told how long to run;
 --steps 0 lets it run to its own end.
 
 The answer is exact: it was seen to run, and the next size up was seen to fail.
