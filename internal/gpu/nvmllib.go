@@ -59,7 +59,9 @@ var nvmlErrors = map[nvmlReturn]string{
 	9: "Driver Not Loaded", 10: "Timeout", 11: "Interrupt request issue", 12: "NVML Shared Library Not Found",
 	13: "Function Not Found", 14: "Corrupted infoROM", 15: "GPU is lost", 16: "GPU requires restart",
 	17: "GPU access blocked by the operating system", 18: "Driver/library version mismatch", 19: "In use by another client",
-	20: "Insufficient Memory", 21: "No data", 999: "Unknown Error",
+	20: "Insufficient Memory", 21: "No data", 22: "vGPU ECC not supported", 23: "Insufficient resources",
+	24: "Frequency not supported", 25: "Argument version mismatch", 26: "Deprecated", 27: "Not ready",
+	28: "GPU not found", 29: "Invalid state", 30: "Reset type not supported", 999: "Unknown Error",
 }
 
 func (r nvmlReturn) Error() string {

@@ -42,6 +42,8 @@ __all__ = ["batch_size", "command"]
 
 #: The variable through which a trial gets its batch size.
 SIZE_ENV = "BATCHFIT_BATCH_SIZE"
+#: The answer batch_size() found, for the processes the program starts.
+ANSWER_ENV = "BATCHFIT_ANSWER"
 
 _FIX = "call batchfit.batch_size() before the model or any tensor moves to the GPU"
 
@@ -62,12 +64,28 @@ def batch_size(*, progress: bool = True, report: str | os.PathLike | None = None
 
     if in_trial():
         return trial_size()
+    found = _found()
+    if found:
+        return found
     from batchfit import api
 
     _refuse_started_gpu(api.BatchfitError)
     _refuse_ranks(api.BatchfitError)
     result = api.search(command(), cwd=os.getcwd(), progress=progress, report=report, extra_args=extra_args, **options)
-    return _answer(result, progress)
+    answer = _answer(result, progress)
+    # The processes this one starts run its top level again (DataLoader
+    # workers of a spawn or forkserver context, the other ranks Lightning
+    # launches): they inherit the answer instead of searching anew.
+    os.environ[ANSWER_ENV] = str(answer)
+    return answer
+
+
+def _found() -> int:
+    """The answer a parent process found (ANSWER_ENV), or 0."""
+    try:
+        return max(int(os.environ.get(ANSWER_ENV) or 0), 0)
+    except ValueError:
+        return 0
 
 
 def trial_size() -> int:
@@ -106,14 +124,22 @@ def command() -> list[str]:
             hint="call it in a training script run as python train.py, or search a script from here: "
                  "batchfit.search(\"python train.py --batch-size {}\")")
     orig = getattr(sys, "orig_argv", None)  # Python 3.10 and later
+    main = sys.modules.get("__main__")
     if orig:
-        return [sys.executable, *orig[1:]]
+        args = list(orig[1:])
+        # A script's path as typed is relative to where it was started,
+        # which the program may have left (os.chdir): __main__.__file__ is
+        # absolute (Python 3.9 and later).
+        path = getattr(main, "__file__", None)
+        if getattr(main, "__spec__", None) is None and path and sys.argv and sys.argv[0] in args:
+            args[args.index(sys.argv[0])] = path
+        return [sys.executable, *args]
     # Before 3.10: sys.argv less the interpreter's options, which are lost.
     first = sys.argv[0] if sys.argv else ""
     if first == "-c":
         raise BatchfitError("batchfit.batch_size() cannot run python -c again before Python 3.10 (no sys.orig_argv)",
                             hint="put the code in a script")
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    spec = getattr(main, "__spec__", None)
     # A directory or zip run as a script has the spec __main__: its path is argv[0].
     if spec is not None and spec.name and spec.name != "__main__":
         # python -m pkg runs pkg.__main__, and sys.argv[0] is its path.

@@ -35,7 +35,8 @@ TRIAL = {"BATCHFIT_REPORT": "/nonexistent/report.jsonl", "BATCHFIT_BATCH_SIZE": 
 
 def outside_trial() -> mock._patch:
     """os.environ without batchfit's trial variables."""
-    env = {k: v for k, v in os.environ.items() if k not in ("BATCHFIT_REPORT", "BATCHFIT_BATCH_SIZE", "WORLD_SIZE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("BATCHFIT_REPORT", "BATCHFIT_BATCH_SIZE", "BATCHFIT_ANSWER",
+                                                           "WORLD_SIZE")}
     return mock.patch.dict(os.environ, env, clear=True)
 
 
@@ -98,6 +99,14 @@ class CommandTest(unittest.TestCase):
                          ["/venv/bin/python", "-u", "-X", "dev", "-m", "pkg.train", "--lr", "1"])
         self.assertEqual(self.command(orig_argv=["python", "train.py", "--lr", "1"]),
                          ["/venv/bin/python", "train.py", "--lr", "1"])
+
+    def test_a_script_run_again_from_anywhere(self):
+        # The program went elsewhere (os.chdir) before the call: the
+        # script's absolute path runs it again from the cwd it is in.
+        main = types.SimpleNamespace(__spec__=None, __file__="/src/sub/train.py")
+        self.assertEqual(self.command(orig_argv=["python", "sub/train.py", "--lr", "1"], argv=["sub/train.py", "--lr", "1"],
+                                      modules={"__main__": main}),
+                         ["/venv/bin/python", "/src/sub/train.py", "--lr", "1"])
 
     def test_before_orig_argv(self):
         self.assertEqual(self.command(), ["/venv/bin/python", "train.py", "--lr", "1"])
@@ -163,6 +172,7 @@ class RefusalTest(unittest.TestCase):
         self.stand_in("jax._src.xla_bridge", bridge)
         with redirect_stderr(io.StringIO()):
             self.assertEqual(batchfit.batch_size(), 282, "a CPU backend holds nothing on the GPU")
+        os.environ.pop("BATCHFIT_ANSWER")  # a program that has not searched yet
         bridge._backends["cuda"] = object()
         with self.assertRaises(batchfit.BatchfitError) as ctx:
             batchfit.batch_size()
@@ -186,6 +196,17 @@ class SearchTest(unittest.TestCase):
         patcher = outside_trial()
         patcher.start()
         self.addCleanup(patcher.stop)
+
+    def test_the_processes_it_starts_take_its_answer(self):
+        # A spawned DataLoader worker or another rank runs the top level
+        # again: it inherits the answer and searches nothing (no binary).
+        FakeBinary(self, stdout=envelope())
+        with mock.patch.object(size, "command", return_value=["/venv/bin/python", "train.py"]), \
+                redirect_stderr(io.StringIO()):
+            self.assertEqual(batchfit.batch_size(), 282)
+        self.assertEqual(os.environ["BATCHFIT_ANSWER"], "282")
+        with mock.patch.dict(os.environ, {**NO_BINARY, "WORLD_SIZE": "2"}):
+            self.assertEqual(batchfit.batch_size(), 282)
 
     def test_searches_this_program(self):
         fake = FakeBinary(self, stdout=envelope(), stderr="batchfit: trial 1: batch 64 ok in 9.5s\n")
