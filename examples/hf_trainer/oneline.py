@@ -25,28 +25,17 @@ search's size in every trial too: do not.
 
 import sys
 
-from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments, set_seed
+from transformers import HfArgumentParser, Trainer, TrainingArguments
 
 import batchfit
-from train import DataArguments, ModelArguments, RandomTokens
+from train import DataArguments, ModelArguments, model_and_data
 
 
 def main() -> None:
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     parser.set_defaults(per_device_train_batch_size=batchfit.batch_size(memory_limit="24GiB", steps=3))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses()
-    set_seed(training_args.seed)
-    config = LlamaConfig(
-        vocab_size=model_args.vocab_size,
-        hidden_size=model_args.hidden_size,
-        intermediate_size=model_args.intermediate_size,
-        num_hidden_layers=model_args.num_hidden_layers,
-        num_attention_heads=model_args.num_attention_heads,
-        max_position_embeddings=data_args.seq_len,
-        use_cache=False,
-    )
-    model = LlamaForCausalLM(config)
-    train_dataset = RandomTokens(data_args.num_samples, data_args.seq_len, model_args.vocab_size, training_args.seed)
+    model, train_dataset = model_and_data(model_args, data_args, training_args)
     trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
     result = trainer.train()
     trainer.log_metrics("train", result.metrics)

@@ -59,9 +59,8 @@ class RandomTokens(torch.utils.data.Dataset):
         return {"input_ids": ids, "labels": ids}
 
 
-def main() -> None:
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+def model_and_data(model_args: "ModelArguments", data_args: "DataArguments", training_args: TrainingArguments):
+    """The seeded model and dataset the arguments describe."""
     set_seed(training_args.seed)
     config = LlamaConfig(
         vocab_size=model_args.vocab_size,
@@ -73,7 +72,13 @@ def main() -> None:
         use_cache=False,
     )
     model = LlamaForCausalLM(config)
-    train_dataset = RandomTokens(data_args.num_samples, data_args.seq_len, model_args.vocab_size, training_args.seed)
+    return model, RandomTokens(data_args.num_samples, data_args.seq_len, model_args.vocab_size, training_args.seed)
+
+
+def main() -> None:
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+    model, train_dataset = model_and_data(model_args, data_args, training_args)
     callbacks = []
     if data_args.batchfit_result:
         from batchfit.hf import BatchSizeFromBatchfit
