@@ -79,11 +79,12 @@ func TestHookRunsWorstBatchesFirst(t *testing.T) {
 			if b["varied"] != true || b["worst_first"] != false || b["why_not"] != "off" || b["extended_steps"] != 0.0 || len(b["shapes"].([]any)) != 3 {
 				t.Errorf("--worst-case off: batches %v, want varied, why_not off, 3 shapes, no extension", b)
 			}
-			// The largest batch comes first and meets the OOM.
+			// Step 1 takes the loader's own first batch; the largest comes
+			// at step 2 and meets the OOM.
 			r, ev = runRaw(t, py, []string{"BATCHFIT_STEPS=3"}, testdata("shapestrain.py"), tc.mode)
 			b = batchesOf(t, ev)
-			if r.code == 0 || ev["oom"] != true || r.stdout != "" {
-				t.Errorf("worst first: exit %d, stdout %q, event %v, want the OOM at the first step", r.code, r.stdout, ev)
+			if r.code == 0 || ev["oom"] != true || r.stdout != "step 1 tokens 44\n" {
+				t.Errorf("worst first: exit %d, stdout %q, event %v, want the OOM at the second step", r.code, r.stdout, ev)
 			}
 			if b["worst_first"] != true || b["varied"] != true || shapesJSON(t, b["largest"]) != tc.largest || b["scanned_batches"] != 6.0 {
 				t.Errorf("worst first: batches %v, want worst_first, varied, largest %s, 6 batches scanned", b, tc.largest)
@@ -91,18 +92,19 @@ func TestHookRunsWorstBatchesFirst(t *testing.T) {
 			if _, ok := b["scan_seconds"].(float64); !ok {
 				t.Errorf("worst first: no scan_seconds in %v", b)
 			}
-			// Where everything fits, the largest runs twice (at step 1, and
-			// at step 2 once the optimizer has made its state), then one
-			// of the loader's own (a step after them shows whether memory
-			// still rises), and the trial stops as always.
+			// Where everything fits, the loader's own first batch runs at
+			// step 1 (the optimizer makes its state), the largest at step
+			// 2, then the loader's next (a step after them shows whether
+			// memory still rises), and the trial stops as always.
 			r, ev = runRaw(t, py, []string{"BATCHFIT_STEPS=3", "SHAPES_LIMIT=1000"}, testdata("shapestrain.py"), tc.mode)
 			b = batchesOf(t, ev)
-			if want := "step 1 tokens 192\nstep 2 tokens 192\n"; r.code != 0 || r.stdout != want || ev["stopped"] != true {
+			if want := "step 1 tokens 44\nstep 2 tokens 192\n"; r.code != 0 || r.stdout != want || ev["stopped"] != true {
 				t.Errorf("fits: exit %d, stdout\n%s\nwant\n%s", r.code, r.stdout, want)
 			}
 			shapes := b["shapes"].([]any)
-			if b["worst_steps"] != 2.0 || len(shapes) != 3 || shapesJSON(t, shapes[0]) != tc.largest || !strings.Contains(shapesJSON(t, shapes[2]), "[4,11]") {
-				t.Errorf("fits: batches %v, want 2 worst steps, the largest first, then the loader's first", b)
+			if b["worst_steps"] != 2.0 || len(shapes) != 3 || !strings.Contains(shapesJSON(t, shapes[0]), "[4,11]") ||
+				shapesJSON(t, shapes[1]) != tc.largest || !strings.Contains(shapesJSON(t, shapes[2]), "[4,15]") {
+				t.Errorf("fits: batches %v, want 2 worst steps: the loader's first, the largest, then the loader's next", b)
 			}
 		})
 	}
@@ -120,10 +122,10 @@ func TestHookSoakRunsWholeEpochLargestFirst(t *testing.T) {
 		dims := s.(map[string]any)["batch"].([]any)
 		lengths = append(lengths, int(dims[1].(float64)))
 	}
-	// The epoch largest first (the largest twice: at step 1 and again
-	// once the optimizer has made its state) and of its own length, its
-	// smallest batch left out, then the next epoch in its own order.
-	if want := []int{48, 48, 27, 23, 19, 15, 11, 15}; !reflect.DeepEqual(lengths, want) {
+	// The epoch: its own first batch, the largest, then the rest largest
+	// first, of its own length (its smallest left out), then the next
+	// epoch in its own order.
+	if want := []int{11, 48, 27, 23, 19, 15, 11, 15}; !reflect.DeepEqual(lengths, want) {
 		t.Errorf("padded lengths by step %v, want %v", lengths, want)
 	}
 }

@@ -29,7 +29,7 @@ func rawBatches(t *testing.T, spec trial.Spec) map[string]any {
 	return b
 }
 
-// A forked trial serves a DataLoader's largest batches first and reports
+// A forked trial serves a DataLoader's largest batches early and reports
 // its batches as a fresh one does, each trial from a state of its own (the
 // second forked trial's shapes are its own, not added to the first's).
 func TestForkedTrialRunsWorstBatchesFirst(t *testing.T) {
@@ -41,8 +41,10 @@ func TestForkedTrialRunsWorstBatchesFirst(t *testing.T) {
 	specs := []trial.Spec{twoSteps(h.spec(1, "torchshapes.py")), twoSteps(h.spec(2, "torchshapes.py")), twoSteps(h.spec(3, "torchshapes.py"))}
 	fresh := h.run(nil, specs[0])
 	want := rawBatches(t, specs[0])
-	if fresh.stdout != "step 0 length 20\n" || want["worst_first"] != true || len(want["shapes"].([]any)) != 2 {
-		t.Fatalf("fresh trial printed %q, batches %v; want the longest batch first; stderr:\n%s", fresh.stdout, want, fresh.stderr)
+	// Two steps: the loader's own first batch, then the longest.
+	if fresh.stdout != "step 0 length 4\n" || want["worst_first"] != true || len(want["shapes"].([]any)) != 2 ||
+		want["grew_at_step"] != 2.0 {
+		t.Fatalf("fresh trial printed %q, batches %v; want the loader's first, then the longest; stderr:\n%s", fresh.stdout, want, fresh.stderr)
 	}
 	for _, spec := range specs[1:] {
 		forked := h.run(e, spec)
