@@ -19,7 +19,9 @@
 # Usage: bench/gpu_examples.sh [BATCHFIT] [OUTDIR] [PARTS...]
 #        (default: batchfit on PATH, ./bench-out, every part)
 # Environment: LIMIT (24GiB), BF_ARGS (more flags for every search), HF_TIMEOUT (120s: a trial's
-# --timeout for the HF Trainer, which without --max_steps would train for minutes were it not stopped).
+# --timeout for the HF Trainer, which without --max_steps would train for minutes were it not stopped),
+# INSTALLED (set: the scripts import the batchfit package that python3 finds, say a wheel's, not this
+# clone's python/).
 set -uo pipefail
 bf=${1:-batchfit}
 out=${2:-bench-out}
@@ -33,7 +35,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 py=$(command -v python3)
-export PYTHONPATH=$here/python${PYTHONPATH:+:$PYTHONPATH} # batchfit.lightning, batchfit.hf
+# batchfit.lightning, batchfit.hf: this clone's, unless INSTALLED names the installed package's.
+[ -n "${INSTALLED:-}" ] || export PYTHONPATH=$here/python${PYTHONPATH:+:$PYTHONPATH}
 
 # search NAME FLAGS... -- COMMAND...: NAME.json, NAME.err, NAME.rc
 search() {

@@ -34,13 +34,16 @@ func (ws *warnings) line(msg string) {
 	fmt.Fprintf(ws.w, "batchfit: %s\n", msg)
 }
 
-// warn writes msg as a warning unless it was shown already.
+// warn writes msg as a warning unless it was shown already. Warnings are
+// known by their cleaned text, the one line shows and notes: a message with
+// control characters in it is the same warning before and after.
 func (ws *warnings) warn(msg string) {
+	msg = termtext.Line(msg, termtext.Width)
 	ws.mu.Lock()
 	shown := ws.seen[msg]
 	ws.mu.Unlock()
 	if !shown {
-		ws.line("warning: " + termtext.Line(msg, termtext.Width))
+		ws.line("warning: " + msg)
 	}
 }
 

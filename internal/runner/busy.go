@@ -106,27 +106,30 @@ func (s *session) checkGPUs(sampler *gpu.Sampler) error {
 				units.Bytes(s.limit), units.Bytes(contextHeadroom))
 		}
 		problems = append(problems, msg)
-		for _, l := range u.lines() {
-			s.deps.Alert(l)
-		}
 	}
 	sampler.SetBaseline(before)
 	s.held = held
 	if len(problems) == 0 {
 		return nil
 	}
+	var holders []string
+	for _, u := range busy {
+		holders = append(holders, u.lines()...)
+	}
 	if s.cfg.AllowBusyGPU {
-		for _, p := range problems {
-			s.deps.Alert("warning: " + p + " (--allow-busy-gpu: the answer may be low)")
-			s.run.Warnings = append(s.run.Warnings, p)
+		// Shown and recorded in the same words, so that the display, which
+		// shows a run's warnings that it has not shown yet, shows each once.
+		for i, p := range problems {
+			problems[i] = p + " (--allow-busy-gpu: the answer may be low)"
 		}
-		for _, u := range busy {
-			s.run.Warnings = append(s.run.Warnings, u.lines()...)
+		for _, w := range append(problems, holders...) {
+			s.deps.Alert("warning: " + w)
+			s.run.Warnings = append(s.run.Warnings, w)
 		}
 		return nil
 	}
-	for _, p := range problems[1:] {
-		s.deps.Alert(p)
+	for _, l := range append(holders, problems[1:]...) {
+		s.deps.Alert(l)
 	}
 	fix := "wait for it to finish, or run on another GPU (--gpus); --allow-busy-gpu searches anyway"
 	if len(busy) > 0 {

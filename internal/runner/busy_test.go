@@ -139,6 +139,19 @@ func TestRunRefusesBusyGPU(t *testing.T) {
 			if w := strings.Join(run.Warnings, "\n"); !strings.Contains(w, tt.msg) {
 				t.Errorf("warnings %q; want %q", w, tt.msg)
 			}
+			// Each was shown as it was recorded, in the same words: the
+			// display, which shows the warnings it has not shown, adds none.
+			shown := map[string]bool{}
+			for _, n := range f.notices {
+				if w, ok := strings.CutPrefix(n, "warning: "); ok {
+					shown[w] = true
+				}
+			}
+			for _, w := range run.Warnings {
+				if strings.Contains(w, "gpu 0") && !shown[w] {
+					t.Errorf("warning %q recorded, not shown as it was (shown: %q)", w, f.notices)
+				}
+			}
 		})
 	}
 }
