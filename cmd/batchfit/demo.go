@@ -32,6 +32,11 @@ search; only the GPU is simulated. Takes a few seconds.
 			if err != nil {
 				return err
 			}
+			for _, name := range notForDemo {
+				if cmd.Flags().Changed(name) {
+					fmt.Fprintf(io.stderr, "batchfit: note: --%s does nothing in the demo, whose simulated trainer is no Python program\n", name)
+				}
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find the batchfit executable: %w", err)
@@ -67,6 +72,8 @@ search; only the GPU is simulated. Takes a few seconds.
 
 // notForDemo are search's flags that mean nothing to the simulated trainer,
 // which is no Python program: it has no warm worker and no fork server.
+// The demo's help leaves them out; given, they still parse (a script that
+// passed them keeps working) with a note that they do nothing here.
 var notForDemo = []string{"worker", "keep-after-oom", "no-preload", "preload", "verbose"}
 
 // registerDemo registers the search flags that apply to the demo. The
@@ -78,7 +85,7 @@ func (o *searchOptions) registerDemo(fs *pflag.FlagSet) {
 	o.register(all) // sets every default, those of the flags left out too
 	all.VisitAll(func(f *pflag.Flag) {
 		if slices.Contains(notForDemo, f.Name) {
-			return
+			f.Hidden = true
 		}
 		if slices.Contains(f.Annotations[groupAnnotation], groupSlurm) {
 			f.Hidden = true

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -105,6 +106,33 @@ func TestRefusedOffLinux(t *testing.T) {
 		stderr.Reset()
 		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != exitFound || stderr.Len() != 0 {
 			t.Errorf("%v: exit code %d, stderr %q; want 0 and nothing", args, code, stderr.String())
+		}
+	}
+}
+
+// The search flags that mean nothing to the demo are out of its help, yet
+// still parse, with a note, so that a command that passed them still runs.
+func TestDemoTakesSearchOnlyFlags(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the demo runs on Linux")
+	}
+	var help bytes.Buffer
+	if code := run(context.Background(), []string{"demo", "--help"}, strings.NewReader(""), &help, &help); code != 0 {
+		t.Fatalf("demo --help: exit %d", code)
+	}
+	for _, name := range notForDemo {
+		if strings.Contains(help.String(), "--"+name+" ") {
+			t.Errorf("demo --help lists --%s", name)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"demo", "--no-db", "-q", "--verbose", "--no-preload"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || strings.TrimSpace(stdout.String()) == "" {
+		t.Fatalf("demo --verbose --no-preload: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	for _, name := range []string{"verbose", "no-preload"} {
+		if !strings.Contains(stderr.String(), "batchfit: note: --"+name+" does nothing in the demo") {
+			t.Errorf("stderr %q: no note on --%s", stderr.String(), name)
 		}
 	}
 }
