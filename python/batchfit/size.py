@@ -62,6 +62,7 @@ def batch_size(*, progress: bool = True, report: str | os.PathLike | None = None
     cannot be run again (an interactive session, a notebook)."""
     from batchfit import in_trial
 
+    _refuse_worker()
     if in_trial():
         return trial_size()
     found = _found()
@@ -86,6 +87,19 @@ def _found() -> int:
         return max(int(os.environ.get(ANSWER_ENV) or 0), 0)
     except ValueError:
         return 0
+
+
+def _refuse_worker() -> None:
+    """Refuse in a warm worker (--worker), which loads the Trial's module
+    once for many trials of many sizes: none is the process's size, and a
+    search from inside it would search the worker."""
+    worker = sys.modules.get("batchfit._runtime.worker")
+    if worker is not None and getattr(worker, "serving", False):
+        from batchfit.api import BatchfitError
+
+        raise BatchfitError("batchfit.batch_size() in a warm worker (--worker): its trials have many sizes",
+                            hint="a Trial gets each trial's size in step(state, batch_size); call batch_size() "
+                                 "in a training script that batchfit runs whole (without --worker)")
 
 
 def trial_size() -> int:

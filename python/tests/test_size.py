@@ -76,6 +76,20 @@ class TrialTest(unittest.TestCase):
                     batchfit.batch_size()
                 self.assertIn("BATCHFIT_BATCH_SIZE is", str(ctx.exception))
 
+    def test_in_a_warm_worker(self):
+        # A warm worker's Trial module calling it at import: no size is
+        # the process's, and neither a trial's variables nor a search apply.
+        from batchfit._runtime import worker
+
+        self.addCleanup(setattr, worker, "serving", False)
+        worker.serving = True
+        for env in (TRIAL, {}):
+            with self.subTest(env=env), outside_trial(), mock.patch.dict(os.environ, {**env, **NO_BINARY}):
+                with self.assertRaises(batchfit.BatchfitError) as ctx:
+                    batchfit.batch_size()
+                self.assertIn("warm worker", str(ctx.exception))
+                self.assertIn("step(state, batch_size)", ctx.exception.hint)
+
     def test_trial_imports_nothing_else(self):
         # A trial that calls it loads batchfit.size and what it imports:
         # os and sys, loaded already, and __future__.

@@ -314,6 +314,12 @@ def _parse(argv: Sequence[str]) -> tuple[int | None, int | None, str]:
     return once, steps, target
 
 
+#: True while this process serves batchfit as a warm worker: many trials,
+#: each handed its size in step(state, batch_size), none of them the
+#: process's own (batchfit.batch_size() refuses then).
+serving = False
+
+
 def _channel_fds() -> tuple[int, int] | None:
     value = os.environ.pop(FDS_ENV, "")
     if not value:
@@ -366,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # BATCHFIT_STEPS steps, meant for a fresh trial, must never end it (it is
     # off anyway without a report file, which batchfit gives workers none of).
     _hook.run_to_end()
+    global serving
+    serving = True
     channel = Channel(*fds)
     stage = "setup"
     try:
