@@ -629,7 +629,13 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
             try:
                 code = _wait(proc, view)
             except KeyboardInterrupt:
+                # A second one: batchfit is killed (on Linux its trials die
+                # with it: their parent-death signal), and the view says so
+                # rather than go on showing trials as running.
                 proc.kill()
+                proc.wait()
+                if view is not None:
+                    view.finish("".join(tail), proc.returncode, end="killed at a second interrupt")
                 raise
     finally:
         # A batchfit still running here (an exception in the wait) stops
@@ -764,15 +770,16 @@ class _LiveView:
             page = self.html()
         self._handle.update(self._html(page))
 
-    def finish(self, stderr: str, code: int) -> None:
+    def finish(self, stderr: str, code: int, end: str = "") -> None:
         """The last state, once batchfit has ended: every event it wrote,
-        the error of a batchfit that failed, and where no trial ran (an
-        answer from the history) what it said on stderr instead."""
+        how it ended (end, else the error of a batchfit that failed), and
+        where no trial ran (an answer from the history) what it said on
+        stderr instead."""
         self.close()
         with self._lock:
             self._running.clear()
             self._done = True
-            self._end = _stderr_error(stderr)[0] if code != 0 else ""
+            self._end = end or (_stderr_error(stderr)[0] if code != 0 else "")
             if not self._trials:
                 self._warnings += [line[len("batchfit: "):] for line in stderr.splitlines()
                                    if line.startswith("batchfit: ") and not line.startswith(("batchfit: error: ", "batchfit: hint: "))]

@@ -353,6 +353,17 @@ class NotebookTest(unittest.TestCase):
         self.assertIn("&gt; 79.99 GiB", last)
         self.assertIn("NVIDIA H100 (simulated), 80.00 GiB", last)
 
+    def test_second_interrupt(self):
+        # A second Ctrl-C kills batchfit: the view ends, saying so, rather
+        # than go on showing a trial as running.
+        FakeBinary(self, stdout=envelope(), events=self.EVENTS[:4])
+        shown = self.kernel()
+        with mock.patch.object(api, "_wait", side_effect=[KeyboardInterrupt, KeyboardInterrupt]):
+            with self.assertRaises(KeyboardInterrupt):
+                batchfit.search(["./train.sh", "{}"])
+        self.assertIn("finished: killed at a second interrupt", shown[-1])
+        self.assertNotIn("running trial", shown[-1])
+
     def test_answer_from_the_history(self):
         # No trial ran, so no event came: the view says what batchfit said.
         FakeBinary(self, stdout=envelope(), stderr="batchfit: answered from the history (run r1, 5s old); --fresh searches again\n",
