@@ -319,6 +319,9 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(batches.log.planned_largest, {"batch": [2, 64]})
 
     def test_what_was_read_is_kept_for_the_search(self):
+        from batchfit._runtime import sources
+
+        sources.watch_opens()  # as the hook does: it records into state.opened, never removed
         reads = []
 
         class Items(torch.utils.data.Dataset):
@@ -342,6 +345,9 @@ class LoaderTest(unittest.TestCase):
         self.assertIsNone(self.first(torch.utils.data.DataLoader(Items(), batch_size=2)))
         self.assertEqual(len(reads), 16)
         self.assertEqual(batches.log.why_not, "500 of 500 items read, of one shape")
+        # The verdict is batchfit's file, not one the program read: the
+        # history, which checks those, must not go with the log folder.
+        self.assertNotIn(os.path.join(self.folder, kept[0]), [f["path"] for f in sources.opened_files(())])
 
     def test_reading_on_spreads_over_the_whole_dataset(self):
         # Long items only in the dataset's second half, every 1000th; a

@@ -432,6 +432,12 @@ def _one_shape(dataset: Any, n: int, sizes: dict[str, int], item_sizes: Callable
                 return int(json.load(f)["read"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
+        finally:
+            # The verdict is batchfit's, not an input of the program's: were
+            # it among the files the program read (sources.opened_files), the
+            # history would check it, which goes with the search's log
+            # folder, and never answer the search again.
+            state.opened.pop(os.path.abspath(kept), None)
     read = 0
     # A stride of n over the golden ratio, made coprime with n: item
     # (j * stride) % n visits every item, each read landing in the largest
