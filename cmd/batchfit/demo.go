@@ -32,7 +32,7 @@ search; only the GPU is simulated. Takes a few seconds.
 			if err != nil {
 				return err
 			}
-			for _, name := range notForDemo {
+			for _, name := range idleInDemo {
 				if cmd.Flags().Changed(name) {
 					fmt.Fprintf(io.stderr, "batchfit: note: --%s does nothing in the demo, whose simulated trainer is no Python program\n", name)
 				}
@@ -72,9 +72,13 @@ search; only the GPU is simulated. Takes a few seconds.
 
 // notForDemo are search's flags that mean nothing to the simulated trainer,
 // which is no Python program: it has no warm worker and no fork server.
-// The demo's help leaves them out; given, they still parse (a script that
-// passed them keeps working) with a note that they do nothing here.
+// The demo's help leaves them out; given, they still parse, so that a
+// command that passed them still runs: those of idleInDemo with a note that
+// they do nothing here, --worker (and --keep-after-oom, which needs it)
+// with the error that says why it cannot run.
 var notForDemo = []string{"worker", "keep-after-oom", "no-preload", "preload", "verbose"}
+
+var idleInDemo = []string{"no-preload", "preload", "verbose"}
 
 // registerDemo registers the search flags that apply to the demo. The
 // executor's flags run the demo's trials as Slurm jobs, which tests of the
