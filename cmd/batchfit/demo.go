@@ -33,7 +33,7 @@ search; only the GPU is simulated. Takes a few seconds.
 				return err
 			}
 			for _, name := range idleInDemo {
-				if cmd.Flags().Changed(name) {
+				if cmd.Flags().Changed(name) && !o.quiet {
 					fmt.Fprintf(io.stderr, "batchfit: note: --%s does nothing in the demo, whose simulated trainer is no Python program\n", name)
 				}
 			}

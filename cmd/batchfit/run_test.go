@@ -126,7 +126,7 @@ func TestDemoTakesSearchOnlyFlags(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"demo", "--no-db", "-q", "--verbose", "--no-preload"}, strings.NewReader(""), &stdout, &stderr)
+	code := run(context.Background(), []string{"demo", "--no-db", "--verbose", "--no-preload"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 || strings.TrimSpace(stdout.String()) == "" {
 		t.Fatalf("demo --verbose --no-preload: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}

@@ -24,27 +24,31 @@ type warnings struct {
 
 func newWarnings(w io.Writer) *warnings { return &warnings{w: w, seen: map[string]bool{}} }
 
-// line writes "batchfit: msg" and notes a warning in it as shown.
+// line writes "batchfit: msg", cleaned of control sequences; a warning in
+// it goes through warn.
 func (ws *warnings) line(msg string) {
+	if w, ok := strings.CutPrefix(msg, "warning: "); ok {
+		ws.warn(w)
+		return
+	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if w, ok := strings.CutPrefix(msg, "warning: "); ok {
-		ws.seen[w] = true
-	}
-	fmt.Fprintf(ws.w, "batchfit: %s\n", msg)
+	fmt.Fprintf(ws.w, "batchfit: %s\n", termtext.Clean(msg))
 }
 
-// warn writes msg as a warning unless it was shown already. Warnings are
-// known by their cleaned text, the one line shows and notes: a message with
-// control characters in it is the same warning before and after.
+// warn writes msg as a warning unless it was shown already, as it happens
+// (line) or before. A warning is known by its whole cleaned text, which
+// the line shows clipped: one with control characters in it is the same
+// warning before and after, and two that differ past the clip are two.
 func (ws *warnings) warn(msg string) {
-	msg = termtext.Line(msg, termtext.Width)
+	key := termtext.Line(msg, 0)
 	ws.mu.Lock()
-	shown := ws.seen[msg]
-	ws.mu.Unlock()
-	if !shown {
-		ws.line("warning: " + msg)
+	defer ws.mu.Unlock()
+	if ws.seen[key] {
+		return
 	}
+	ws.seen[key] = true
+	fmt.Fprintf(ws.w, "batchfit: warning: %s\n", termtext.Clip(key, termtext.Width))
 }
 
 // isWarning says whether a notice is a warning, which -q keeps.

@@ -40,8 +40,11 @@ func (s *session) chooseProof() {
 		}
 	}
 	if why != "" {
-		s.warn(fmt.Sprintf("the answer is proven in capped trials, not on a held card (%s): a real card may take a size or two less", why))
-		s.run.Warnings = append(s.run.Warnings, "not proven on a held card: "+why)
+		// Shown and recorded in the same words: the display shows a run's
+		// warnings it has not shown yet, once.
+		w := fmt.Sprintf("the answer is proven in capped trials, not on a held card (%s): a real card may take a size or two less", why)
+		s.warn(w)
+		s.run.Warnings = append(s.run.Warnings, w)
 		return
 	}
 	s.run.Proof = record.ProofHeld
