@@ -634,8 +634,18 @@ def _execute(args: list[str], *, cwd: str | os.PathLike | None, env: Mapping[str
                 # rather than go on showing trials as running.
                 proc.kill()
                 proc.wait()
+                # What batchfit wrote before it died is read to its end (a
+                # reader blocked on a pipe a stray process still holds is
+                # left to itself) and the pipes closed once their readers
+                # are done; tail is copied, as a reader may still add to it.
+                for reader in (stdout, stderr):
+                    if reader.ident is not None:
+                        reader.join(timeout=1)
+                for reader, pipe in ((stdout, out_pipe), (stderr, err_pipe)):
+                    if not reader.is_alive():
+                        pipe.close()
                 if view is not None:
-                    view.finish("".join(tail), proc.returncode, end="killed at a second interrupt")
+                    view.finish("".join(tail.copy()), proc.returncode, end="killed at a second interrupt")
                 raise
     finally:
         # A batchfit still running here (an exception in the wait) stops

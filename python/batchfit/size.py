@@ -58,8 +58,9 @@ def batch_size(*, progress: bool = True, report: str | os.PathLike | None = None
     ``progress`` (batchfit's progress lines on stderr), ``report`` (keep the
     HTML report in that file) and ``extra_args``. Raises BatchfitError with
     batchfit's message and hint when the search finds no answer, and before
-    any search when this process has already started a GPU runtime or
-    cannot be run again (an interactive session, a notebook)."""
+    any search when this process has already started a GPU runtime, cannot
+    be run again (an interactive session, a notebook) or serves batchfit as
+    a warm worker (--worker), whose Trial gets each size in its step."""
     from batchfit import in_trial
 
     _refuse_worker()
@@ -98,8 +99,8 @@ def _refuse_worker() -> None:
         from batchfit.api import BatchfitError
 
         raise BatchfitError("batchfit.batch_size() in a warm worker (--worker): its trials have many sizes",
-                            hint="a Trial gets each trial's size in step(state, batch_size); call batch_size() "
-                                 "in a training script that batchfit runs whole (without --worker)")
+                            hint="a Trial gets each trial's size in its step; call batch_size() in a training "
+                                 "script that batchfit runs whole (without --worker)")
 
 
 def trial_size() -> int:

@@ -321,7 +321,11 @@ class LoaderTest(unittest.TestCase):
     def test_what_was_read_is_kept_for_the_search(self):
         from batchfit._runtime import sources
 
-        sources.watch_opens()  # as the hook does: it records into state.opened, never removed
+        # As the hook does (once a process: the audit hook stays): what it
+        # records is this test's alone.
+        sources.watch_opens()
+        state.opened.clear()
+        self.addCleanup(state.opened.clear)
         reads = []
 
         class Items(torch.utils.data.Dataset):

@@ -88,7 +88,33 @@ class TrialTest(unittest.TestCase):
                 with self.assertRaises(batchfit.BatchfitError) as ctx:
                     batchfit.batch_size()
                 self.assertIn("warm worker", str(ctx.exception))
-                self.assertIn("step(state, batch_size)", ctx.exception.hint)
+                self.assertIn("in its step", ctx.exception.hint)
+
+    def test_a_worker_serves_before_it_loads_the_trial(self):
+        # worker.main notes that it serves before the Trial's module is
+        # imported (Worker(target)), where batch_size() would be called.
+        from batchfit._runtime import state as runtime_state
+        from batchfit._runtime import worker
+
+        seen = []
+
+        class Loading:
+            def __init__(self, target, **_):
+                seen.append(worker.serving)
+                raise RuntimeError("the Trial module failed to import")
+
+        to_worker, from_batchfit = os.pipe()
+        from_worker, to_batchfit = os.pipe()
+        self.addCleanup(setattr, worker, "serving", False)
+        self.addCleanup(setattr, runtime_state.state, "stop_at", runtime_state.state.stop_at)
+        with mock.patch.object(worker, "Worker", Loading), redirect_stderr(io.StringIO()), \
+                mock.patch.dict(os.environ, {worker.FDS_ENV: f"{to_worker},{to_batchfit}"}):
+            self.assertEqual(worker.main(["mymodule:Trial"]), 1)
+        os.close(from_batchfit)
+        os.close(to_batchfit)
+        with os.fdopen(from_worker, "rb") as f:
+            fatal = json.loads(f.readline())
+        self.assertEqual((seen, fatal["type"], fatal["stage"]), ([True], "fatal", "setup"))
 
     def test_trial_imports_nothing_else(self):
         # A trial that calls it loads batchfit.size and what it imports:

@@ -26,6 +26,9 @@ _MAX_OPEN_SEEN = 1000
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_watching = False  # watch_opens has added its hook: once a process
+
+
 def watch_opens() -> None:
     """Remember the files the program opens for reading, through the "open"
     audit event (open(), io.open, os.open, io.open_code), leaving out what
@@ -36,9 +39,11 @@ def watch_opens() -> None:
     there is opened to append, never to read. An audit hook cannot be
     removed, so it stays a string test for every other event, and stops
     remembering after _MAX_OPEN_SEEN paths."""
+    global _watching
     add_hook = getattr(sys, "addaudithook", None)  # Python 3.8 and later
-    if add_hook is None:
+    if add_hook is None or _watching:
         return
+    _watching = True
     stdlib = os.path.dirname(os.path.abspath(os.__file__))
     prefixes = tuple(p + os.sep for p in (stdlib, _PACKAGE, "/dev", "/proc", "/sys"))
     parts = tuple(os.sep + p + os.sep for p in ("site-packages", "dist-packages", "__pycache__"))
