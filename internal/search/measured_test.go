@@ -171,26 +171,33 @@ func TestShiftedCardBoundaries(t *testing.T) {
 }
 
 // TestReplayCounts logs the trial counts of the replays with one, two and
-// four sizes a round, with and without what the failures report, for the
-// tables in bench/results/search-replays-trial-counts.txt: the search's
-// trials (before the bracket closed) and all of them (the proof's re-checks
-// too). Every one must be exact.
+// four sizes a round, and with three side by side on one GPU carrying the
+// proof's re-checks (k=3s: a 24 GiB limit on an H200), with and without
+// what the failures report, for the tables in
+// bench/results/search-replays-trial-counts.txt: the search's trials
+// (before the bracket closed) and all of them (the proof's re-checks too),
+// and the rounds. Every one must be exact.
 func TestReplayCounts(t *testing.T) {
 	for _, tt := range replays() {
 		for _, told := range []bool{false, true} {
-			for _, k := range []int{1, 2, 4} {
+			for _, k := range []string{"1", "2", "3s", "4"} {
 				c := tt.c
 				if !told {
 					c.failure = nil
 				}
 				cfg := tt.cfg
-				cfg.Parallel = k
+				switch k {
+				case "3s":
+					cfg.Parallel, cfg.SideBySide, cfg.ProofAlongside = 3, 3, true
+				default:
+					cfg.Parallel = int(k[0] - '0')
+				}
 				res, search, err := countedRun(cfg, c.prober())
 				if err != nil {
 					t.Fatal(err)
 				}
 				checkProof(t, res, cfg, c.answer)
-				t.Logf("%s failures told %v k=%d: search %d / %d trials, %d rounds %v", tt.name, told, k, search, len(res.Trials), res.Rounds, sizesOf(res.Trials))
+				t.Logf("%s failures told %v k=%s: search %d / %d trials, %d rounds %v", tt.name, told, k, search, len(res.Trials), res.Rounds, sizesOf(res.Trials))
 			}
 		}
 	}

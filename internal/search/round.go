@@ -94,7 +94,9 @@ func (d *driver) markDisagreeing(obs, riders []Observation) {
 
 // rerunSuspects returns each suspect's second result, in order: a suspect
 // that a re-check beside the round (proofAlongside) ran again has had its
-// re-run; the others run again now, as many at once as run side by side.
+// re-run; the others run again now, as many at once as run side by side,
+// and beside them, where that leaves room, the proof's re-checks of the
+// pair the bracket closes on if every re-run agrees (besideReruns).
 func (d *driver) rerunSuspects(ctx context.Context, suspects, riders []Observation) ([]Observation, error) {
 	again := make([]Observation, len(suspects))
 	var recheck, pending []int
@@ -106,17 +108,44 @@ func (d *driver) rerunSuspects(ctx context.Context, suspects, riders []Observati
 		recheck, pending = append(recheck, o.Size), append(pending, i)
 	}
 	var rerun []Observation
-	for chunk := range slices.Chunk(recheck, max(d.k, d.cfg.SideBySide)) {
-		r, err := d.probe(ctx, PhaseRecheck, chunk, 0, true)
+	width := max(d.k, d.cfg.SideBySide)
+	beside := d.besideReruns(suspects, recheck)
+	for chunk := range slices.Chunk(recheck, width) {
+		r, err := d.probeWith(ctx, PhaseRecheck, slices.Concat(chunk, beside), 0, true, len(beside))
 		if err != nil {
 			return nil, err
 		}
-		rerun = append(rerun, r...)
+		rerun = append(rerun, r[:len(chunk)]...)
+		d.markDisagreeing(r[:len(chunk)], r[len(chunk):])
+		beside = nil
 	}
 	for j, i := range pending {
 		again[i] = rerun[j]
 	}
 	return again, nil
+}
+
+// besideReruns returns the proof's re-checks to run beside the re-runs of
+// recheck (suspects' sizes), when trials side by side leave room for them
+// (Config.ProofAlongside): those of the pair the bracket closes on if each
+// suspect's re-run agrees with its first result, as proofAlongside picks
+// them beside a round. A re-run that disagrees leaves them results of
+// their sizes like any other; a right guess saves the proof a round.
+func (d *driver) besideReruns(suspects []Observation, recheck []int) []int {
+	room := d.cfg.SideBySide - len(recheck)
+	if !d.cfg.ProofAlongside || d.cfg.Unproven || room < 1 || len(recheck) == 0 || len(recheck) > d.cfg.SideBySide {
+		return nil
+	}
+	trial := maps.Clone(d.belief)
+	for _, o := range suspects {
+		trial[o.Size] = o
+	}
+	lo, hi := bracketOf(trial, d.g, d.top(-1), -1)
+	if lo < d.g.Min || hi != lo+d.g.Step || hi > d.g.Max {
+		return nil
+	}
+	need := d.proving([][2]int{{lo, hi}}, recheck)
+	return need[:min(len(need), room)]
 }
 
 // clearRoom returns the largest size at which the memory model leaves clear

@@ -89,3 +89,30 @@ func TestProofAlongsideFullRounds(t *testing.T) {
 	}
 	t.Logf("%d of 100 proven in the search's own rounds", along)
 }
+
+// TestProofBesideReruns: a round's surprising failure runs again before it
+// moves the boundary; with trials side by side, the proof's re-check of the
+// pair that re-run closes on rides beside it (besideReruns) rather than in
+// a round of its own. The HF Trainer's H200 trials: 72 fails below the
+// model's clear room, its re-run closes [71, 72], and 71's second run goes
+// with it.
+func TestProofBesideReruns(t *testing.T) {
+	c := hfH200Curve()
+	cfg := Config{Min: 1, Max: 1 << 16, Capacity: 24 * gib, AllocatorCap: true, Parallel: 3, SideBySide: 3, ProofAlongside: true}
+	res, err := Run(context.Background(), cfg, c.prober())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProof(t, res, cfg, c.answer)
+	beside := false
+	for i := 1; i < len(res.Trials); i++ {
+		a, b := res.Trials[i-1], res.Trials[i]
+		if a.Size == c.answer+1 && b.Size == c.answer && a.Retry && b.Retry {
+			beside = true
+		}
+	}
+	if !beside || res.ProofRounds != 0 {
+		t.Errorf("trials %v, %d proof rounds: want %d's re-run and %d's second run in one round, no proof round",
+			sizesOf(res.Trials), res.ProofRounds, c.answer+1, c.answer)
+	}
+}
