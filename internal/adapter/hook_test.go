@@ -414,15 +414,17 @@ func TestHookReportsLoadedSources(t *testing.T) {
 // opened for reading (a config file at a fixed path, through open() and
 // os.open), in the order first opened, and not what it wrote, what it
 // loaded as a module, what it only streamed past the size bound, the
-// standard library's nor /proc's.
+// standard library's, /proc's, nor torch's compiled-kernel caches.
 func TestHookReportsOpenedFiles(t *testing.T) {
 	python := findPython(t, false)
 	dir := t.TempDir()
 	files := map[string]string{
-		"helper.py":   "X = 1\n",
-		"config.json": `{"limit": 100}`,
-		"limit.cfg":   "100\n",
-		"big.bin":     strings.Repeat("x", 1<<20+1),
+		"helper.py":                     "X = 1\n",
+		"config.json":                   `{"limit": 100}`,
+		"limit.cfg":                     "100\n",
+		"big.bin":                       strings.Repeat("x", 1<<20+1),
+		"torchinductor_me/fx/kernel.py": "# a compiled kernel\n",
+		".triton/cache/k.json":          "{}",
 		"main.py": `import json, os, helper
 os.chdir(os.path.dirname(os.path.abspath(__file__)))
 with open("config.json") as f:
@@ -438,9 +440,15 @@ with open("/proc/self/status") as f:
     f.read()
 with open(json.__file__) as f:
     f.read()
+for cached in ("torchinductor_me/fx/kernel.py", ".triton/cache/k.json"):
+    with open(cached) as f:
+        f.read()
 `,
 	}
 	for name, text := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -33,8 +33,10 @@ def watch_opens() -> None:
     """Remember the files the program opens for reading, through the "open"
     audit event (open(), io.open, os.open, io.open_code), leaving out what
     is no input of the program's own: the standard library, site-packages
-    and dist-packages, compiled modules (__pycache__), batchfit's package
-    (the adapter), /dev, /proc and /sys. The trial's log folder is not left
+    and dist-packages, compiled modules (__pycache__), the kernels torch's
+    compilers cache (torchinductor_USER, .triton), which a run rewrites
+    as it likes and which would make the history never answer again,
+    batchfit's package (the adapter), /dev, /proc and /sys. The trial's log folder is not left
     out, as --log-dir may be the program's own folder; batchfit's report
     there is opened to append, never to read. An audit hook cannot be
     removed, so it stays a string test for every other event, and stops
@@ -46,7 +48,8 @@ def watch_opens() -> None:
     _watching = True
     stdlib = os.path.dirname(os.path.abspath(os.__file__))
     prefixes = tuple(p + os.sep for p in (stdlib, _PACKAGE, "/dev", "/proc", "/sys"))
-    parts = tuple(os.sep + p + os.sep for p in ("site-packages", "dist-packages", "__pycache__"))
+    parts = tuple(os.sep + p + os.sep for p in ("site-packages", "dist-packages", "__pycache__", ".triton"))
+    parts += (os.sep + "torchinductor_",)
     seen = state.opened
     accmode, rdonly = os.O_ACCMODE, os.O_RDONLY
 
