@@ -133,7 +133,7 @@ func (d *driver) rerunSuspects(ctx context.Context, suspects, riders []Observati
 // their sizes like any other; a right guess saves the proof a round.
 func (d *driver) besideReruns(suspects []Observation, recheck []int) []int {
 	room := d.cfg.SideBySide - len(recheck)
-	if !d.cfg.ProofAlongside || d.cfg.Unproven || room < 1 || len(recheck) == 0 || len(recheck) > d.cfg.SideBySide {
+	if !d.cfg.ProofAlongside || d.cfg.Unproven || room < 1 || len(recheck) == 0 {
 		return nil
 	}
 	trial := maps.Clone(d.belief)

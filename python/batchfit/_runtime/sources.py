@@ -34,13 +34,13 @@ def watch_opens() -> None:
     audit event (open(), io.open, os.open, io.open_code), leaving out what
     is no input of the program's own: the standard library, site-packages
     and dist-packages, compiled modules (__pycache__), the kernels torch's
-    compilers cache (torchinductor_USER, .triton), which a run rewrites
-    as it likes and which would make the history never answer again,
-    batchfit's package (the adapter), /dev, /proc and /sys. The trial's log folder is not left
-    out, as --log-dir may be the program's own folder; batchfit's report
-    there is opened to append, never to read. An audit hook cannot be
-    removed, so it stays a string test for every other event, and stops
-    remembering after _MAX_OPEN_SEEN paths."""
+    compilers cache (torchinductor_USER, .triton: later runs rewrite them
+    as they like, and the history would never answer again), batchfit's
+    package (the adapter), /dev, /proc and /sys. The trial's log folder is
+    not left out, as --log-dir may be the program's own folder; batchfit's
+    report there is opened to append, never to read. An audit hook cannot
+    be removed, so it is added once a process, stays a string test for
+    every other event, and stops remembering after _MAX_OPEN_SEEN paths."""
     global _watching
     add_hook = getattr(sys, "addaudithook", None)  # Python 3.8 and later
     if add_hook is None or _watching:

@@ -315,8 +315,8 @@ def _parse(argv: Sequence[str]) -> tuple[int | None, int | None, str]:
 
 
 #: True while this process serves batchfit as a warm worker: many trials,
-#: each handed its size in step(state, batch_size), none of them the
-#: process's own (batchfit.batch_size() refuses then).
+#: each handed its size in its step, none of them the process's own
+#: (batchfit.batch_size() refuses then).
 serving = False
 
 
