@@ -255,16 +255,21 @@ class Server:
     def preload(self, modules: list[str], third_party_only: bool = False,
                 home: str | None = None) -> dict[str, Any]:
         loaded, dropped = [], []
+        began = time.monotonic()
         for name in modules:
             if self.poisoned:
                 break
             if third_party_only and not third_party(name, home):
                 continue
+            t = time.monotonic()
             drop = self.load(name)
             if drop is None:
                 loaded.append(name)
+                _log(f"imported {name} in {time.monotonic() - t:.2f} s")
             else:
                 dropped.append(drop)
+                _log(f"dropped {name} after {time.monotonic() - t:.2f} s: {drop['reason']}")
+        _log(f"preloaded {len(loaded)} of {len(modules)} asked in {time.monotonic() - began:.2f} s")
         # The pid is this process's, which may be a backup that took over.
         return {"event": "preloaded", "pid": os.getpid(), "loaded": loaded, "dropped": dropped,
                 "poisoned": self.poisoned is not None, "packages": _packages()}
@@ -411,6 +416,7 @@ class Server:
                 pass
         os.write(go_w, b"1")
         os.close(go_w)
+        _log(f"forked pid {pid} for trial {_env_value(req.get('env'), 'BATCHFIT_TRIAL') or '?'}")
         self.children.add(pid)
         return {"event": "started", "pid": pid, "cgroup": in_cgroup}
 
@@ -455,6 +461,27 @@ def third_party(name: str, home: str | None) -> bool:
         return False
     origin = getattr(spec, "origin", None)
     return isinstance(origin, str) and os.path.isabs(origin) and hook.is_third_party(origin)
+
+
+def _log(msg: str) -> None:
+    """A line of the server's timeline on its stderr (the search's
+    forkserver.log): when it imported what, for how long, and when it
+    forked each trial, to set beside the trials' own times."""
+    now = time.time()
+    stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}"
+    try:
+        sys.stderr.write(f"{stamp} {msg}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _env_value(env: Any, name: str) -> str:
+    """name's value in a request's environment (a list of "K=V"), or ""."""
+    for kv in env or ():
+        if isinstance(kv, str) and kv.startswith(name + "="):
+            return kv[len(name) + 1:]
+    return ""
 
 
 def _flush() -> None:
