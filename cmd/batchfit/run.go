@@ -247,7 +247,7 @@ that the exact answer takes a handful of trials.
 	}
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newSearchCommand(io), newDemoCommand(io), newHistoryCommand(io), newShowCommand(io), newSimTrialCommand(io), newSimHoldCommand(io))
-	root.AddCommand(newDoctorCommand(io), newCacheCommand(io), newCardsCommand(io))
+	root.AddCommand(newDoctorCommand(io), newCacheCommand(io), newCardsCommand(io), newVersionCommand(io))
 	for _, cmd := range root.Commands() {
 		registerCompletions(cmd)
 	}

@@ -1,14 +1,31 @@
 package main
 
 import (
+	"fmt"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // version is stamped into release builds with
 // -ldflags "-X main.version=v1.2.3"; otherwise it comes from the build
 // information Go records (buildVersion).
 var version = ""
+
+// newVersionCommand is "batchfit version", which prints what --version
+// does: the word people type first.
+func newVersionCommand(io *streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print batchfit's version (as --version)",
+		Args:  noArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			_, err := fmt.Fprintf(io.stdout, "batchfit version %s\n", currentVersion())
+			return err
+		}),
+	}
+}
 
 // currentVersion returns the stamped version, else buildVersion's.
 func currentVersion() string {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +33,19 @@ func TestBuildVersion(t *testing.T) {
 		if got := buildVersion(&tt.info); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// "batchfit version" prints what --version does.
+func TestVersionCommand(t *testing.T) {
+	var out, flag, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, strings.NewReader(""), &out, &stderr); code != 0 {
+		t.Fatalf("batchfit version: exit %d, stderr %q", code, stderr.String())
+	}
+	if code := run(context.Background(), []string{"--version"}, strings.NewReader(""), &flag, &stderr); code != 0 {
+		t.Fatalf("batchfit --version: exit %d, stderr %q", code, stderr.String())
+	}
+	if out.String() == "" || out.String() != flag.String() {
+		t.Errorf("batchfit version printed %q, --version %q: want the same line", out.String(), flag.String())
 	}
 }
