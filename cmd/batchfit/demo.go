@@ -76,8 +76,10 @@ search; only the GPU is simulated. Takes a few seconds.
 // command that passed them still runs: those of idleInDemo with a note that
 // they do nothing here, --worker (and --keep-after-oom, which needs it)
 // with the error that says why it cannot run.
-var notForDemo = []string{"worker", "keep-after-oom", "no-preload", "preload", "verbose"}
+var notForDemo = append([]string{"worker", "keep-after-oom"}, idleInDemo...)
 
+// idleInDemo are the flags of notForDemo that the demo runs with, doing
+// nothing: the fork server's and its detail's.
 var idleInDemo = []string{"no-preload", "preload", "verbose"}
 
 // registerDemo registers the search flags that apply to the demo. The
