@@ -105,6 +105,9 @@ type Event struct {
 	// batchfit.batch_size(), which returns the trial's: the size reaches
 	// the program as surely as through {} in its arguments.
 	SizeRead bool `json:"size_read,omitempty"`
+	// GateWait is how long, in seconds, a trial started early waited at
+	// its gate before it touched the GPU (trial.Gate); 0 when it had none.
+	GateWait float64 `json:"gate_wait,omitempty"`
 
 	// Sources are the source files the process loaded outside the standard
 	// library, site-packages and dist-packages (its script first, then by

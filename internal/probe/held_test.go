@@ -18,15 +18,25 @@ import (
 // limit on an 80 GiB card that the simulator can hold.
 func heldProber(t *testing.T) (*Prober, sim.Card, sim.Workload) {
 	t.Helper()
+	card, w := heldCard(t)
+	cfg, backend := simConfig(t, card, w, 3)
+	heldConfig(&cfg, backend, card)
+	return New(cfg), card, w
+}
+
+// heldCard is heldProber's card and workload.
+func heldCard(t *testing.T) (sim.Card, sim.Workload) {
 	card := sim.H100()
 	card.Dir = t.TempDir()
 	card.HoldPeak = true // every trial's peak is sampled, however busy the machine
-	w := sim.ResNet50()
-	cfg, backend := simConfig(t, card, w, 3)
+	return card, sim.ResNet50()
+}
+
+// heldConfig makes cfg heldProber's: the limit, and the simulator's holder.
+func heldConfig(cfg *Config, backend *sim.Backend, card sim.Card) {
 	devices, _ := backend.Devices()
 	cfg.Framework, cfg.MemoryLimit, cfg.DeviceTotal, cfg.WholeProcess = adapter.Torch{}, 24<<30, card.Total, true
 	cfg.Holder, cfg.Devices, cfg.Slots = backend, devices, [][]int{{0}, {0}}
-	return New(cfg), card, w
 }
 
 // A held trial runs alone, uncapped, while batchfit holds all but the

@@ -153,6 +153,10 @@ type Prober struct {
 	held bool
 	// grows says jaxlib grows a bare fraction's pool (poolGrew).
 	grows bool
+	// perProcess says NVML named a trial's processes (gpu.MethodProcess):
+	// an early trial's memory can be seen (canStartEarly). noEarly says
+	// one took memory before its turn: none starts early again.
+	perProcess, noEarly bool
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -274,6 +278,9 @@ func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observ
 	if at := min(len(sizes), len(slots)); at > 1 {
 		threads = max(1, runtime.NumCPU()/at)
 	}
+	if held && len(slots) == 1 && len(sizes) > 1 {
+		return p.probeInTurn(ctx, sizes, rechecks, slots[0])
+	}
 	var wg sync.WaitGroup
 	for i, size := range sizes {
 		var gpus []int
@@ -292,6 +299,35 @@ func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observ
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			return obs, err
+		}
+	}
+	return obs, nil
+}
+
+// probeInTurn runs a held round's sizes one after the other on gpus, the
+// next trial started early while each runs (see early.go).
+func (p *Prober) probeInTurn(ctx context.Context, sizes []int, rechecks int, gpus []int) ([]search.Observation, error) {
+	obs := make([]search.Observation, len(sizes))
+	var next *early
+	for i, size := range sizes {
+		sp := special{held: true, retry: i >= len(sizes)-rechecks, early: next}
+		if next == nil {
+			pl := p.plan(size, gpus, sp)
+			sp.planned = &pl
+		}
+		next = nil
+		if i+1 < len(sizes) && ctx.Err() == nil && p.canStartEarly() {
+			next = p.startEarly(ctx, sizes[i+1], gpus, special{held: true, retry: i+1 >= len(sizes)-rechecks})
+		}
+		sp.behind = next
+		var err error
+		obs[i], err = p.one(ctx, size, gpus, sp)
+		if next != nil && next.dropped {
+			next = nil
+		}
+		if err != nil {
+			p.drop(next)
 			return obs, err
 		}
 	}
@@ -339,6 +375,12 @@ type special struct {
 	threads int
 	// held runs the trial on a held card (SetHeld).
 	held bool
+	// early is the trial's own process, started early (startEarly), for
+	// its first run; behind is the next trial's, waiting at its gate
+	// while this one runs. planned, when set, is the first run's plan,
+	// numbered before the trial behind it.
+	early, behind *early
+	planned       *planned
 }
 
 // Measure runs size once in a fresh trial of steps training steps, for its
@@ -403,6 +445,16 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (sea
 	for runs := 1; ; runs++ {
 		guessed := !sp.held && p.guessing() // a held trial has no cap to guess
 		o, t, again, err := p.attempt(ctx, size, gpus, sp)
+		sp.early, sp.planned = nil, nil // its first run only
+		if err == nil && ctx.Err() == nil && p.checkBehind(t.N, size, sp.behind) {
+			runs--
+			continue
+		}
+		if err == nil && ctx.Err() == nil && (again.poolGrew || again.recap || t.Busy) {
+			// It runs again before the trial behind it: that one starts
+			// afresh after it, numbered in order.
+			p.drop(sp.behind)
+		}
 		if err == nil && guessed && o.Outcome.TooLarge() && p.Outside() < p.cfg.OutsideGuess && !recapped && ctx.Err() == nil {
 			// Capped from an earlier run's figure, which left this
 			// program less than its own measurement does: run it again
@@ -451,25 +503,22 @@ type rerun struct {
 // attempt runs one trial and records it, and says whether it is to run
 // again.
 func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) (_ search.Observation, _ record.Trial, _ rerun, _ error) {
-	p.mu.Lock()
-	p.n++
-	n := p.n
-	phase := p.phase
-	p.mu.Unlock()
-
-	base := filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", n, size))
-	allocCap := p.allocatorCap()
-	if sp.held {
-		allocCap = 0 // the held card itself is the limit
-	}
-	spec := p.spec(n, size, gpus, sp, allocCap, base)
+	var pl planned
 	switch {
-	case sp.soak > 0:
-		phase = record.PhaseSoak
-	case sp.steps > 0:
-		phase = record.PhaseThroughput
+	case sp.early != nil:
+		pl = sp.early.plan
+	case sp.planned != nil:
+		pl = *sp.planned
+	default:
+		pl = p.plan(size, gpus, sp)
 	}
+	n, phase, base, allocCap, spec := pl.n, pl.phase, pl.base, pl.allocCap, pl.spec
 	res, peak, bound, shared, err := p.launch(ctx, n, size, gpus, sp, spec)
+	if peak.Method == gpu.MethodProcess {
+		p.mu.Lock()
+		p.perProcess = true
+		p.mu.Unlock()
+	}
 	var logErr *trial.LogError
 	if errors.As(err, &logErr) {
 		err = nil // the trial ran: classified below, then the search stops
@@ -508,6 +557,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		SizeRead:     sum.SizeRead,
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
 		Held:         sp.held,
+		StartedEarly: sp.early != nil,
 		SharedGPU:    shared,
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
@@ -526,6 +576,36 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		return o, t, rerun{}, &OutputError{N: n, Size: size, Err: j.lost}
 	}
 	return o, t, rerun{recap: j.recap, poolGrew: p.poolGrew(spec.Env, t)}, nil
+}
+
+// planned is a trial numbered and specified, not yet run.
+type planned struct {
+	n        int
+	phase    string
+	base     string // its log files' path, less the extension
+	allocCap uint64
+	spec     trial.Spec
+}
+
+// plan numbers the next trial, at size on gpus, and specifies it.
+func (p *Prober) plan(size int, gpus []int, sp special) planned {
+	p.mu.Lock()
+	p.n++
+	pl := planned{n: p.n, phase: p.phase}
+	p.mu.Unlock()
+	pl.base = filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d", pl.n, size))
+	pl.allocCap = p.allocatorCap()
+	if sp.held {
+		pl.allocCap = 0 // the held card itself is the limit
+	}
+	pl.spec = p.spec(pl.n, size, gpus, sp, pl.allocCap, pl.base)
+	switch {
+	case sp.soak > 0:
+		pl.phase = record.PhaseSoak
+	case sp.steps > 0:
+		pl.phase = record.PhaseThroughput
+	}
+	return pl
 }
 
 // launch runs trial n's spec on gpus to its end, on a held card holding
@@ -547,7 +627,14 @@ func (p *Prober) launch(ctx context.Context, n, size int, gpus []int, sp special
 		p.cfg.OnStart(n, size, gpus)
 	}
 	beside, ended := sp.shared.start(gpus)
-	res, peak, err := p.watched(ctx, spec, gpus, sp.held)
+	var res trial.Result
+	var peak gpu.Peak
+	var err error
+	if sp.early != nil {
+		res, peak, err = sp.early.run()
+	} else {
+		res, peak, err = p.watched(ctx, spec, gpus, sp.held)
+	}
 	ended()
 	bound = peak
 	if beside.Load() && peak.Method == gpu.MethodDeviceDelta {

@@ -239,6 +239,10 @@ type Trial struct {
 	// --memory-limit of its GPUs while it ran, so that the process had
 	// the named card's memory for all it did, with no allocator cap.
 	Held bool `json:"held"`
+	// StartedEarly marks a held trial whose process started while the
+	// trial before it still had the GPU, and waited at its gate before it
+	// touched the GPU: its seconds run from the gate, as its time limit did.
+	StartedEarly bool `json:"started_early"`
 	// OOM is what an out-of-memory failure said of itself (nil for other
 	// outcomes, or when it said nothing): how far the trial was from
 	// fitting, which the planner reads and a replay of the search needs.

@@ -31,6 +31,7 @@ func bindWorkload(fs *flag.FlagSet, w *Workload) {
 	fs.IntVar(&w.KillAt, "kill-at", 0, "SIGKILL itself at batch >= N")
 	fs.IntVar(&w.SizeLimitAt, "size-limit-at", 0, "invalid configuration argument at batch >= N")
 	fs.DurationVar(&w.SlowStart, "slow-start", 0, "real sleep before initializing")
+	fs.BoolVar(&w.PastGate, "past-gate", false, "start CUDA without waiting at batchfit's gate")
 	fs.Float64Var(&w.FlakyP, "flaky-p", 0, "chance that a trial loses flaky-band samples of memory to fragmentation")
 	fs.IntVar(&w.FlakyBand, "flaky-band", 0, "samples of memory a flaky trial loses")
 	fs.Var(&w.Lengths, "lengths", "sequence lengths of the loader's batches, one a step: 384,512,2048")

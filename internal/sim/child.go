@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batchfit/batchfit/internal/adapter"
+	"github.com/batchfit/batchfit/internal/trial"
 )
 
 // simTorch is the torch version a simulated trial reports.
@@ -204,6 +205,9 @@ func (c *child) run() int {
 			c.state.unregister(c.pid)
 		}()
 	}
+	if !w.PastGate && !waitGate(os.Getenv(trial.GateEnv)) {
+		return 0
+	}
 	if code, ok := c.initCUDA(); !ok {
 		return code
 	}
@@ -316,6 +320,24 @@ func nameOr(name string) string {
 		return "train"
 	}
 	return name
+}
+
+// waitGate waits at a trial's gate before CUDA starts, as the adapter does
+// (trial.Gate): fd names it, "" when the trial has none. It says whether
+// the trial goes on: the gate's pipe ending unopened ends it.
+func waitGate(fd string) bool {
+	if fd == "" {
+		return true
+	}
+	n, err := strconv.Atoi(fd)
+	if err != nil {
+		return true
+	}
+	gate := os.NewFile(uintptr(n), "gate")
+	defer gate.Close()
+	var b [1]byte
+	got, _ := gate.Read(b[:])
+	return got == 1
 }
 
 // initCUDA creates the CUDA context: it fails with CUDA's own out-of-memory

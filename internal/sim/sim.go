@@ -60,6 +60,9 @@ type Workload struct {
 	KillAt       int           // batch >= KillAt: SIGKILL itself, with no evidence of host OOM
 	SizeLimitAt  int           // batch >= SizeLimitAt: "CUDA error: invalid configuration argument", exit 1
 	SlowStart    time.Duration // real sleep before "initializing"
+	// PastGate makes a program that reaches the GPU around batchfit's gate
+	// (trial.Gate): a trial started early takes its memory at once.
+	PastGate bool
 	// FlakyP and FlakyBand make a flaky trainer, one that runs out of
 	// memory at random near its limit: with probability FlakyP (drawn
 	// afresh by every trial) a trial loses FlakyBand samples' worth of

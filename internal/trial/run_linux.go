@@ -3,8 +3,11 @@ package trial
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -42,9 +45,21 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if spec.Gate != nil && spec.Launcher != nil {
+		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: errors.New("a gated trial cannot be started by a launcher")}
+	}
 	out, op, err := openOutput(spec.StdoutPath, spec.StderrPath, tailBytes, spec.Launcher != nil)
 	if err != nil {
 		return Result{}, &StartError{Op: op, Argv0: argv0, Err: err}
+	}
+	var gateEnd *os.File
+	if spec.Gate != nil {
+		if gateEnd, err = spec.Gate.arm(); err != nil {
+			_ = out.finish()
+			return Result{}, &StartError{Op: "start", Argv0: argv0, Err: fmt.Errorf("make the trial's gate: %w", err)}
+		}
+		defer spec.Gate.end()
+		env = append(slices.Clip(env), GateEnv+"="+strconv.Itoa(gateFD))
 	}
 
 	procgroup.BecomeSubreaper()
@@ -53,7 +68,10 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	oomKills := countOOMKills(spec.OOMKills)
 
 	start := time.Now()
-	lead, cg, err := launch(spec, path, withCookie(env, cookie), out, newCgroup(cookie))
+	lead, cg, err := launch(spec, path, withCookie(env, cookie), gateEnd, out, newCgroup(cookie))
+	if gateEnd != nil {
+		gateEnd.Close() // the trial has its own copy
+	}
 	if err != nil {
 		_ = out.finish()
 		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
@@ -74,8 +92,13 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	tr := newTracker(pid, cookie)
 	tr.cgroup = proc.Cgroup
 	stopPolling := tr.pollUntilStopped()
-	awaitEnd(ctx, spec.Timeout, tr, pid, lead.Exited(), grace, &res)
-	res.Duration = time.Since(start)
+	if spec.Gate != nil {
+		awaitGate(ctx, spec.Gate, tr, pid, lead.Exited(), grace, &res)
+	}
+	if !res.Canceled {
+		awaitEnd(ctx, spec.Timeout, tr, pid, lead.Exited(), grace, &res)
+	}
+	res.Duration = time.Since(res.Start)
 	stopPolling()
 
 	// The leader is an unreaped zombie until Reap below, so its pid,
@@ -121,13 +144,18 @@ func countOOMKills(counter OOMCounter) (rose func() bool) {
 // there is one: one process group for the trial and its children, killable
 // as a whole, whose leader dies with batchfit; and where there can be one,
 // a cgroup that nothing of the trial can leave.
-func commandMaker(path string, spec Spec, env []string, out *output) func(cg *cgroup) *exec.Cmd {
+func commandMaker(path string, spec Spec, env []string, gate *os.File, out *output) func(cg *cgroup) *exec.Cmd {
 	return func(cg *cgroup) *exec.Cmd {
 		attr := procgroup.Attr()
 		if cg != nil {
 			cg.attach(attr)
 		}
+		var extra []*os.File
+		if gate != nil {
+			extra = []*os.File{gate} // gateFD
+		}
 		return &exec.Cmd{
+			ExtraFiles:  extra,
 			Path:        path,
 			Args:        spec.Argv,
 			Env:         env,
@@ -140,10 +168,11 @@ func commandMaker(path string, spec Spec, env []string, out *output) func(cg *cg
 }
 
 // launch starts the trial's leader: through spec.Launcher when set, else as
-// batchfit's own child. It returns the cgroup the leader runs in, if any.
-func launch(spec Spec, path string, env []string, out *output, cg *cgroup) (Leader, *cgroup, error) {
+// batchfit's own child, with gate (when not nil) as its gateFD. It returns
+// the cgroup the leader runs in, if any.
+func launch(spec Spec, path string, env []string, gate *os.File, out *output, cg *cgroup) (Leader, *cgroup, error) {
 	if spec.Launcher == nil {
-		cmd, cg, err := startIn(commandMaker(path, spec, env, out), cg)
+		cmd, cg, err := startIn(commandMaker(path, spec, env, gate, out), cg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -236,6 +265,23 @@ func (t *tracker) pollUntilStopped() (stop func()) {
 	return func() {
 		close(quit)
 		<-done
+	}
+}
+
+// awaitGate waits for the gated trial's gate to open, then starts its
+// clock (Result.Start); or for its leader to exit first (it ended before it
+// reached the GPU), or the context to end (Canceled, and the trial is
+// stopped).
+func awaitGate(ctx context.Context, g *Gate, tr *tracker, leader int, exited <-chan struct{}, grace time.Duration, res *Result) {
+	select {
+	case <-g.opened:
+	case <-exited:
+	case <-ctx.Done():
+		res.Canceled = true
+		stop(ctx, tr, leader, exited, grace, res)
+	}
+	if at, ok := g.openedAt(); ok {
+		res.Start = at
 	}
 }
 

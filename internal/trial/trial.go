@@ -69,6 +69,10 @@ type Spec struct {
 	OnSubmit func(name string) (submitted func(jobID string), done func())
 	// Launcher, when set, starts the leader instead of an exec by batchfit.
 	Launcher Launcher
+	// Gate, when set, holds the trial at the start of its GPU work until
+	// the gate opens (see Gate); its time limit starts then. Not with a
+	// Launcher.
+	Gate *Gate
 }
 
 // Watcher observes a running trial, e.g. samples the GPU memory of the
@@ -88,8 +92,8 @@ type Result struct {
 	// HostOOMEvidence is set when the OOM-kill count rose during the trial.
 	// The count is per cgroup, so a concurrent trial's OOM kill counts too.
 	HostOOMEvidence bool
-	Start           time.Time
-	Duration        time.Duration // from start until the leader exited
+	Start           time.Time     // when it started, or its gate opened (Spec.Gate)
+	Duration        time.Duration // from Start until the leader exited
 	StdoutTail      []byte
 	StderrTail      []byte
 	// Matches are the error signatures found in the whole of both

@@ -29,6 +29,8 @@ The hook's jobs, one module each:
 - loader: a DataLoader over a map-style dataset whose batches vary serves
   its largest batches first (BATCHFIT_WORST_CASE=0 turns it off; a soak
   gets its whole epoch largest first).
+- gate: a trial started while another has the GPU waits there before it
+  touches the GPU (BATCHFIT_GATE_FD).
 - report: the exit event and writing it; frameworks: what JAX and
   TensorFlow add to it, and the OOMs a program caught.
 - sources: the files the program loaded and opened, and its packages.
@@ -58,7 +60,7 @@ import atexit
 import os
 from types import ModuleType
 
-from batchfit._runtime import report, sources, steps
+from batchfit._runtime import gate, report, sources, steps
 from batchfit._runtime.imports import after_import
 from batchfit._runtime.jax_steps import jax_imported, optax_imported
 from batchfit._runtime.report import (
@@ -109,6 +111,7 @@ def install(path: str | None = None) -> bool:
     if os.environ.get(SOAK_ENV) == "1":
         steps.stop_on_sigterm()
     _share_cpus()
+    gate.install(after_import)
     after_import("torch", torch_imported)
     after_import("jax", jax_imported)
     after_import("optax", optax_imported)

@@ -8,7 +8,7 @@ import sys
 from types import ModuleType, TracebackType
 from typing import Any
 
-from batchfit._runtime import batches, sources
+from batchfit._runtime import batches, gate, sources
 from batchfit._runtime.state import state
 
 EVENT_VERSION = 1
@@ -65,6 +65,8 @@ def exit_event() -> dict[str, Any]:
         pass
     if state.size_read:
         event["size_read"] = True
+    if gate.waited is not None:
+        event["gate_wait"] = round(gate.waited, 3)
     if state.steps:
         event["steps"] = state.steps
     if state.step_times:

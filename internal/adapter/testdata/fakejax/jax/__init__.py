@@ -29,8 +29,12 @@ class Device:
 
 
 def _start():
+    return xla_bridge.backends()["gpu"]
+
+
+def _make_backends():
     if xla_bridge._backends:
-        return xla_bridge._backends["gpu"]
+        return xla_bridge._backends
     a = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
     b = os.environ.get("XLA_CLIENT_MEM_FRACTION")
     if a is not None and b is not None:
@@ -39,7 +43,7 @@ def _start():
     total = int(os.environ.get("FAKE_JAX_TOTAL", str(1 << 30)))
     n = int(os.environ.get("FAKE_JAX_DEVICES", "1"))
     xla_bridge._backends["gpu"] = [Device(i, int(total * fraction)) for i in range(n)]
-    return xla_bridge._backends["gpu"]
+    return xla_bridge._backends
 
 
 def local_devices():

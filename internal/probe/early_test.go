@@ -1,0 +1,119 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batchfit/batchfit/internal/search"
+)
+
+// earlyProber is heldProber's, with warnings kept and a slow start (the
+// interpreter and imports) for the early trials to overlap; one capped
+// trial has run, as the search's do before the proof, so that the prober
+// knows the program's framework and that NVML names its processes.
+func earlyProber(t *testing.T, pastGate bool) (p *Prober, truth int, warnings func() []string) {
+	t.Helper()
+	card, w := heldCard(t)
+	w.SlowStart, w.PastGate = 300*time.Millisecond, pastGate
+	cfg, backend := simConfig(t, card, w, 3)
+	heldConfig(&cfg, backend, card)
+	var mu sync.Mutex
+	var said []string
+	cfg.Warn = func(msg string) {
+		mu.Lock()
+		said = append(said, msg)
+		mu.Unlock()
+	}
+	p = New(cfg)
+	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}}); err != nil {
+		t.Fatal(err)
+	}
+	p.SetHeld(true)
+	truth = w.TrueMaxWholeProcess(card, 24<<30, 1, 4096, 1)
+	return p, truth, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), said...)
+	}
+}
+
+// A held round's trials run one after the other, each alone on the card;
+// each after the first starts while the one before it runs, and waits at
+// its gate: numbered in order, with the answers of trials run one at a
+// time.
+func TestHeldRoundStartsTheNextTrialEarly(t *testing.T) {
+	p, truth, warnings := earlyProber(t, false)
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{truth, truth + 1, truth}, Fresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !obs[0].Outcome.Fits() || !obs[1].Outcome.TooLarge() || !obs[2].Outcome.Fits() {
+		t.Errorf("outcomes %s %s %s, want ok, oom, ok", obs[0].Outcome, obs[1].Outcome, obs[2].Outcome)
+	}
+	trials := p.Trials()
+	if len(trials) != 4 {
+		t.Fatalf("%d trials, want the capped one and 3 held", len(trials))
+	}
+	for i, tr := range trials[1:] {
+		if tr.N != i+2 || tr.Size != []int{truth, truth + 1, truth}[i] || !tr.Held {
+			t.Errorf("held trial %d: number %d, size %d, held %v", i+1, tr.N, tr.Size, tr.Held)
+		}
+		if early := i > 0; tr.StartedEarly != early {
+			t.Errorf("trial %d: started early %v, want %v", tr.N, tr.StartedEarly, early)
+		}
+		if tr.Seconds <= 0 {
+			t.Errorf("trial %d: %v s", tr.N, tr.Seconds)
+		}
+	}
+	if w := warnings(); len(w) != 0 {
+		t.Errorf("warnings: %q", w)
+	}
+}
+
+// A program that reaches the GPU around the gate takes memory beside the
+// trial before it: that trial runs again, the early one is stopped and
+// numbered again in order, and no trial starts early from then on.
+func TestEarlyTrialThatTookMemoryRunsAgain(t *testing.T) {
+	p, truth, warnings := earlyProber(t, true)
+	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{truth, truth + 1, truth}, Fresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !obs[0].Outcome.Fits() || !obs[1].Outcome.TooLarge() || !obs[2].Outcome.Fits() {
+		t.Errorf("outcomes %s %s %s, want ok, oom, ok", obs[0].Outcome, obs[1].Outcome, obs[2].Outcome)
+	}
+	trials := p.Trials()
+	var numbers []int
+	for i, tr := range trials {
+		numbers = append(numbers, tr.N)
+		if tr.N != i+1 {
+			t.Errorf("trial %d recorded as number %d: numbers %v", i+1, tr.N, numbers)
+		}
+		if tr.StartedEarly {
+			t.Errorf("trial %d started early, from a program that passes the gate", tr.N)
+		}
+	}
+	// The capped trial, the disturbed one, its re-run, then the pair.
+	if len(trials) != 5 || !trials[1].Busy || trials[2].Busy || trials[2].Size != truth {
+		t.Errorf("trials %+v: want the first held trial disturbed (busy) and run again", trials)
+	}
+	w := warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "started early") || !strings.Contains(w[0], "starting no trial early from now on") {
+		t.Errorf("warnings %q, want one on the early trial that took memory", w)
+	}
+	// The stopped trial's files are gone; its number went to the re-run.
+	logs, _ := filepath.Glob(filepath.Join(p.cfg.LogDir, "trial-*.out"))
+	var want []string
+	for _, tr := range trials {
+		want = append(want, filepath.Join(p.cfg.LogDir, fmt.Sprintf("trial-%03d-b%d.out", tr.N, tr.Size)))
+	}
+	if !slices.Equal(logs, want) {
+		t.Errorf("logs %q, want %q", logs, want)
+	}
+}

@@ -1,0 +1,109 @@
+package trial
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gated runs testdata/gated.sh behind gate: it sleeps secs once through.
+func gated(t *testing.T, ctx context.Context, gate *Gate, secs string, timeout time.Duration) Result {
+	t.Helper()
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	spec := Spec{
+		Argv:       []string{filepath.Join("testdata", "gated.sh"), secs, pids},
+		StdoutPath: filepath.Join(dir, "stdout.log"),
+		StderrPath: filepath.Join(dir, "stderr.log"),
+		Timeout:    timeout,
+		Gate:       gate,
+	}
+	t.Cleanup(func() { killPids(t, pids) })
+	res, err := Run(ctx, spec, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func killPids(t *testing.T, path string) {
+	for _, pid := range readPids(t, path) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// The time limit of a gated trial runs from its gate's opening: the time it
+// waited does not count, and neither does it in Start and Duration.
+func TestGateHoldsTheClock(t *testing.T) {
+	gate := NewGate()
+	done := make(chan Result, 1)
+	go func() { done <- gated(t, context.Background(), gate, "0.2", time.Second) }()
+	time.Sleep(1500 * time.Millisecond) // past the time limit, at the gate
+	opened := time.Now()
+	if !gate.Open() {
+		t.Fatal("Open = false, want true")
+	}
+	if gate.Open() {
+		t.Error("a second Open = true, want false")
+	}
+	res := <-done
+	if res.TimedOut || res.ExitCode != 0 {
+		t.Fatalf("exit %d, timed out %v, stderr %q: want a clean exit", res.ExitCode, res.TimedOut, res.StderrTail)
+	}
+	if !strings.Contains(string(res.StdoutTail), "through the gate") {
+		t.Errorf("stdout %q: the trial did not pass its gate", res.StdoutTail)
+	}
+	if res.Start.Before(opened) || res.Duration > time.Second {
+		t.Errorf("Start %v before the opening %v, or Duration %v counts the wait", res.Start, opened, res.Duration)
+	}
+}
+
+// Once through its gate, a trial has its time limit as any other.
+func TestGatedTrialTimesOut(t *testing.T) {
+	gate := NewGate()
+	time.AfterFunc(200*time.Millisecond, func() { gate.Open() })
+	res := gated(t, context.Background(), gate, "30", 300*time.Millisecond)
+	if !res.TimedOut {
+		t.Fatalf("TimedOut = false (exit %d), want true", res.ExitCode)
+	}
+}
+
+// A gated trial not wanted is canceled at its gate: its whole group goes,
+// and the gate can no longer open.
+func TestGatedTrialCanceled(t *testing.T) {
+	gate := NewGate()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	res := gated(t, ctx, gate, "0", time.Minute)
+	if !res.Canceled {
+		t.Fatalf("Canceled = false (exit %d), want true", res.ExitCode)
+	}
+	if gate.Open() {
+		t.Error("Open after the trial ended = true, want false")
+	}
+}
+
+// A trial that ends before its gate opens (it never reached the GPU) is
+// over: its result is its own.
+func TestTrialEndsBeforeItsGate(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Spec{
+		Argv:       []string{"sh", "-c", "echo cpu only"},
+		StdoutPath: filepath.Join(dir, "out"), StderrPath: filepath.Join(dir, "err"),
+		Gate: NewGate(),
+	}, nil)
+	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.StdoutTail), "cpu only") {
+		t.Fatalf("Run = exit %d, %q, %v; want a clean exit", res.ExitCode, res.StdoutTail, err)
+	}
+}
+
+// A gate is for trials that batchfit execs: a launcher's are refused.
+func TestGateRefusesALauncher(t *testing.T) {
+	_, err := Run(context.Background(), Spec{Argv: []string{"true"}, Gate: NewGate(), Launcher: pathLauncher{}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "gated") {
+		t.Fatalf("Run = %v, want a gated trial refused", err)
+	}
+}

@@ -1,0 +1,117 @@
+"""The gate a trial started early waits at before it touches the GPU.
+
+batchfit starts the next trial of a held proof while the current one still
+has the GPU (a held card is one trial's alone), so that its interpreter,
+imports and CPU work overlap that trial. Such a trial inherits the read end
+of a pipe, named by BATCHFIT_GATE_FD; the hook waits on it the first time the
+program starts its framework on the GPU:
+
+- torch: torch.cuda._lazy_init, which torch's C++ calls through the module
+  for every first CUDA use, and torch._C._cuda_init, which every
+  _lazy_init (a reference taken before the hook's included) calls;
+- JAX: jax._src.xla_bridge.backends, which makes the clients, and with them
+  XLA's pool.
+
+A byte lets the program on; the pipe's end without one (batchfit is gone)
+ends the process there, before it touches the GPU. A program that reaches
+the GPU another way is not held: batchfit watches the early trial's GPU
+memory until its gate opens, and when it held any, runs the trial beside it
+again and starts no trial early from then on.
+
+Only the process that installed the hook waits: a forked child (a data
+loader's worker) is not the trial, and the descriptor is not inherited by
+the programs it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from types import ModuleType
+from typing import Any, Callable
+
+GATE_ENV = "BATCHFIT_GATE_FD"
+
+_lock = threading.Lock()
+_fd: int | None = None
+_pid: int | None = None
+waited: float | None = None  # seconds spent at the gate, once through
+
+
+def install(after_import: Callable[[str, Callable[[ModuleType], Any]], None]) -> bool:
+    """Arm the gate when the trial has one: the hooks on torch and JAX are
+    added as they are imported. Returns whether there is a gate."""
+    global _fd, _pid
+    value = os.environ.pop(GATE_ENV, None)
+    if value is None:
+        return False
+    try:
+        fd = int(value)
+        os.set_inheritable(fd, False)
+    except (ValueError, OSError):
+        return False
+    _fd, _pid = fd, os.getpid()
+    after_import("torch", _gate_torch)
+    after_import("jax", _gate_jax)
+    return True
+
+
+def wait() -> None:
+    """Wait at the gate, once a process: return when batchfit opens it; exit
+    when its pipe ends unopened."""
+    global _fd, waited
+    if _fd is None or os.getpid() != _pid:
+        return
+    with _lock:
+        if _fd is None:
+            return
+        fd, start = _fd, time.monotonic()
+        try:
+            opened = os.read(fd, 1)
+        except OSError:
+            opened = b""
+        _fd = None
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        if not opened:
+            # batchfit is gone: the trial must not run unwatched.
+            os._exit(0)
+        waited = time.monotonic() - start
+
+
+def _gated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        wait()
+        return fn(*args, **kwargs)
+
+    gated._batchfit_gated = True  # type: ignore[attr-defined]
+    gated.__wrapped__ = fn  # type: ignore[attr-defined]
+    return gated
+
+
+def _wrap(owner: Any, name: str) -> None:
+    fn = getattr(owner, name, None)
+    if callable(fn) and not getattr(fn, "_batchfit_gated", False):
+        try:
+            setattr(owner, name, _gated(fn))
+        except Exception:
+            pass
+
+
+def _gate_torch(torch: ModuleType) -> None:
+    cuda = sys.modules.get("torch.cuda") or getattr(torch, "cuda", None)
+    if cuda is not None:
+        _wrap(cuda, "_lazy_init")
+    c = getattr(torch, "_C", None)
+    if c is not None:
+        _wrap(c, "_cuda_init")
+
+
+def _gate_jax(jax: ModuleType) -> None:
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is not None:
+        _wrap(bridge, "backends")
