@@ -2,15 +2,18 @@ package adapter
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// gateEnv is trial.GateEnv (the adapter does not import the trial runner).
+// gateEnv is trial.GateEnv (the adapter does not import the trial runner),
+// whose value is FD:INODE.
 const gateEnv = "BATCHFIT_GATE_FD"
 
 // A trial started early waits at its gate when the program starts its
@@ -42,11 +45,15 @@ func TestHookGate(t *testing.T) {
 				}
 				env = append(env, "PYTHONPATH="+fake)
 			}
-			hooked, report := hookedEnv(t, append(env, gateEnv+"=3"))
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
 			}
+			var st syscall.Stat_t
+			if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
+				t.Fatal(err)
+			}
+			hooked, report := hookedEnv(t, append(env, fmt.Sprintf("%s=3:%d", gateEnv, st.Ino)))
 			defer w.Close()
 			cmd := exec.Command(py, testdata("gatetrain.py"), tc.framework)
 			cmd.Env, cmd.ExtraFiles = hooked, []*os.File{r}
@@ -84,14 +91,16 @@ func TestHookGate(t *testing.T) {
 			for l := range lines {
 				rest = append(rest, l)
 			}
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
-			}
+			err = cmd.Wait()
 			if !tc.open {
-				if len(rest) != 0 {
-					t.Errorf("past a gate never opened, it printed %q", rest)
+				// Not 0, which would read as a trial that ran.
+				if code := cmd.ProcessState.ExitCode(); code != 75 || len(rest) != 0 || !strings.Contains(stderr.String(), "gate closed") {
+					t.Errorf("past a gate never opened: exit %d, printed %q, stderr %q; want exit 75 at the gate", code, rest, stderr.String())
 				}
 				return
+			}
+			if err != nil {
+				t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
 			}
 			// (The stand-in JAX says at exit whether its backend started.)
 			if want := []string{tc.through, "done"}; len(rest) < 2 || strings.Join(rest[:2], "\n") != strings.Join(want, "\n") {
@@ -102,5 +111,46 @@ func TestHookGate(t *testing.T) {
 				t.Errorf("report: %+v (%v), want one exit event with a gate wait of 0.5 s", events, err)
 			}
 		})
+	}
+}
+
+// A descriptor that is not the gate's pipe (a program closed the inherited
+// one and opened another there: the inode differs) is no gate: the trial
+// runs on.
+func TestHookGateChecksThePipe(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	fake, err := filepath.Abs(testdata("fakejax"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	hooked, _ := hookedEnv(t, []string{"PYTHONPATH=" + fake, fmt.Sprintf("%s=3:%d", gateEnv, st.Ino+1)})
+	cmd := exec.Command(py, testdata("gatetrain.py"), "jax")
+	cmd.Env, cmd.ExtraFiles = hooked, []*os.File{r}
+	done := make(chan error, 1)
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "through\ndone\n") {
+			t.Errorf("exit %v, stdout %q: want it through without a gate", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("it waited at a descriptor that is not its gate")
 	}
 }

@@ -323,20 +323,19 @@ func nameOr(name string) string {
 }
 
 // waitGate waits at a trial's gate before CUDA starts, as the adapter does
-// (trial.Gate): fd names it, "" when the trial has none. It says whether
-// the trial goes on: the gate's pipe ending unopened ends it.
-func waitGate(fd string) bool {
-	if fd == "" {
-		return true
-	}
+// (trial.Gate): gate is trial.GateEnv's FD:INODE, "" when the trial has
+// none. It says whether the trial goes on: the gate's pipe ending unopened
+// ends it.
+func waitGate(gate string) bool {
+	fd, _, _ := strings.Cut(gate, ":")
 	n, err := strconv.Atoi(fd)
 	if err != nil {
 		return true
 	}
-	gate := os.NewFile(uintptr(n), "gate")
-	defer gate.Close()
+	pipe := os.NewFile(uintptr(n), "gate")
+	defer pipe.Close()
 	var b [1]byte
-	got, _ := gate.Read(b[:])
+	got, _ := pipe.Read(b[:])
 	return got == 1
 }
 

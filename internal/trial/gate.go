@@ -1,16 +1,20 @@
 package trial
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // GateEnv names the descriptor of a gated trial's gate: the read end of a
-// pipe the trial inherits. batchfit's adapter waits on it when the program
-// first starts its framework on the GPU (torch's CUDA, JAX's backends): a
-// byte lets it on, the pipe's end without one means the trial is not
-// wanted, and it exits there.
+// pipe the trial inherits. batchfit's adapter waits on it in each process
+// of the trial when the program first starts its framework on the GPU
+// (torch's CUDA, JAX's backends): a byte lets it on, the pipe's end without
+// one means batchfit is gone, and it exits there (status 75). Its value is
+// FD:INODE, the pipe's inode telling it from a descriptor reused.
 const GateEnv = "BATCHFIT_GATE_FD"
 
 // gateFD is the gate's descriptor in the trial: the first of exec's
@@ -34,17 +38,17 @@ func NewGate() *Gate {
 }
 
 // Open lets the trial on, once; it says whether this call opened it (false
-// when it was opened before or the trial has ended).
+// when it was opened before or the trial has ended). Every process of the
+// trial that reaches the gate takes a byte of openBytes (torchrun's ranks,
+// say), and the pipe stays open until the trial ends, so that one that
+// reaches it later goes on too.
 func (g *Gate) Open() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.w == nil {
+	if g.w == nil || g.isOpen() {
 		return false
 	}
-	_, err := g.w.Write([]byte{'1'})
-	g.w.Close()
-	g.w = nil
-	if err != nil {
+	if _, err := g.w.Write(bytes.Repeat([]byte{'1'}, openBytes)); err != nil {
 		// The trial has gone, and its pipe with it.
 		return false
 	}
@@ -53,20 +57,39 @@ func (g *Gate) Open() bool {
 	return true
 }
 
+// openBytes is what an opened gate holds for its waiters: one each, and
+// within a pipe's buffer, so that Open does not block.
+const openBytes = 4096
+
+func (g *Gate) isOpen() bool {
+	select {
+	case <-g.opened:
+		return true
+	default:
+		return false
+	}
+}
+
 // arm makes the pipe for a trial about to start and returns the end the
-// trial inherits.
-func (g *Gate) arm() (*os.File, error) {
+// trial inherits, with GateEnv's value for it.
+func (g *Gate) arm() (*os.File, string, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
+		r.Close()
+		w.Close()
+		return nil, "", err
 	}
 	g.mu.Lock()
 	g.w = w
 	g.mu.Unlock()
-	return r, nil
+	return r, fmt.Sprintf("%d:%d", gateFD, st.Ino), nil
 }
 
-// end closes the write end of a gate never opened: the trial is over.
+// end closes the write end: the trial is over.
 func (g *Gate) end() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

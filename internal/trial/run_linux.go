@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -54,12 +53,13 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	}
 	var gateEnd *os.File
 	if spec.Gate != nil {
-		if gateEnd, err = spec.Gate.arm(); err != nil {
+		var id string
+		if gateEnd, id, err = spec.Gate.arm(); err != nil {
 			_ = out.finish()
 			return Result{}, &StartError{Op: "start", Argv0: argv0, Err: fmt.Errorf("make the trial's gate: %w", err)}
 		}
 		defer spec.Gate.end()
-		env = append(slices.Clip(env), GateEnv+"="+strconv.Itoa(gateFD))
+		env = append(slices.Clip(env), GateEnv+"="+id)
 	}
 
 	procgroup.BecomeSubreaper()

@@ -18,14 +18,16 @@ the GPU another way is not held: batchfit watches the early trial's GPU
 memory until its gate opens, and when it held any, runs the trial beside it
 again and starts no trial early from then on.
 
-Only the process that installed the hook waits: a forked child (a data
-loader's worker) is not the trial, and the descriptor is not inherited by
-the programs it runs.
+Every process of the trial waits at the gate once, the first time it
+starts the GPU: the programs it runs inherit the variable and the pipe
+(torchrun's ranks, a shell script's python), and a forked child (a
+multiprocessing rank) keeps the parent's. batchfit writes a byte for each.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import threading
 import time
@@ -33,26 +35,30 @@ from types import ModuleType
 from typing import Any, Callable
 
 GATE_ENV = "BATCHFIT_GATE_FD"
+# The exit status of a trial whose gate closed unopened: not 0, which would
+# read as a trial that ran.
+GATE_CLOSED_EXIT = 75
 
 _lock = threading.Lock()
 _fd: int | None = None
-_pid: int | None = None
-waited: float | None = None  # seconds spent at the gate, once through
+_waited_in: int | None = None  # the process that passed the gate
+waited: float | None = None  # seconds it spent at the gate
 
 
 def install(after_import: Callable[[str, Callable[[ModuleType], Any]], None]) -> bool:
     """Arm the gate when the trial has one: the hooks on torch and JAX are
     added as they are imported. Returns whether there is a gate."""
-    global _fd, _pid
-    value = os.environ.pop(GATE_ENV, None)
-    if value is None:
-        return False
+    global _fd
     try:
-        fd = int(value)
-        os.set_inheritable(fd, False)
-    except (ValueError, OSError):
+        # "FD:INODE": the pipe's inode tells it from a descriptor that a
+        # program closed and reused (subprocess closes inherited ones).
+        fd, ino = (int(x) for x in os.environ[GATE_ENV].split(":"))
+        st = os.fstat(fd)
+    except (KeyError, ValueError, OSError):
         return False
-    _fd, _pid = fd, os.getpid()
+    if not stat.S_ISFIFO(st.st_mode) or st.st_ino != ino:
+        return False
+    _fd = fd
     after_import("torch", _gate_torch)
     after_import("jax", _gate_jax)
     return True
@@ -61,26 +67,26 @@ def install(after_import: Callable[[str, Callable[[ModuleType], Any]], None]) ->
 def wait() -> None:
     """Wait at the gate, once a process: return when batchfit opens it; exit
     when its pipe ends unopened."""
-    global _fd, waited
-    if _fd is None or os.getpid() != _pid:
+    global waited, _waited_in
+    pid = os.getpid()
+    if _fd is None or _waited_in == pid:
         return
     with _lock:
-        if _fd is None:
+        if _waited_in == pid:
             return
-        fd, start = _fd, time.monotonic()
+        start = time.monotonic()
         try:
-            opened = os.read(fd, 1)
+            opened = os.read(_fd, 1)
         except OSError:
             opened = b""
-        _fd = None
-        try:
-            os.close(fd)
-        except OSError:
-            pass
         if not opened:
-            # batchfit is gone: the trial must not run unwatched.
-            os._exit(0)
-        waited = time.monotonic() - start
+            # batchfit is gone: the trial must not run unwatched, nor
+            # look as if it ran.
+            try:
+                os.write(2, b"batchfit adapter: the trial's gate closed before its turn\n")
+            finally:
+                os._exit(GATE_CLOSED_EXIT)
+        _waited_in, waited = pid, time.monotonic() - start
 
 
 def _gated(fn: Callable[..., Any]) -> Callable[..., Any]:
