@@ -29,6 +29,7 @@ import (
 
 // early is a trial started early: its plan, its gate, and its run.
 type early struct {
+	size   int
 	plan   planned
 	gate   *trial.Gate
 	cancel context.CancelFunc
@@ -57,7 +58,7 @@ func (p *Prober) canStartEarly() bool {
 
 // startEarly plans size's trial on gpus and starts it, held at its gate.
 func (p *Prober) startEarly(ctx context.Context, size int, gpus []int, sp special) *early {
-	e := &early{plan: p.plan(size, gpus, sp), gate: trial.NewGate(), done: make(chan struct{})}
+	e := &early{size: size, plan: p.plan(size, gpus, sp), gate: trial.NewGate(), done: make(chan struct{})}
 	spec := e.plan.spec
 	spec.Gate = e.gate
 	ctx, e.cancel = context.WithCancel(ctx)
@@ -128,6 +129,30 @@ func (p *Prober) drop(e *early) {
 	for _, f := range []string{e.plan.spec.StdoutPath, e.plan.spec.StderrPath, e.plan.base + ".report.jsonl"} {
 		os.Remove(f)
 	}
+}
+
+// takeSpare returns the spare trial when the round opens with its size, in
+// the phase it was planned in; otherwise it is dropped.
+func (p *Prober) takeSpare(size int) *early {
+	p.mu.Lock()
+	e, phase := p.spare, p.phase
+	p.spare = nil
+	p.mu.Unlock()
+	if e != nil && (e.size != size || e.plan.phase != phase) {
+		p.drop(e)
+		return nil
+	}
+	return e
+}
+
+// DropSpare stops the trial started early for a next held round that did
+// not come (the answer was proven): its number goes back.
+func (p *Prober) DropSpare() {
+	p.mu.Lock()
+	e := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	p.drop(e)
 }
 
 // checkBehind is what the early trial behind trial n says of it once n has

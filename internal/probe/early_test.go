@@ -31,6 +31,7 @@ func earlyProber(t *testing.T, pastGate bool) (p *Prober, truth int, warnings fu
 		mu.Unlock()
 	}
 	p = New(cfg)
+	t.Cleanup(func() { p.Close() })
 	if _, err := p.Probe(context.Background(), search.Request{Sizes: []int{8}}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,5 +116,39 @@ func TestEarlyTrialThatTookMemoryRunsAgain(t *testing.T) {
 	}
 	if !slices.Equal(logs, want) {
 		t.Errorf("logs %q, want %q", logs, want)
+	}
+}
+
+// The last trial of a held round starts the round's first size early for
+// the next round (a proof's re-check repeats its pair): a next round that
+// opens with it takes it; one that opens otherwise stops it, and the
+// numbers stay in order.
+func TestHeldRoundsShareASpareTrial(t *testing.T) {
+	p, truth, warnings := earlyProber(t, false)
+	pair := []int{truth, truth + 1}
+	for _, sizes := range [][]int{pair, pair, {truth - 1}} {
+		if _, err := p.Probe(context.Background(), search.Request{Sizes: sizes, Fresh: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.DropSpare()
+	trials := p.Trials()
+	var got []string
+	for _, tr := range trials {
+		got = append(got, fmt.Sprintf("%d:%d:%v", tr.N, tr.Size, tr.StartedEarly))
+	}
+	want := []string{"1:8:false",
+		fmt.Sprintf("2:%d:false", truth), fmt.Sprintf("3:%d:true", truth+1),
+		fmt.Sprintf("4:%d:true", truth), fmt.Sprintf("5:%d:true", truth+1),
+		fmt.Sprintf("6:%d:false", truth-1)}
+	if !slices.Equal(got, want) {
+		t.Errorf("trials (number:size:started early) %v, want %v", got, want)
+	}
+	logs, _ := filepath.Glob(filepath.Join(p.cfg.LogDir, "trial-*.out"))
+	if len(logs) != len(trials) {
+		t.Errorf("logs %q: the spares stopped unused left files", logs)
+	}
+	if w := warnings(); len(w) != 0 {
+		t.Errorf("warnings: %q", w)
 	}
 }

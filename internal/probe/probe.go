@@ -153,6 +153,9 @@ type Prober struct {
 	held bool
 	// grows says jaxlib grows a bare fraction's pool (poolGrew).
 	grows bool
+	// spare is a trial started early for the next held round (probeInTurn),
+	// or nil.
+	spare *early
 	// perProcess says NVML named a trial's processes (gpu.MethodProcess):
 	// an early trial's memory can be seen (canStartEarly). noEarly says
 	// one took memory before its turn: none starts early again.
@@ -278,9 +281,10 @@ func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observ
 	if at := min(len(sizes), len(slots)); at > 1 {
 		threads = max(1, runtime.NumCPU()/at)
 	}
-	if held && len(slots) == 1 && len(sizes) > 1 {
+	if held && len(slots) == 1 && len(sizes) > 0 {
 		return p.probeInTurn(ctx, sizes, rechecks, slots[0])
 	}
+	p.DropSpare()
 	var wg sync.WaitGroup
 	for i, size := range sizes {
 		var gpus []int
@@ -306,10 +310,12 @@ func (p *Prober) Probe(ctx context.Context, req search.Request) ([]search.Observ
 }
 
 // probeInTurn runs a held round's sizes one after the other on gpus, the
-// next trial started early while each runs (see early.go).
+// next trial started early while each runs (see early.go). While the last
+// runs, the first size starts early again for the next round: a proof's
+// re-check runs its pair again, the fitting side first (the spare).
 func (p *Prober) probeInTurn(ctx context.Context, sizes []int, rechecks int, gpus []int) ([]search.Observation, error) {
 	obs := make([]search.Observation, len(sizes))
-	var next *early
+	next := p.takeSpare(sizes[0])
 	for i, size := range sizes {
 		sp := special{held: true, retry: i >= len(sizes)-rechecks, early: next}
 		if next == nil {
@@ -317,8 +323,12 @@ func (p *Prober) probeInTurn(ctx context.Context, sizes []int, rechecks int, gpu
 			sp.planned = &pl
 		}
 		next = nil
-		if i+1 < len(sizes) && ctx.Err() == nil && p.canStartEarly() {
-			next = p.startEarly(ctx, sizes[i+1], gpus, special{held: true, retry: i+1 >= len(sizes)-rechecks})
+		if ctx.Err() == nil && p.canStartEarly() {
+			if i+1 < len(sizes) {
+				next = p.startEarly(ctx, sizes[i+1], gpus, special{held: true})
+			} else {
+				next = p.startEarly(ctx, sizes[0], gpus, special{held: true})
+			}
 		}
 		sp.behind = next
 		var err error
@@ -331,6 +341,9 @@ func (p *Prober) probeInTurn(ctx context.Context, sizes []int, rechecks int, gpu
 			return obs, err
 		}
 	}
+	p.mu.Lock()
+	p.spare = next
+	p.mu.Unlock()
 	return obs, nil
 }
 
@@ -349,6 +362,7 @@ const SoakSteps = 1_000_000
 // trial still running after d is stopped by batchfit and counts as having
 // survived (ok, "soaked"), not as a timeout. It runs on the first slot.
 func (p *Prober) Soak(ctx context.Context, size int, d time.Duration) (record.Trial, error) {
+	p.DropSpare()
 	var gpus []int
 	if len(p.cfg.Slots) > 0 {
 		gpus = p.cfg.Slots[0]
@@ -387,6 +401,7 @@ type special struct {
 // step times (throughput), and returns its record; it runs on the first
 // slot.
 func (p *Prober) Measure(ctx context.Context, size, steps int) (record.Trial, error) {
+	p.DropSpare()
 	var gpus []int
 	if len(p.cfg.Slots) > 0 {
 		gpus = p.cfg.Slots[0]
@@ -948,4 +963,7 @@ func perGPUPeak(peak gpu.Peak, gpus []int) uint64 {
 
 // Close releases nothing: every trial's processes are gone when it returns.
 // It lets callers treat fresh and warm-worker probers alike.
-func (p *Prober) Close() error { return nil }
+func (p *Prober) Close() error {
+	p.DropSpare()
+	return nil
+}

@@ -78,6 +78,8 @@ func (s *session) proveHeld(ctx context.Context, cfg search.Config, res search.R
 	cfg.AllocatorCap = false
 	cfg.Prior = prior(res)
 	st, err := search.Settle(ctx, cfg, s.prober, res.Max, res.FirstFailure)
+	// A trial started for a next round that did not come.
+	s.fresh.DropSpare()
 	if err != nil {
 		// The capped answer stands in the record, unproven.
 		s.run.Proof = record.ProofCapped
