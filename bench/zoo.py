@@ -106,10 +106,17 @@ def run_batchfit(bf, name, cond, mode, out, gpu):
     cmd = [bf, "search", "--no-db", "--json", "--steps", str(steps), "--log-dir", os.path.join(out, f"logs-{name}-{cond}-{mode}")]
     if gpu is not None:
         cmd += ["--gpus", str(gpu)]
+    env = dict(os.environ)
     if cond != "card":
         cmd += ["--memory-limit", cond, "--memory-limit-scope", "allocator"]
+        # The truth's fraction gives XLA the whole limit as its pool; a
+        # program that sets none gets jaxlib's 75 % of the named card
+        # (adapter.JAXDefaultFraction), a smaller pool and another answer.
+        # 1.0 of the named card is the truth's pool.
+        env.pop("XLA_CLIENT_MEM_FRACTION", None)
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = "1.0"
     cmd += MODES[mode] + ["--", sys.executable] + prog
-    p = run_child(cmd)
+    p = run_child(cmd, env)
     with open(os.path.join(out, f"{name}-{cond}-{mode}.err"), "w") as f:
         f.write(p.stderr)
     with open(os.path.join(out, f"{name}-{cond}-{mode}.json"), "w") as f:
@@ -128,13 +135,13 @@ def run_batchfit(bf, name, cond, mode, out, gpu):
             "flaky": bool(run.get("flaky")), "record": run}
 
 
-def run_child(cmd):
-    """subprocess.run(cmd, capture_output=True, text=True), except that a
+def run_child(cmd, env=None):
+    """subprocess.run(cmd, capture_output=True, text=True, env=env), except that a
     SIGTERM to this bench (timeout's, at the end of a stage) goes to the
     child too, and the bench waits for it: batchfit stops its trials before
     it exits, and the next stage must not find their GPU memory still held
     (batchfit refuses a busy GPU)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
     def stop(signum, frame):
         p.send_signal(signal.SIGTERM)
