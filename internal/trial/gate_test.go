@@ -107,3 +107,24 @@ func TestGateRefusesALauncher(t *testing.T) {
 		t.Fatalf("Run = %v, want a gated trial refused", err)
 	}
 }
+
+// A trial canceled at its gate is killed at once, not after its grace: it
+// has no work to save, and a program that handles SIGTERM would keep the
+// search waiting.
+func TestGatedTrialKilledAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := Run(ctx, Spec{
+		Argv:       []string{"sh", "-c", "trap '' TERM; head -c 1 <&3; sleep 30"},
+		StdoutPath: filepath.Join(dir, "out"), StderrPath: filepath.Join(dir, "err"),
+		Grace: time.Minute, Gate: NewGate(),
+	}, nil)
+	if err != nil || !res.Canceled {
+		t.Fatalf("Run = canceled %v, %v; want canceled", res.Canceled, err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %v: it waited out its grace", took)
+	}
+}

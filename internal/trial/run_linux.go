@@ -93,7 +93,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	tr.cgroup = proc.Cgroup
 	stopPolling := tr.pollUntilStopped()
 	if spec.Gate != nil {
-		awaitGate(ctx, spec.Gate, tr, pid, lead.Exited(), grace, &res)
+		awaitGate(ctx, spec.Gate, tr, pid, lead.Exited(), &res)
 	}
 	if !res.Canceled {
 		awaitEnd(ctx, spec.Timeout, tr, pid, lead.Exited(), grace, &res)
@@ -271,14 +271,15 @@ func (t *tracker) pollUntilStopped() (stop func()) {
 // awaitGate waits for the gated trial's gate to open, then starts its
 // clock (Result.Start); or for its leader to exit first (it ended before it
 // reached the GPU), or the context to end (Canceled, and the trial is
-// stopped).
-func awaitGate(ctx context.Context, g *Gate, tr *tracker, leader int, exited <-chan struct{}, grace time.Duration, res *Result) {
+// killed at once: short of the GPU it has no work to save, and a program
+// that handles SIGTERM would keep the search waiting its grace).
+func awaitGate(ctx context.Context, g *Gate, tr *tracker, leader int, exited <-chan struct{}, res *Result) {
 	select {
 	case <-g.opened:
 	case <-exited:
 	case <-ctx.Done():
 		res.Canceled = true
-		stop(ctx, tr, leader, exited, grace, res)
+		stop(ctx, tr, leader, exited, 0, res)
 	}
 	if at, ok := g.openedAt(); ok {
 		res.Start = at
