@@ -18,20 +18,24 @@ const gateEnv = "BATCHFIT_GATE_FD"
 
 // A trial started early waits at its gate when the program starts its
 // framework on the GPU, and not before: torch's CUDA (through its C++ lazy
-// start; real torch, CPU only) and JAX's backends (the stand-in). An opened
-// gate lets it on, and the report says how long it waited; the gate's pipe
-// ending unopened ends the trial there.
+// start; real torch, CPU only) and JAX's backends (the stand-in). Until
+// then torch's CPU work runs on one thread. An opened gate lets it on, on
+// the threads the program asked for, and the report says how long it
+// waited; the gate's pipe ending unopened ends the trial there.
 func TestHookGate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		framework string
 		open      bool
+		imported  string
 		through   string
 	}{
-		{"torch", true, "through: AssertionError"}, // CPU torch refuses CUDA once through
-		{"torch", false, ""},
-		{"jax", true, "through"},
-		{"jax", false, ""},
+		// torch runs on one thread until through, then on the program's 3;
+		// CPU torch refuses CUDA once through.
+		{"torch", true, "imported 1", "through: AssertionError 3"},
+		{"torch", false, "imported 1", ""},
+		{"jax", true, "imported", "through"},
+		{"jax", false, "imported", ""},
 	} {
 		name := tc.framework + map[bool]string{true: " opened", false: " never opened"}[tc.open]
 		t.Run(name, func(t *testing.T) {
@@ -75,8 +79,8 @@ func TestHookGate(t *testing.T) {
 					lines <- s.Text()
 				}
 			}()
-			if l := <-lines; l != "imported" {
-				t.Fatalf("first line %q, want imported; stderr:\n%s", l, stderr.String())
+			if l := <-lines; l != tc.imported {
+				t.Fatalf("first line %q, want %q; stderr:\n%s", l, tc.imported, stderr.String())
 			}
 			select {
 			case l := <-lines:

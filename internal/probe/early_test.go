@@ -71,6 +71,11 @@ func TestHeldRoundStartsTheNextTrialEarly(t *testing.T) {
 		if tr.Seconds <= 0 {
 			t.Errorf("trial %d: %v s", tr.N, tr.Seconds)
 		}
+		// Each ran while the next one started (the last, the spare): no
+		// throughput of its own.
+		if !tr.BesideEarly || tr.Throughput() != 0 {
+			t.Errorf("trial %d: beside an early trial %v, throughput %v; want true, none", tr.N, tr.BesideEarly, tr.Throughput())
+		}
 	}
 	if w := warnings(); len(w) != 0 {
 		t.Errorf("warnings: %q", w)

@@ -573,6 +573,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
 		Held:         sp.held,
 		StartedEarly: sp.early != nil,
+		BesideEarly:  sp.behind != nil && !sp.behind.dropped,
 		SharedGPU:    shared,
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,

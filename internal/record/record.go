@@ -243,6 +243,10 @@ type Trial struct {
 	// trial before it still had the GPU, and waited at its gate before it
 	// touched the GPU: its seconds run from the gate, as its time limit did.
 	StartedEarly bool `json:"started_early"`
+	// BesideEarly marks a held trial that ran while the next one, started
+	// early, did its CPU work: its step times are not its own speed, and
+	// give no throughput.
+	BesideEarly bool `json:"beside_early"`
 	// OOM is what an out-of-memory failure said of itself (nil for other
 	// outcomes, or when it said nothing): how far the trial was from
 	// fitting, which the planner reads and a replay of the search needs.
@@ -303,7 +307,7 @@ func (t Trial) StepSeconds() float64 {
 // Throughput is samples per second from the median step time, or 0.
 func (t Trial) Throughput() float64 {
 	s := t.StepSeconds()
-	if s <= 0 || !t.Outcome.Fits() || t.Busy || t.SharedGPU {
+	if s <= 0 || !t.Outcome.Fits() || t.Busy || t.SharedGPU || t.BesideEarly {
 		return 0
 	}
 	return float64(t.Size) / s

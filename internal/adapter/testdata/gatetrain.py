@@ -2,18 +2,21 @@
 # imported, then starts it on the GPU, which waits at batchfit's gate
 # (BATCHFIT_GATE_FD), and prints "through" and "done". argv: torch or jax.
 # With CPU torch the start raises "not compiled with CUDA" once through.
+# The torch program asks for 3 CPU threads first, and prints torch's count
+# when imported and once through (1, then 3, under a gate).
 import sys
 
 if sys.argv[1] == "torch":
     import torch
 
-    print("imported", flush=True)
+    torch.set_num_threads(3)
+    print("imported", torch.get_num_threads(), flush=True)
     try:
         torch.zeros(1, device="cuda")  # torch's C++ calls torch.cuda._lazy_init
     except Exception as e:  # noqa: BLE001
-        print("through:", type(e).__name__, flush=True)
+        print("through:", type(e).__name__, torch.get_num_threads(), flush=True)
     else:
-        print("through", flush=True)
+        print("through", torch.get_num_threads(), flush=True)
 else:
     import jax
 

@@ -43,6 +43,9 @@ _lock = threading.Lock()
 _fd: int | None = None
 _waited_in: int | None = None  # the process that passed the gate
 waited: float | None = None  # seconds it spent at the gate
+_set_threads: Callable[[int], None] | None = None  # torch's own set_num_threads
+_threads: int | None = None  # torch's threads, restored once through
+_armed_in: int | None = None  # the process whose torch runs on one thread until then
 
 
 def install(after_import: Callable[[str, Callable[[ModuleType], Any]], None]) -> bool:
@@ -87,6 +90,7 @@ def wait() -> None:
             finally:
                 os._exit(GATE_CLOSED_EXIT)
         _waited_in, waited = pid, time.monotonic() - start
+        _restore_threads()
 
 
 def _gated(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -109,12 +113,51 @@ def _wrap(owner: Any, name: str) -> None:
 
 
 def _gate_torch(torch: ModuleType) -> None:
+    _one_thread_until_through(torch)
     cuda = sys.modules.get("torch.cuda") or getattr(torch, "cuda", None)
     if cuda is not None:
         _wrap(cuda, "_lazy_init")
     c = getattr(torch, "_C", None)
     if c is not None:
         _wrap(c, "_cuda_init")
+
+
+def _one_thread_until_through(torch: ModuleType) -> None:
+    """Run torch's CPU work (a model built on the CPU, say) on one thread
+    until the trial is through its gate, then on the threads torch chose,
+    or the program asked for meanwhile: before it, the trial on the GPU has
+    the machine's CPUs, and its step times stay its own."""
+    global _threads, _set_threads, _armed_in
+    try:
+        _armed_in = os.getpid()
+        _threads, _set_threads = int(torch.get_num_threads()), torch.set_num_threads
+        _set_threads(1)
+    except Exception:
+        _set_threads = None
+        return
+
+    def set_num_threads(n: int) -> None:
+        global _threads
+        # Another process (a forked worker), or one through: as asked.
+        if os.getpid() != _armed_in or _waited_in == _armed_in:
+            return original(n)
+        _threads = int(n)  # the program's choice, for once it is through
+        return None
+
+    original = _set_threads
+    set_num_threads.__wrapped__ = original  # type: ignore[attr-defined]
+    try:
+        torch.set_num_threads = set_num_threads
+    except Exception:
+        pass
+
+
+def _restore_threads() -> None:
+    try:
+        if _set_threads is not None and _threads and os.getpid() == _armed_in:
+            _set_threads(_threads)
+    except Exception:
+        pass
 
 
 def _gate_jax(jax: ModuleType) -> None:
