@@ -129,25 +129,24 @@ def _one_thread_until_through(torch: ModuleType) -> None:
     the machine's CPUs, and its step times stay its own."""
     global _threads, _set_threads, _armed_in
     try:
-        _armed_in = os.getpid()
-        _threads, _set_threads = int(torch.get_num_threads()), torch.set_num_threads
-        _set_threads(1)
+        original: Callable[[int], None] = torch.set_num_threads
+        threads = int(torch.get_num_threads())
+        original(1)
     except Exception:
-        _set_threads = None
         return
+    _armed_in, _threads, _set_threads = os.getpid(), threads, original
 
     def set_num_threads(n: int) -> None:
         global _threads
-        # Another process (a forked worker), or one through: as asked.
         if os.getpid() != _armed_in or _waited_in == _armed_in:
-            return original(n)
-        _threads = int(n)  # the program's choice, for once it is through
-        return None
+            # Another process (a forked worker), or one through: as asked.
+            original(n)
+        else:
+            _threads = int(n)  # the program's choice, for once it is through
 
-    original = _set_threads
     set_num_threads.__wrapped__ = original  # type: ignore[attr-defined]
     try:
-        torch.set_num_threads = set_num_threads
+        setattr(torch, "set_num_threads", set_num_threads)
     except Exception:
         pass
 
