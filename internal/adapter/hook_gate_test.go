@@ -158,3 +158,50 @@ func TestHookGateChecksThePipe(t *testing.T) {
 		t.Fatal("it waited at a descriptor that is not its gate")
 	}
 }
+
+// torch imported once the trial is through its gate (by a JAX program, a
+// lazy import) keeps the threads it would have had: the one-thread rule is
+// for the wait only.
+func TestHookGateLeavesLaterTorchAlone(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, true)
+	fake, err := filepath.Abs(testdata("fakejax"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := func(gated bool) string {
+		env := []string{"PYTHONPATH=" + fake}
+		var extra []*os.File
+		if gated {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var st syscall.Stat_t
+			if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
+				t.Fatal(err)
+			}
+			w.Write([]byte("1"))
+			defer w.Close()
+			env, extra = append(env, fmt.Sprintf("%s=3:%d", gateEnv, st.Ino)), []*os.File{r}
+		}
+		hooked, _ := hookedEnv(t, env)
+		cmd := exec.Command(py, testdata("gatetrain.py"), "jax-then-torch")
+		cmd.Env, cmd.ExtraFiles = hooked, extra
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("gated %v: %v", gated, err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "torch threads") {
+				return l
+			}
+		}
+		t.Fatalf("gated %v: no thread count in %q", gated, out)
+		return ""
+	}
+	if with, without := threads(true), threads(false); with != without {
+		t.Errorf("through a gate: %q, without one: %q", with, without)
+	}
+}

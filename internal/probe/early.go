@@ -40,20 +40,23 @@ type early struct {
 	mu    sync.Mutex
 	watch *gpu.Watch // its own, from its start; nil without a sampler
 
-	// dropped says it was stopped unused: its size runs as any other.
-	dropped bool
+	// ran says its gate opened (run); dropped says it was stopped
+	// unused: its size runs as any other.
+	ran, dropped bool
 }
 
 // canStartEarly says whether the next trial of a held round may start
 // early: the trials so far ran torch or JAX through the adapter, whose
-// gate holds them, and NVML named their processes, so that an early trial
+// gate holds them, in one process (torchrun's ranks, started by subprocess,
+// do not inherit the gate, and would meet the trial before them at their
+// rendezvous port), and NVML named their processes, so that an early trial
 // that takes memory is seen.
 func (p *Prober) canStartEarly() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gated := p.framework == adapter.FrameworkTorch || p.framework == adapter.FrameworkJAX ||
 		(p.framework == "" && p.torch != "")
-	return !p.noEarly && p.perProcess && gated && p.cfg.Sampler != nil
+	return !p.noEarly && !p.multiProcess && p.perProcess && gated && p.cfg.Sampler != nil
 }
 
 // startEarly plans size's trial on gpus and starts it, held at its gate.
@@ -95,6 +98,7 @@ func (e *early) tookMemory() uint64 {
 // early trial that ended before its gate opened (it never reached the GPU)
 // is simply over.
 func (e *early) run() (trial.Result, gpu.Peak, error) {
+	e.ran = true
 	e.gate.Open()
 	<-e.done
 	var peak gpu.Peak
@@ -155,28 +159,14 @@ func (p *Prober) DropSpare() {
 	p.drop(e)
 }
 
-// checkBehind is what the early trial behind trial n says of it once n has
-// run: when it held GPU memory while n ran, it is dropped and no trial
-// starts early again, and n must run again (true).
-func (p *Prober) checkBehind(n, size int, behind *early) bool {
-	if behind == nil || behind.dropped {
-		return false
-	}
-	took := behind.tookMemory()
-	if took == 0 {
-		return false
-	}
+// disturbed is what the early trial behind trial n, having held took of
+// the GPU while n ran, makes of it: it is dropped, no trial starts early
+// again, and n runs again (its record marked busy, as attempt did).
+func (p *Prober) disturbed(n, size int, behind *early, took uint64) {
 	p.drop(behind)
 	p.mu.Lock()
 	p.noEarly = true
-	for i := range p.trials {
-		if t := &p.trials[i]; t.N == n {
-			// Not believed, as a trial that a stranger's memory disturbed.
-			t.Busy, t.Foreign = true, max(t.Foreign, took)
-		}
-	}
 	p.mu.Unlock()
 	p.warn(fmt.Sprintf("trial %d at batch size %d: the next trial, started early, held %s of the GPU before its turn (the program reached the GPU before batchfit's gate); running trial %d's size again, and starting no trial early from now on",
 		n, size, units.Bytes(took), n))
-	return true
 }

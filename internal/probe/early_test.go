@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchfit/batchfit/internal/gpu"
+	"github.com/batchfit/batchfit/internal/hold"
 	"github.com/batchfit/batchfit/internal/search"
 )
 
@@ -155,5 +158,34 @@ func TestHeldRoundsShareASpareTrial(t *testing.T) {
 	}
 	if w := warnings(); len(w) != 0 {
 		t.Errorf("warnings: %q", w)
+	}
+}
+
+// failingHolder holds as the simulator does until its calls run out.
+type failingHolder struct {
+	hold.Holder
+	left int
+}
+
+func (f *failingHolder) Hold(d gpu.Device, limit uint64) (hold.Hold, error) {
+	if f.left--; f.left < 0 {
+		return nil, errors.New("hold refused")
+	}
+	return f.Holder.Hold(d, limit)
+}
+
+// An early trial whose card cannot be held is stopped at its gate with the
+// error: nothing of it is left running, nor its files.
+func TestEarlyTrialStoppedWhenItsHoldFails(t *testing.T) {
+	p, truth, _ := earlyProber(t, false)
+	p.cfg.Holder = &failingHolder{Holder: p.cfg.Holder, left: 1}
+	_, err := p.Probe(context.Background(), search.Request{Sizes: []int{truth, truth + 1}, Fresh: true})
+	var held *HoldError
+	if !errors.As(err, &held) {
+		t.Fatalf("Probe = %v, want a HoldError", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(p.cfg.LogDir, "trial-003-*"))
+	if len(left) != 0 {
+		t.Errorf("the early trial left %q", left)
 	}
 }

@@ -159,7 +159,9 @@ type Prober struct {
 	// perProcess says NVML named a trial's processes (gpu.MethodProcess):
 	// an early trial's memory can be seen (canStartEarly). noEarly says
 	// one took memory before its turn: none starts early again.
-	perProcess, noEarly bool
+	// multiProcess says a trial ran in several processes that reported
+	// (torchrun's ranks): none starts early.
+	perProcess, noEarly, multiProcess bool
 }
 
 var _ search.Prober = (*Prober)(nil)
@@ -459,9 +461,14 @@ func (p *Prober) one(ctx context.Context, size int, gpus []int, sp special) (sea
 	recapped, regrown := false, false
 	for runs := 1; ; runs++ {
 		guessed := !sp.held && p.guessing() // a held trial has no cap to guess
+		own := sp.early
 		o, t, again, err := p.attempt(ctx, size, gpus, sp)
 		sp.early, sp.planned = nil, nil // its first run only
-		if err == nil && ctx.Err() == nil && p.checkBehind(t.N, size, sp.behind) {
+		if err != nil && own != nil && !own.ran {
+			p.drop(own) // the hold failed before its gate opened
+		}
+		if err == nil && ctx.Err() == nil && again.behind > 0 {
+			p.disturbed(t.N, size, sp.behind, again.behind)
 			runs--
 			continue
 		}
@@ -513,6 +520,9 @@ type rerun struct {
 	recap bool
 	// poolGrew: XLA's pool grew past the bare fraction it was given.
 	poolGrew bool
+	// behind: the trial started early behind it held this much of the
+	// GPU while it ran.
+	behind uint64
 }
 
 // attempt runs one trial and records it, and says whether it is to run
@@ -533,6 +543,10 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		p.mu.Lock()
 		p.perProcess = true
 		p.mu.Unlock()
+	}
+	var took uint64 // by the trial started early behind this one
+	if sp.behind != nil && !sp.behind.dropped {
+		took = sp.behind.tookMemory()
 	}
 	var logErr *trial.LogError
 	if errors.As(err, &logErr) {
@@ -578,6 +592,15 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
 	}
+	if took > 0 {
+		// Not believed, as a trial that a stranger's memory disturbed.
+		t.Busy, t.Foreign = true, max(t.Foreign, took)
+	}
+	if sum.Events > 1 || sum.Ranks > 1 {
+		p.mu.Lock()
+		p.multiProcess = true
+		p.mu.Unlock()
+	}
 	t.Signal, t.Tail = exitDetails(res, c.Outcome)
 	failure := FailureOf(c.Outcome, sum, res.Output())
 	t.OOM = oomFigures(failure)
@@ -591,7 +614,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	if j.lost != nil {
 		return o, t, rerun{}, &OutputError{N: n, Size: size, Err: j.lost}
 	}
-	return o, t, rerun{recap: j.recap, poolGrew: p.poolGrew(spec.Env, t)}, nil
+	return o, t, rerun{recap: j.recap, poolGrew: p.poolGrew(spec.Env, t), behind: took}, nil
 }
 
 // planned is a trial numbered and specified, not yet run.

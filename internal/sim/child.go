@@ -206,7 +206,7 @@ func (c *child) run() int {
 		}()
 	}
 	if !w.PastGate && !waitGate(os.Getenv(trial.GateEnv)) {
-		return 0
+		return gateClosedExit
 	}
 	if code, ok := c.initCUDA(); !ok {
 		return code
@@ -321,6 +321,10 @@ func nameOr(name string) string {
 	}
 	return name
 }
+
+// gateClosedExit is the exit status of a trial whose gate closed unopened,
+// as the adapter's (not 0, which would read as a trial that ran).
+const gateClosedExit = 75
 
 // waitGate waits at a trial's gate before CUDA starts, as the adapter does
 // (trial.Gate): gate is trial.GateEnv's FD:INODE, "" when the trial has

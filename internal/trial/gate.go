@@ -27,7 +27,8 @@ const gateFD = 3
 // Open. Only a trial that Run execs can be gated (not a Launcher's).
 type Gate struct {
 	mu     sync.Mutex
-	w      *os.File // the write end; nil once opened or closed
+	w      *os.File // the write end, while the trial runs
+	ended  bool     // the trial is over (or never started)
 	opened chan struct{}
 	at     time.Time
 }
@@ -37,20 +38,23 @@ func NewGate() *Gate {
 	return &Gate{opened: make(chan struct{})}
 }
 
-// Open lets the trial on, once; it says whether this call opened it (false
-// when it was opened before or the trial has ended). Every process of the
-// trial that reaches the gate takes a byte of openBytes (torchrun's ranks,
-// say), and the pipe stays open until the trial ends, so that one that
-// reaches it later goes on too.
+// Open lets the trial on, once, even before its process has started (it
+// then goes on at its gate at once); it says whether this call opened it
+// (false when it was opened before or the trial has ended). Every process
+// of the trial that reaches the gate takes a byte of openBytes, and the
+// pipe stays open until the trial ends, so that one that reaches it later
+// goes on too.
 func (g *Gate) Open() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.w == nil || g.isOpen() {
+	if g.ended || g.isOpen() {
 		return false
 	}
-	if _, err := g.w.Write(bytes.Repeat([]byte{'1'}, openBytes)); err != nil {
-		// The trial has gone, and its pipe with it.
-		return false
+	if g.w != nil {
+		if err := letThrough(g.w); err != nil {
+			// The trial has gone, and its pipe with it.
+			return false
+		}
 	}
 	g.at = time.Now()
 	close(g.opened)
@@ -58,8 +62,13 @@ func (g *Gate) Open() bool {
 }
 
 // openBytes is what an opened gate holds for its waiters: one each, and
-// within a pipe's buffer, so that Open does not block.
+// within a pipe's buffer, so that writing them does not block.
 const openBytes = 4096
+
+func letThrough(w *os.File) error {
+	_, err := w.Write(bytes.Repeat([]byte{'1'}, openBytes))
+	return err
+}
 
 func (g *Gate) isOpen() bool {
 	select {
@@ -71,7 +80,8 @@ func (g *Gate) isOpen() bool {
 }
 
 // arm makes the pipe for a trial about to start and returns the end the
-// trial inherits, with GateEnv's value for it.
+// trial inherits, with GateEnv's value for it; a gate opened already lets
+// it through at once.
 func (g *Gate) arm() (*os.File, string, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -84,15 +94,23 @@ func (g *Gate) arm() (*os.File, string, error) {
 		return nil, "", err
 	}
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.isOpen() {
+		if err := letThrough(w); err != nil {
+			r.Close()
+			w.Close()
+			return nil, "", err
+		}
+	}
 	g.w = w
-	g.mu.Unlock()
 	return r, fmt.Sprintf("%d:%d", gateFD, st.Ino), nil
 }
 
-// end closes the write end: the trial is over.
+// end closes the write end: the trial is over, and the gate opens no more.
 func (g *Gate) end() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.ended = true
 	if g.w != nil {
 		g.w.Close()
 		g.w = nil

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -126,5 +127,34 @@ func TestGatedTrialKilledAtOnce(t *testing.T) {
 	}
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("took %v: it waited out its grace", took)
+	}
+}
+
+// A gate opened before its trial has started lets the trial through at
+// once: the opener need not wait for the process.
+func TestGateOpenedBeforeItsTrial(t *testing.T) {
+	gate := NewGate()
+	if !gate.Open() {
+		t.Fatal("Open before the trial = false, want true")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res := gated(t, ctx, gate, "0", time.Minute)
+	if res.Canceled || res.ExitCode != 0 || !strings.Contains(string(res.StdoutTail), "through the gate") {
+		t.Fatalf("exit %d, canceled %v, stdout %q: want it through at once", res.ExitCode, res.Canceled, res.StdoutTail)
+	}
+}
+
+// A gate variable batchfit inherited is no trial's: an ungated trial's
+// environment goes without it.
+func TestUngatedTrialHasNoGateVariable(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Spec{
+		Argv:       []string{"sh", "-c", `echo "gate=${BATCHFIT_GATE_FD-none}"`},
+		Env:        []string{"PATH=" + os.Getenv("PATH"), GateEnv + "=3:1"},
+		StdoutPath: filepath.Join(dir, "out"), StderrPath: filepath.Join(dir, "err"),
+	}, nil)
+	if err != nil || !strings.Contains(string(res.StdoutTail), "gate=none") {
+		t.Fatalf("Run = %q, %v; want no gate variable", res.StdoutTail, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,6 +52,8 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	if err != nil {
 		return Result{}, &StartError{Op: op, Argv0: argv0, Err: err}
 	}
+	// A gate variable batchfit inherited is no trial's gate.
+	env = withoutGate(env)
 	var gateEnd *os.File
 	if spec.Gate != nil {
 		var id string
@@ -268,6 +271,15 @@ func (t *tracker) pollUntilStopped() (stop func()) {
 	}
 }
 
+// withoutGate is env less any GateEnv.
+func withoutGate(env []string) []string {
+	prefix := GateEnv + "="
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, prefix) }) {
+		return env
+	}
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, prefix) })
+}
+
 // awaitGate waits for the gated trial's gate to open, then starts its
 // clock (Result.Start); or for its leader to exit first (it ended before it
 // reached the GPU), or the context to end (Canceled, and the trial is
@@ -281,7 +293,7 @@ func awaitGate(ctx context.Context, g *Gate, tr *tracker, leader int, exited <-c
 		res.Canceled = true
 		stop(ctx, tr, leader, exited, 0, res)
 	}
-	if at, ok := g.openedAt(); ok {
+	if at, ok := g.openedAt(); ok && at.After(res.Start) {
 		res.Start = at
 	}
 }

@@ -3,7 +3,8 @@
 # (BATCHFIT_GATE_FD), and prints "through" and "done". argv: torch or jax.
 # With CPU torch the start raises "not compiled with CUDA" once through.
 # The torch program asks for 3 CPU threads first, and prints torch's count
-# when imported and once through (1, then 3, under a gate).
+# when imported and once through (1, then 3, under a gate). jax-then-torch
+# imports torch once through JAX's gate, and prints torch's thread count.
 import sys
 
 if sys.argv[1] == "torch":
@@ -23,4 +24,8 @@ else:
     print("imported", flush=True)
     jax.local_devices()
     print("through", flush=True)
+    if sys.argv[1] == "jax-then-torch":
+        import torch
+
+        print("torch threads", torch.get_num_threads(), flush=True)
 print("done", flush=True)

@@ -19,9 +19,11 @@ memory until its gate opens, and when it held any, runs the trial beside it
 again and starts no trial early from then on.
 
 Every process of the trial waits at the gate once, the first time it
-starts the GPU: the programs it runs inherit the variable and the pipe
-(torchrun's ranks, a shell script's python), and a forked child (a
-multiprocessing rank) keeps the parent's. batchfit writes a byte for each.
+starts the GPU: a forked child (a multiprocessing rank) keeps the parent's
+pipe, and a program run with its descriptors kept (a shell script's
+python) inherits it; batchfit writes a byte for each. Programs started
+through subprocess (torchrun's ranks) lose the descriptor and are not
+held: batchfit starts no trial early for a program that runs several.
 """
 
 from __future__ import annotations
@@ -62,9 +64,19 @@ def install(after_import: Callable[[str, Callable[[ModuleType], Any]], None]) ->
     if not stat.S_ISFIFO(st.st_mode) or st.st_ino != ino:
         return False
     _fd = fd
+    try:
+        # A fork while another thread waits would leave the child's lock held.
+        os.register_at_fork(after_in_child=_new_lock)
+    except Exception:
+        pass
     after_import("torch", _gate_torch)
     after_import("jax", _gate_jax)
     return True
+
+
+def _new_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
 
 
 def wait() -> None:
@@ -128,6 +140,8 @@ def _one_thread_until_through(torch: ModuleType) -> None:
     or the program asked for meanwhile: before it, the trial on the GPU has
     the machine's CPUs, and its step times stay its own."""
     global _threads, _set_threads, _armed_in
+    if _waited_in == os.getpid():
+        return  # torch imported once through: nothing to hold back
     try:
         original: Callable[[int], None] = torch.set_num_threads
         threads = int(torch.get_num_threads())
