@@ -16,6 +16,22 @@ import (
 // whose value is FD:INODE.
 const gateEnv = "BATCHFIT_GATE_FD"
 
+// gatePipe is a trial's gate: the pipe's ends, closed when the test ends,
+// and the inode that names it.
+func gatePipe(t *testing.T) (r, w *os.File, ino uint64) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	return r, w, st.Ino
+}
+
 // A trial started early waits at its gate when the program starts its
 // framework on the GPU, and not before: torch's CUDA (through its C++ lazy
 // start; real torch, CPU only) and JAX's backends (the stand-in). Until
@@ -49,16 +65,8 @@ func TestHookGate(t *testing.T) {
 				}
 				env = append(env, "PYTHONPATH="+fake)
 			}
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var st syscall.Stat_t
-			if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
-				t.Fatal(err)
-			}
-			hooked, report := hookedEnv(t, append(env, fmt.Sprintf("%s=3:%d", gateEnv, st.Ino)))
-			defer w.Close()
+			r, w, ino := gatePipe(t)
+			hooked, report := hookedEnv(t, append(env, fmt.Sprintf("%s=3:%d", gateEnv, ino)))
 			cmd := exec.Command(py, testdata("gatetrain.py"), tc.framework)
 			cmd.Env, cmd.ExtraFiles = hooked, []*os.File{r}
 			var stderr strings.Builder
@@ -128,16 +136,8 @@ func TestHookGateChecksThePipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	hooked, _ := hookedEnv(t, []string{"PYTHONPATH=" + fake, fmt.Sprintf("%s=3:%d", gateEnv, st.Ino+1)})
+	r, _, ino := gatePipe(t)
+	hooked, _ := hookedEnv(t, []string{"PYTHONPATH=" + fake, fmt.Sprintf("%s=3:%d", gateEnv, ino+1)})
 	cmd := exec.Command(py, testdata("gatetrain.py"), "jax")
 	cmd.Env, cmd.ExtraFiles = hooked, []*os.File{r}
 	done := make(chan error, 1)
@@ -173,18 +173,9 @@ func TestHookGateLeavesLaterTorchAlone(t *testing.T) {
 		env := []string{"PYTHONPATH=" + fake}
 		var extra []*os.File
 		if gated {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			var st syscall.Stat_t
-			if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
-				t.Fatal(err)
-			}
+			r, w, ino := gatePipe(t)
 			w.Write([]byte("1"))
-			defer w.Close()
-			env, extra = append(env, fmt.Sprintf("%s=3:%d", gateEnv, st.Ino)), []*os.File{r}
+			env, extra = append(env, fmt.Sprintf("%s=3:%d", gateEnv, ino)), []*os.File{r}
 		}
 		hooked, _ := hookedEnv(t, env)
 		cmd := exec.Command(py, testdata("gatetrain.py"), "jax-then-torch")

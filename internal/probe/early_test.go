@@ -47,12 +47,10 @@ func earlyProber(t *testing.T, pastGate bool) (p *Prober, truth int, warnings fu
 	}
 }
 
-// A held round's trials run one after the other, each alone on the card;
-// each after the first starts while the one before it runs, and waits at
-// its gate: numbered in order, with the answers of trials run one at a
-// time.
-func TestHeldRoundStartsTheNextTrialEarly(t *testing.T) {
-	p, truth, warnings := earlyProber(t, false)
+// probeProof runs a held round of the proof's sizes, truth, truth + 1 and
+// truth again, and checks their outcomes.
+func probeProof(t *testing.T, p *Prober, truth int) {
+	t.Helper()
 	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{truth, truth + 1, truth}, Fresh: true})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +58,15 @@ func TestHeldRoundStartsTheNextTrialEarly(t *testing.T) {
 	if !obs[0].Outcome.Fits() || !obs[1].Outcome.TooLarge() || !obs[2].Outcome.Fits() {
 		t.Errorf("outcomes %s %s %s, want ok, oom, ok", obs[0].Outcome, obs[1].Outcome, obs[2].Outcome)
 	}
+}
+
+// A held round's trials run one after the other, each alone on the card;
+// each after the first starts while the one before it runs, and waits at
+// its gate: numbered in order, with the answers of trials run one at a
+// time.
+func TestHeldRoundStartsTheNextTrialEarly(t *testing.T) {
+	p, truth, warnings := earlyProber(t, false)
+	probeProof(t, p, truth)
 	trials := p.Trials()
 	if len(trials) != 4 {
 		t.Fatalf("%d trials, want the capped one and 3 held", len(trials))
@@ -90,13 +97,7 @@ func TestHeldRoundStartsTheNextTrialEarly(t *testing.T) {
 // numbered again in order, and no trial starts early from then on.
 func TestEarlyTrialThatTookMemoryRunsAgain(t *testing.T) {
 	p, truth, warnings := earlyProber(t, true)
-	obs, err := p.Probe(context.Background(), search.Request{Sizes: []int{truth, truth + 1, truth}, Fresh: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !obs[0].Outcome.Fits() || !obs[1].Outcome.TooLarge() || !obs[2].Outcome.Fits() {
-		t.Errorf("outcomes %s %s %s, want ok, oom, ok", obs[0].Outcome, obs[1].Outcome, obs[2].Outcome)
-	}
+	probeProof(t, p, truth)
 	trials := p.Trials()
 	var numbers []int
 	for i, tr := range trials {
