@@ -114,8 +114,8 @@ func (e *early) run() (trial.Result, gpu.Peak, error) {
 // no trial was numbered after it, and its files are removed, as its size
 // runs again as any other trial.
 func (p *Prober) drop(e *early) {
-	if e == nil || e.dropped {
-		return
+	if e == nil || e.dropped || e.ran {
+		return // a trial that ran is a trial: its record and files stay
 	}
 	e.dropped = true
 	e.cancel()
