@@ -94,7 +94,7 @@ func orphanedTrial(t *testing.T, withCgroup bool, mode string) (Process, []int) 
 		cg.attach(attr)
 	}
 	cmd := exec.Command("testdata/launcher.sh", pidFile, mode)
-	cmd.Env = withCookie(os.Environ(), cookie)
+	cmd.Env = withCookie(os.Environ(), cookie, "")
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -107,7 +107,11 @@ func (g *Gate) arm() (*os.File, string, error) {
 }
 
 // end closes the write end: the trial is over, and the gate opens no more.
+// A nil gate (a trial without one) has nothing to end.
 func (g *Gate) end() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.ended = true

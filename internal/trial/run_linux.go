@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -45,24 +43,15 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if spec.Gate != nil && spec.Launcher != nil {
-		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: errors.New("a gated trial cannot be started by a launcher")}
+	gateEnd, gateID, err := armGate(spec)
+	if err != nil {
+		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
 	}
+	defer spec.Gate.end()
 	out, op, err := openOutput(spec.StdoutPath, spec.StderrPath, tailBytes, spec.Launcher != nil)
 	if err != nil {
+		gateEnd.Close() // nil without a gate: ErrInvalid, nothing to close
 		return Result{}, &StartError{Op: op, Argv0: argv0, Err: err}
-	}
-	// A gate variable batchfit inherited is no trial's gate.
-	env = withoutGate(env)
-	var gateEnd *os.File
-	if spec.Gate != nil {
-		var id string
-		if gateEnd, id, err = spec.Gate.arm(); err != nil {
-			_ = out.finish()
-			return Result{}, &StartError{Op: "start", Argv0: argv0, Err: fmt.Errorf("make the trial's gate: %w", err)}
-		}
-		defer spec.Gate.end()
-		env = append(slices.Clip(env), GateEnv+"="+id)
 	}
 
 	procgroup.BecomeSubreaper()
@@ -71,10 +60,8 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	oomKills := countOOMKills(spec.OOMKills)
 
 	start := time.Now()
-	lead, cg, err := launch(spec, path, withCookie(env, cookie), gateEnd, out, newCgroup(cookie))
-	if gateEnd != nil {
-		gateEnd.Close() // the trial has its own copy
-	}
+	lead, cg, err := launch(spec, path, withCookie(env, cookie, gateID), gateEnd, out, newCgroup(cookie))
+	gateEnd.Close() // the trial has its own copy (nil without a gate)
 	if err != nil {
 		_ = out.finish()
 		return Result{}, &StartError{Op: "start", Argv0: argv0, Err: err}
@@ -95,9 +82,7 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 	tr := newTracker(pid, cookie)
 	tr.cgroup = proc.Cgroup
 	stopPolling := tr.pollUntilStopped()
-	if spec.Gate != nil {
-		awaitGate(ctx, spec.Gate, tr, pid, lead.Exited(), &res)
-	}
+	awaitGate(ctx, spec.Gate, tr, pid, lead.Exited(), &res)
 	if !res.Canceled {
 		awaitEnd(ctx, spec.Timeout, tr, pid, lead.Exited(), grace, &res)
 	}
@@ -116,12 +101,8 @@ func Run(ctx context.Context, spec Spec, w Watcher) (Result, error) {
 
 	res.HostOOMEvidence = oomKills()
 	// No process of the trial is left to write to its streams.
-	logErr := out.finish()
-	res.StdoutTail = out.stdout.tail.bytes()
-	res.StderrTail = out.stderr.tail.bytes()
-	res.Matches = out.matches()
-	if logErr != nil {
-		return res, logErr
+	if err := out.into(&res); err != nil {
+		return res, err
 	}
 	return res, nil
 }
@@ -271,21 +252,31 @@ func (t *tracker) pollUntilStopped() (stop func()) {
 	}
 }
 
-// withoutGate is env less any GateEnv.
-func withoutGate(env []string) []string {
-	prefix := GateEnv + "="
-	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, prefix) }) {
-		return env
+// armGate makes the pipe of spec's gate, when it has one: the end the
+// trial inherits and GateEnv's value for it. A launcher's trial has none.
+func armGate(spec Spec) (*os.File, string, error) {
+	switch {
+	case spec.Gate == nil:
+		return nil, "", nil
+	case spec.Launcher != nil:
+		return nil, "", errors.New("a gated trial cannot be started by a launcher")
 	}
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, prefix) })
+	r, id, err := spec.Gate.arm()
+	if err != nil {
+		return nil, "", fmt.Errorf("make the trial's gate: %w", err)
+	}
+	return r, id, nil
 }
 
-// awaitGate waits for the gated trial's gate to open, then starts its
+// awaitGate waits for the gated trial's gate (nil: none) to open, then starts its
 // clock (Result.Start); or for its leader to exit first (it ended before it
 // reached the GPU), or the context to end (Canceled, and the trial is
 // killed at once: short of the GPU it has no work to save, and a program
 // that handles SIGTERM would keep the search waiting its grace).
 func awaitGate(ctx context.Context, g *Gate, tr *tracker, leader int, exited <-chan struct{}, res *Result) {
+	if g == nil {
+		return
+	}
 	select {
 	case <-g.opened:
 	case <-exited:

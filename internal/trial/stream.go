@@ -221,6 +221,16 @@ func (o *output) finish() error {
 	return first
 }
 
+// into finishes the streams once no process of the trial is left to write
+// to them, and puts their tails and matches in res; the error is finish's.
+func (o *output) into(res *Result) error {
+	err := o.finish()
+	res.StdoutTail = o.stdout.tail.bytes()
+	res.StderrTail = o.stderr.tail.bytes()
+	res.Matches = o.matches()
+	return err
+}
+
 // matches are the signatures found in both streams, stderr's first.
 func (o *output) matches() *classify.Matches {
 	var ms []*classify.Matches

@@ -253,16 +253,21 @@ func newCookie() string {
 	return fmt.Sprintf("%d-%d-%s", os.Getpid(), trialSeq.Add(1), hex.EncodeToString(b[:]))
 }
 
-// withCookie returns env with this trial's cookie, replacing any inherited
-// one (batchfit may itself run inside a trial).
-func withCookie(env []string, cookie string) []string {
-	out := make([]string, 0, len(env)+1)
+// withCookie returns env with this trial's cookie and, when gate is not "",
+// its gate (GateEnv's value), replacing any inherited ones: batchfit may
+// itself run inside a trial, and an inherited gate is no trial's.
+func withCookie(env []string, cookie, gate string) []string {
+	out := make([]string, 0, len(env)+2)
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, cookieEnv+"=") {
+		if !strings.HasPrefix(kv, cookieEnv+"=") && !strings.HasPrefix(kv, GateEnv+"=") {
 			out = append(out, kv)
 		}
 	}
-	return append(out, cookieEnv+"="+cookie)
+	out = append(out, cookieEnv+"="+cookie)
+	if gate != "" {
+		out = append(out, GateEnv+"="+gate)
+	}
+	return out
 }
 
 // LookPath finds argv0 the way execvp would for the child: a name with a
