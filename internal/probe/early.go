@@ -59,6 +59,15 @@ func (p *Prober) canStartEarly() bool {
 	return !p.noEarly && !p.multiProcess && p.perProcess && gated && p.cfg.Sampler != nil
 }
 
+// noteProcesses keeps what a trial's peak and report say of the program's
+// processes, for canStartEarly: NVML named them, or several reported.
+func (p *Prober) noteProcesses(peak gpu.Peak, sum adapter.Summary) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.perProcess = p.perProcess || peak.Method == gpu.MethodProcess
+	p.multiProcess = p.multiProcess || sum.Events > 1 || sum.Ranks > 1
+}
+
 // startEarly plans size's trial on gpus and starts it, held at its gate.
 func (p *Prober) startEarly(ctx context.Context, size int, gpus []int, sp special) *early {
 	e := &early{size: size, plan: p.plan(size, gpus, sp), gate: trial.NewGate(), done: make(chan struct{})}
@@ -80,8 +89,12 @@ func (p *Prober) startEarly(ctx context.Context, size int, gpus []int, sp specia
 }
 
 // tookMemory says how much GPU memory the early trial's processes held
-// before its gate opened (as far as NVML listed them); 0 when none.
+// before its gate opened (as far as NVML listed them); 0 when none, or
+// there is no early trial (nil, or dropped).
 func (e *early) tookMemory() uint64 {
+	if e == nil || e.dropped {
+		return 0
+	}
 	e.mu.Lock()
 	w := e.watch
 	e.mu.Unlock()

@@ -326,11 +326,8 @@ func (p *Prober) probeInTurn(ctx context.Context, sizes []int, rechecks int, gpu
 		}
 		next = nil
 		if ctx.Err() == nil && p.canStartEarly() {
-			if i+1 < len(sizes) {
-				next = p.startEarly(ctx, sizes[i+1], gpus, special{held: true})
-			} else {
-				next = p.startEarly(ctx, sizes[0], gpus, special{held: true})
-			}
+			// The next size; after the last, the first again (the spare).
+			next = p.startEarly(ctx, sizes[(i+1)%len(sizes)], gpus, special{held: true})
 		}
 		sp.behind = next
 		var err error
@@ -539,15 +536,8 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 	}
 	n, phase, base, allocCap, spec := pl.n, pl.phase, pl.base, pl.allocCap, pl.spec
 	res, peak, bound, shared, err := p.launch(ctx, n, size, gpus, sp, spec)
-	if peak.Method == gpu.MethodProcess {
-		p.mu.Lock()
-		p.perProcess = true
-		p.mu.Unlock()
-	}
-	var took uint64 // by the trial started early behind this one
-	if sp.behind != nil && !sp.behind.dropped {
-		took = sp.behind.tookMemory()
-	}
+	beside := sp.behind != nil && !sp.behind.dropped // a trial started early behind it
+	took := sp.behind.tookMemory()
 	var logErr *trial.LogError
 	if errors.As(err, &logErr) {
 		err = nil // the trial ran: classified below, then the search stops
@@ -587,7 +577,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		AllocatorCap: capOf(allocCap, p.cfg.MemoryLimit),
 		Held:         sp.held,
 		StartedEarly: sp.early != nil,
-		BesideEarly:  sp.behind != nil && !sp.behind.dropped,
+		BesideEarly:  beside,
 		SharedGPU:    shared,
 		Stdout:       spec.StdoutPath,
 		Stderr:       spec.StderrPath,
@@ -596,11 +586,7 @@ func (p *Prober) attempt(ctx context.Context, size int, gpus []int, sp special) 
 		// Not believed, as a trial that a stranger's memory disturbed.
 		t.Busy, t.Foreign = true, max(t.Foreign, took)
 	}
-	if sum.Events > 1 || sum.Ranks > 1 {
-		p.mu.Lock()
-		p.multiProcess = true
-		p.mu.Unlock()
-	}
+	p.noteProcesses(peak, sum)
 	t.Signal, t.Tail = exitDetails(res, c.Outcome)
 	failure := FailureOf(c.Outcome, sum, res.Output())
 	t.OOM = oomFigures(failure)
