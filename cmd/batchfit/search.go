@@ -89,7 +89,7 @@ func (o *searchOptions) register(fs *pflag.FlagSet) {
 	o.flags = fs
 	fs.IntVar(&o.min, "min", 1, "smallest batch size to consider")
 	fs.IntVar(&o.max, "max", 65536, "largest batch size to consider")
-	fs.IntVar(&o.start, "start", 0, "first batch size to try (default: chosen by the strategy)")
+	fs.IntVar(&o.start, "start", 0, "first batch size to try, a guess of the answer (default: chosen by the strategy)")
 	fs.IntVar(&o.multipleOf, "multiple-of", 1, "only consider batch sizes that are multiples of this")
 	fs.IntVar(&o.steps, "steps", 3, "training steps per trial (BATCHFIT_STEPS): the adapter stops a PyTorch program after `N` optimizer steps (JAX: optax updates, see docs/manual.md); 0 lets it run to its end")
 	fs.StringVar(&o.worstCase, "worst-case", "on", "on: where a program's batch shapes vary (padding to the longest sequence, say), each trial runs the loader's largest batches first (BATCHFIT_WORST_CASE=1), or runs on until the largest shape stops growing where the loader cannot be reordered; off: the batches come in the program's order, and the answer holds only for the shapes its steps met")

@@ -33,7 +33,9 @@ type Config struct {
 	Min, Max   int
 	MultipleOf int // the grid step; 0 means 1
 	// Start is the first size tried; 0 leaves it to the strategy (Bisect:
-	// Min; Model: a small size, at least 8, that is cheap to run).
+	// Min; Model: a small size, at least 8, that is cheap to run). The
+	// model strategy takes a Start as a guess of the answer: a first round
+	// of several sizes spreads around it (plan.NewModelAround).
 	Start int
 	// Parallel is how many sizes one round may try at once: one for each
 	// trial that runs at the same time, on every GPU; 0 means 1. Rounds,

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -114,5 +115,54 @@ func TestProofBesideReruns(t *testing.T) {
 	if !beside || res.ProofRounds != 0 {
 		t.Errorf("trials %v, %d proof rounds: want %d's re-run and %d's second run in one round, no proof round",
 			sizesOf(res.Trials), res.ProofRounds, c.answer+1, c.answer)
+	}
+}
+
+// TestRoundsFromAGuessedStart: a start that guesses the answer (the user's
+// --start, or the history's answer for a changed program) opens with sizes
+// around it, so that the sizes below it give the model its line: three
+// side by side find the answer in at most three rounds, and in two on
+// average, whether the guess is a little low or high. Before, the sizes
+// spread up from the start, all but the start failed, and the rounds
+// crept down to the boundary from a slope a failure's figures made.
+func TestRoundsFromAGuessedStart(t *testing.T) {
+	total, n := 0, 0
+	for answer := 100; answer < 400; answer += 3 {
+		for _, guess := range []float64{0.8, 0.95, 1.1} {
+			r := rand.New(rand.NewPCG(uint64(answer), 12))
+			w := withAnswer(24*gib, 512*mib, uint64(1+r.IntN(4))*gib, answer, 0.5)
+			cfg := Config{Min: 1, Max: 65536, Parallel: 3, SideBySide: 3, ProofAlongside: true, Capacity: w.capacity,
+				Start: int(guess * float64(answer))}
+			res, err := Run(context.Background(), cfg, &fakeProber{w: w})
+			if err != nil {
+				t.Fatalf("answer %d, start %d: %v", answer, cfg.Start, err)
+			}
+			checkProof(t, res, cfg, answer)
+			find := res.Rounds - res.ProofRounds
+			if find > 3 {
+				t.Errorf("answer %d, start %d: %d rounds to find it, want at most 3", answer, cfg.Start, find)
+			}
+			total, n = total+find, n+1
+		}
+	}
+	if mean := float64(total) / float64(n); mean > 2.5 {
+		t.Errorf("%.2f rounds on average to find the answer from a guessed start, want at most 2.5", mean)
+	}
+}
+
+// TestRoundsWithOneSuccess: when only the opening's smallest size fits,
+// the next round measures a second size below it for the slope, in place
+// of its largest, rather than trust a line through a failure's figures.
+func TestRoundsWithOneSuccess(t *testing.T) {
+	w := withAnswer(24*gib, 512*mib, 2*gib, 20, 0.5)
+	cfg := Config{Min: 1, Max: 65536, Parallel: 3, SideBySide: 3, Capacity: w.capacity}
+	f := &fakeProber{w: w}
+	res, err := Run(context.Background(), cfg, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProof(t, res, cfg, 20)
+	if len(f.calls) < 2 || !slices.Contains(f.calls[1], 4) {
+		t.Errorf("rounds %v: want the second to measure 4, half of the one size that ran (8)", f.calls)
 	}
 }

@@ -31,6 +31,9 @@ func Run(ctx context.Context, cfg Config, p Prober) (Result, error) {
 		// anything, large enough that the per-sample cost shows above the
 		// allocator's rounding.
 		d.planner = plan.NewModel(d.startOr(d.g.Ceil(8)))
+		if d.cfg.Start != 0 {
+			d.planner = plan.NewModelAround(d.startOr(0))
+		}
 	}
 	err := d.run(ctx)
 	d.finish()

@@ -23,7 +23,10 @@ import (
 // gallop (gallop), and once the bracket is closed its steps are made to
 // double until they bisect (refineGuard).
 type modelPlanner struct {
-	start  int
+	start int
+	// around says start is a guess of the answer (the user's --start, or
+	// an earlier run's answer), not a small size to begin from.
+	around bool
 	misses int
 	gallop gallop
 	refine refineGuard
@@ -43,6 +46,11 @@ type modelPlanner struct {
 // predicts the boundary, starting at start (modelPlanner).
 func NewModel(start int) Planner { return &modelPlanner{start: start} }
 
+// NewModelAround returns the model planner for a start that guesses the
+// answer: a first round of several sizes spreads around it rather than up
+// from it (spreadAround).
+func NewModelAround(start int) Planner { return &modelPlanner{start: start, around: true} }
+
 func (m *modelPlanner) Next(v View) ([]int, float64) {
 	if v.Fit == nil {
 		return m.opening(v), 0
@@ -51,7 +59,30 @@ func (m *modelPlanner) Next(v View) ([]int, float64) {
 	if v.Growing() {
 		return m.gallop.hold(v, sizes), predicted
 	}
-	return m.refine.hold(v, sizes), predicted
+	return slopeProbe(v, m.refine.hold(v, sizes)), predicted
+}
+
+// slopeProbe makes room in a round for a second measured peak when only
+// one size has run. The fit is then that size's peak and a failure's
+// figure (planView), which is only what the failure needed at least: its
+// slope is too small, and its prediction too high, by however much more
+// the failure would have needed. Each failure of it would say no more,
+// and the rounds would creep down. A size below the one that ran, half
+// of it, measures the slope instead; it takes the place of the round's
+// largest size. A round of one size is left as it is.
+func slopeProbe(v View, sizes []int) []int {
+	if v.K < 2 || len(v.Points) != 1 || len(sizes) == 0 {
+		return sizes
+	}
+	below := v.Grid.Floor(v.Points[0].Size / 2)
+	if below < v.Grid.Min || below >= v.Points[0].Size {
+		return sizes
+	}
+	sizes = slices.Sorted(slices.Values(sizes))
+	if len(sizes) >= v.K {
+		sizes = sizes[:v.K-1]
+	}
+	return append([]int{below}, sizes...)
 }
 
 // predict plans where the model says the boundary is: a failure's Newton
@@ -111,6 +142,9 @@ func (m *modelPlanner) opening(v View) []int {
 		}
 		return grow(v.Grid, max(jump, v.Lo+v.Grid.Step), v.K)
 	}
+	if v.K >= 2 && m.around && v.Growing() && !v.SeenOK() {
+		return spreadAround(v.Grid, v.Lo, m.start, v.K)
+	}
 	if v.K >= 3 && v.Growing() && !v.SeenOK() {
 		return spreadOpening(v.Grid, v.Lo, m.start, v.K)
 	}
@@ -128,6 +162,33 @@ func spreadOpening(g Grid, lo, start, k int) []int {
 	var sizes []int
 	for i := range k {
 		s := g.Clamp(g.Floor(int(float64(from) * math.Pow(openingSpan, float64(i)/float64(k-1)))))
+		if len(sizes) > 0 && s <= sizes[len(sizes)-1] {
+			s = sizes[len(sizes)-1] + g.Step
+		}
+		if s > g.Max {
+			break
+		}
+		sizes = append(sizes, s)
+	}
+	return sizes
+}
+
+// spreadAround is the first round of several sizes when the start guesses
+// the answer: k sizes over openingSpan, evenly apart on a log scale, with
+// the start among them and as many below it as above (one more below
+// when k is even): start/4, start, start×4 for three, start/16 and the
+// start for two. Sizes only above a start near the boundary would all
+// fail, and one success with failures gives no slope; the sizes below it
+// fit, and their peaks give the line the next round predicts from.
+func spreadAround(g Grid, lo, start, k int) []int {
+	below := k / 2
+	var sizes []int
+	for i := range k {
+		e := float64(i-below) / float64(k-1)
+		s := g.Clamp(g.Floor(int(math.Round(float64(start) * math.Pow(openingSpan, e)))))
+		if s <= lo {
+			s = lo + g.Step
+		}
 		if len(sizes) > 0 && s <= sizes[len(sizes)-1] {
 			s = sizes[len(sizes)-1] + g.Step
 		}
