@@ -119,3 +119,90 @@ func TestHookJAXProxiesAreTransparent(t *testing.T) {
 		t.Errorf("event %+v, want no steps", ev)
 	}
 }
+
+// A jitted step's memory plan, read from the stand-in's compile before its
+// first call (batchfit/_runtime/jax_plan.py): recorded when it fits the
+// pool (1000 bytes, 1 in use), the trial ended as out of memory before the
+// step runs when it needs more than the free memory and the slack (20
+// bytes here), and the trace shared with the call.
+func TestHookJAXPlan(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	fake, err := filepath.Abs(testdata("fakejaxsteps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PYTHONPATH=" + fake, "FAKE_JAX_PEAK=777", "BATCHFIT_STEPS=0"}
+	for _, tc := range []struct {
+		name, plan string
+		need       uint64
+		stopped    bool
+	}{
+		{"fits", "100,50,40,500", 510, false},
+		{"within the slack", "100,50,40,1005", 1015, false},
+		{"does not fit", "100,50,40,1200", 1210, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runHooked(t, py, append(env, "FAKE_JAX_PLAN="+tc.plan), testdata("fakejaxtrain.py"), "jit", "3")
+			ev := onlyEvent(t, r)
+			want := XLAPlan{Arguments: 100, Outputs: 50, Alias: 40, Temp: tc.need - 10, Need: tc.need, InUse: 1, Limit: 1000, Free: 999}
+			if ev.Plan == nil || *ev.Plan != want {
+				t.Errorf("plan = %+v, want %+v", ev.Plan, want)
+			}
+			if !tc.stopped {
+				if r.code != 0 || ev.PlanStopped || ev.OOM || ev.Steps != 3 {
+					t.Errorf("exit %d, event %+v: want 3 steps run, not stopped; stderr:\n%s", r.code, ev, r.stderr)
+				}
+				if !strings.HasSuffix(r.stdout, "done: traces 3 blocked 6 updates 4\n") {
+					t.Errorf("stdout =\n%s\nwant the stand-ins traced once per function", r.stdout)
+				}
+				return
+			}
+			if r.code != 1 || !ev.PlanStopped || !ev.OOM || ev.Steps != 0 || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q, event %+v: want status 1 before any step, stopped on its plan, OOM", r.code, r.stdout, ev)
+			}
+			wantReq := OOMRequest{Bytes: 1210, Allocated: 1, Reserved: 1, Limit: 1000, Free: 999}
+			if len(ev.OOMRequests) != 1 || ev.OOMRequests[0] != wantReq || ev.OOMsCaught != 0 {
+				t.Errorf("requests %+v (%d caught), want [%+v], none caught", ev.OOMRequests, ev.OOMsCaught, wantReq)
+			}
+			if !strings.Contains(r.stderr, "batchfit adapter: XLA's plan does not fit: ") {
+				t.Errorf("stderr does not say why:\n%s", r.stderr)
+			}
+			sum := Summarize(r.events)
+			if sum.Plan == nil || !sum.Plan.Stopped || !sum.OOM {
+				t.Errorf("summary plan %+v, OOM %v: want the plan marked stopped", sum.Plan, sum.OOM)
+			}
+		})
+	}
+}
+
+// The search's compile caches (BATCHFIT_JAX_CACHE) are jax's options, set as
+// jax is imported; a cache the program's environment names is kept.
+func TestHookJAXCache(t *testing.T) {
+	t.Parallel()
+	py := findPython(t, false)
+	fake, err := filepath.Abs(testdata("fakejaxsteps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PYTHONPATH=" + fake, "BATCHFIT_STEPS=0"}
+	ours := runHooked(t, py, append(env, JAXCacheEnv+"=/search/jax-cache"), testdata("fakejaxtrain.py"), "config", "1")
+	theirs := runHooked(t, py, append(env, JAXCacheEnv+"=/search/jax-cache", "JAX_COMPILATION_CACHE_DIR=/mine"), testdata("fakejaxtrain.py"), "config", "1")
+	none := runHooked(t, py, env, testdata("fakejaxtrain.py"), "config", "1")
+	for _, tc := range []struct {
+		r    pyRun
+		want string
+	}{
+		{ours, "jax_compilation_cache_dir /search/jax-cache/compiled\n" +
+			"jax_persistent_cache_enable_xla_caches xla_gpu_per_fusion_autotune_cache_dir\n" +
+			"jax_persistent_cache_min_compile_time_secs 0.0\n" +
+			"jax_persistent_cache_min_entry_size_bytes -1\n"},
+		{theirs, "jax_compilation_cache_dir /mine\n"},
+		{none, "jax_compilation_cache_dir None\n"},
+	} {
+		if tc.r.code != 0 || !strings.HasPrefix(tc.r.stdout, "step 1\n") || !strings.Contains(tc.r.stdout, "\n"+tc.want+"done:") {
+			t.Errorf("exit %d, stdout:\n%s\nwant the options\n%s", tc.r.code, tc.r.stdout, tc.want)
+		}
+	}
+}

@@ -108,6 +108,11 @@ type Event struct {
 	// GateWait is how long, in seconds, a trial started early waited at
 	// its gate before it touched the GPU (trial.Gate); 0 when it had none.
 	GateWait float64 `json:"gate_wait,omitempty"`
+	// Plan is the largest memory plan of a JAX step that XLA compiled
+	// (XLAPlan); PlanStopped says the adapter ended the program because
+	// that plan could not fit in the pool, before the step ran.
+	Plan        *XLAPlan `json:"plan,omitempty"`
+	PlanStopped bool     `json:"plan_stopped,omitempty"`
 
 	// Sources are the source files the process loaded outside the standard
 	// library, site-packages and dist-packages (its script first, then by
@@ -219,6 +224,27 @@ type OOMRequest struct {
 	// to the byte (torch only).
 	Allocated uint64 `json:"allocated,omitempty"`
 	Reserved  uint64 `json:"reserved,omitempty"`
+}
+
+// XLAPlan is what XLA's compile says a JAX step will need, read from the
+// compiled step's memory analysis before its first call with new shapes
+// (python/batchfit/_runtime/jax_plan.py), in bytes, on the device with the
+// least free memory: its arguments, outputs, the outputs that reuse a
+// donated argument's buffer (Alias), its one temporary buffer, and Need, what
+// it allocates beyond the arguments (Outputs - Alias + Temp). InUse, Limit
+// and Free are the pool's figures as the step was about to run.
+type XLAPlan struct {
+	Arguments uint64 `json:"arguments"`
+	Outputs   uint64 `json:"outputs"`
+	Alias     uint64 `json:"alias"`
+	Temp      uint64 `json:"temp"`
+	Need      uint64 `json:"need"`
+	InUse     uint64 `json:"in_use"`
+	Limit     uint64 `json:"limit"`
+	Free      uint64 `json:"free"`
+	// Stopped says the trial ended on this plan before the step ran: its
+	// Need exceeded Free by more than the adapter's slack (2 % of Limit).
+	Stopped bool `json:"stopped"`
 }
 
 // Append writes ev as one JSON line to the report file at path. Each event is

@@ -52,6 +52,9 @@ type Summary struct {
 	Batches *Batches
 	// Stopped is set when the adapter ended any process after its steps.
 	Stopped bool
+	// Plan is the largest JAX step plan any process reported (Event.Plan),
+	// Stopped set when the adapter ended that process on it; nil when none.
+	Plan *XLAPlan
 	// SizeRead is set when any process took its batch size from
 	// batchfit.batch_size() (Event.SizeRead).
 	SizeRead bool
@@ -86,6 +89,11 @@ func Summarize(events []Event) Summary {
 		ranks[ev.Rank] = true
 		s.OOM = s.OOM || ev.OOM
 		s.Stopped = s.Stopped || ev.Stopped
+		if p := ev.Plan; p != nil && (s.Plan == nil || p.InUse+p.Need > s.Plan.InUse+s.Plan.Need) {
+			plan := *p
+			plan.Stopped = ev.PlanStopped
+			s.Plan = &plan
+		}
 		s.SizeRead = s.SizeRead || ev.SizeRead
 		if ev.Exception != "" && (kept == nil || betterException(ev, kept)) {
 			kept = ev

@@ -19,7 +19,7 @@ func fullRun() *Run {
 	return &Run{
 		GPU:          &GPUInfo{Devices: []gpu.Device{{}}},
 		GlobalBatch:  &GlobalBatch{},
-		Trials:       []Trial{{OOM: &OOMFigures{}, Batches: &adapter.Batches{}}},
+		Trials:       []Trial{{OOM: &OOMFigures{}, Batches: &adapter.Batches{}, Plan: &adapter.XLAPlan{}}},
 		InputShapes:  &InputShapes{Ranges: []ShapeRange{{}}},
 		Model:        &Model{},
 		Pool:         &Pool{},

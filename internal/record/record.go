@@ -267,6 +267,10 @@ type Trial struct {
 	Stdout string `json:"stdout_log"`
 	Stderr string `json:"stderr_log"`
 	Tail   string `json:"stderr_tail"` // kept for crashes only
+	// Plan is XLA's memory plan for a JAX step, read before the step ran
+	// (adapter.XLAPlan); Plan.Stopped says the trial ended on it, out of
+	// memory, without running the step. nil for other frameworks.
+	Plan *adapter.XLAPlan `json:"xla_plan"`
 	// Batches are the shapes of the batches the trial's steps consumed, as
 	// the adapter saw them; nil when it saw none. Last: a nested object the
 	// size of the trial's steps.

@@ -279,6 +279,14 @@ def _jax_request(exc: BaseException) -> dict[str, int] | None:
     return req
 
 
+def plan_refused(plan: dict[str, int]) -> None:
+    """Record the request of a JAX step that jax_plan stopped before it ran:
+    the plan's need, against the pool's figures. No error object was made,
+    so none is counted (the exit event says "oom" itself)."""
+    _add_request({"device": 0, "bytes": plan["need"], "allocated": plan["in_use"],
+                  "reserved": plan["in_use"], "limit": plan["limit"], "free": plan["free"]})
+
+
 def _jax_devices(jax: Any) -> list[dict[str, int]]:
     # Asking for devices before the program has would start JAX's backend at
     # exit (and preallocate most of the card), so only once it has started.

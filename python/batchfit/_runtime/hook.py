@@ -31,6 +31,9 @@ The hook's jobs, one module each:
   gets its whole epoch largest first).
 - gate: a trial started while another has the GPU waits there before it
   touches the GPU (BATCHFIT_GATE_FD).
+- jax_plan: a jitted step's memory plan, read from XLA's compile before it
+  runs, which ends a trial whose step cannot fit in the pool; the search's
+  compile caches (BATCHFIT_JAX_CACHE).
 - report: the exit event and writing it; frameworks: what JAX and
   TensorFlow add to it, and the OOMs a program caught.
 - sources: the files the program loaded and opened, and its packages.
@@ -42,7 +45,8 @@ Rules these modules keep, because they run inside someone else's program:
   its hooks installed.
 - Every error of our own is swallowed; the program's behaviour is unchanged
   apart from one torch.cuda.synchronize() per optimizer step (only when CUDA
-  is initialized) or one jax.block_until_ready() per JAX step, so that step
+  is initialized) or one jax.block_until_ready() per JAX step (and a JAX
+  step compiled ahead of its first call with each new shape, see jax_plan), so that step
   times cover the device work, the stop after BATCHFIT_STEPS steps (later
   where batch shapes vary, see batches), and, where a DataLoader's batches
   vary in shape, its first batches: its largest are added at the start of
@@ -60,7 +64,7 @@ import atexit
 import os
 from types import ModuleType
 
-from batchfit._runtime import gate, report, sources, steps
+from batchfit._runtime import gate, jax_plan, report, sources, steps
 from batchfit._runtime.imports import after_import
 from batchfit._runtime.jax_steps import jax_imported, optax_imported
 from batchfit._runtime.report import (
@@ -114,6 +118,7 @@ def install(path: str | None = None) -> bool:
     gate.install(after_import)
     after_import("torch", torch_imported)
     after_import("jax", jax_imported)
+    after_import("jax", jax_plan.use_cache)
     after_import("optax", optax_imported)
     try:
         from batchfit._runtime import frameworks

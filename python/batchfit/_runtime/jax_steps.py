@@ -34,7 +34,7 @@ import types
 import weakref
 from typing import Any, Callable, Hashable
 
-from batchfit._runtime import batches
+from batchfit._runtime import batches, jax_plan
 from batchfit._runtime.steps import count_step, owns_steps
 
 _jax_local = threading.local()  # .calls: jitted functions being called; .depth: of optax updates
@@ -117,8 +117,11 @@ class _Traced:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         calls = _jax_calls()
+        outermost = not calls
         calls.append(self)
         try:
+            if outermost:
+                jax_plan.before_call(self._batchfit_jitted, args, kwargs, self._batchfit_is_step)
             out = self._batchfit_jitted(*args, **kwargs)
         finally:
             calls.pop()

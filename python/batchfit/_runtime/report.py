@@ -63,6 +63,12 @@ def exit_event() -> dict[str, Any]:
         event.update(frameworks.exit_fields(event, exc))
     except Exception:
         pass
+    try:
+        from batchfit._runtime import jax_plan
+
+        event.update(jax_plan.event_fields())
+    except Exception:
+        pass
     if state.size_read:
         event["size_read"] = True
     if gate.waited is not None:

@@ -3,7 +3,9 @@
 # jit and pmap trace a function once per (function, number of arguments), as
 # jax caches traces by function, and afterwards return fresh arrays without
 # running its Python. FAKE_JAX_PEAK=N makes every device report a peak of N
-# bytes; without it memory_stats() is None, as on JAX's CPU backend.
+# bytes; without it memory_stats() is None, as on JAX's CPU backend. A pool
+# holds 1000 bytes, 1 of them in use; FAKE_JAX_PLAN gives compiled functions
+# a memory analysis.
 import os
 import types
 
@@ -31,17 +33,22 @@ class _Jitted(object):
         self.__doc__ = getattr(fun, "__doc__", None)
 
     def __call__(self, *args):
+        return tree_util.tree_map(lambda _: Array(), self._trace(args))
+
+    def _trace(self, args):
         global traces
         key = (self.__wrapped__, len(args))
         if key not in _traced:
             traces += 1
             _traced[key] = self.__wrapped__(*tree_util.tree_map(core.Tracer, args))
-        return tree_util.tree_map(lambda _: Array(), _traced[key])
+        return _traced[key]
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
 
     def lower(self, *args):
+        # As jax's, the trace is shared with the calls.
+        self._trace(args)
         return _Lowered(self.__name__)
 
     def _cache_size(self):
@@ -54,6 +61,43 @@ class _Lowered(object):
 
     def as_text(self):
         return "module @jit_" + self.name
+
+    def compile(self):
+        return _Compiled()
+
+
+class _Compiled(object):
+    def memory_analysis(self):
+        """FAKE_JAX_PLAN=ARGUMENTS,OUTPUTS,ALIAS,TEMP: the compiled step's
+        sizes in bytes; without it None, as on a backend without them."""
+        plan = os.environ.get("FAKE_JAX_PLAN")
+        if not plan:
+            return None
+        names = ("argument", "output", "alias", "temp")
+        analysis = types.SimpleNamespace()
+        for name, value in zip(names, plan.split(",")):
+            setattr(analysis, name + "_size_in_bytes", int(value))
+        return analysis
+
+
+class _Config(object):
+    """jax.config: its options as attributes, set through update(); the
+    cache directory starts as JAX_COMPILATION_CACHE_DIR, as jax's does."""
+
+    def __init__(self):
+        self.__dict__["values"] = {"jax_compilation_cache_dir": os.environ.get("JAX_COMPILATION_CACHE_DIR")}
+
+    def __getattr__(self, name):
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name)
+
+    def update(self, name, value):
+        self.values[name] = value
+
+
+config = _Config()
 
 
 def jit(*args, **kwargs):

@@ -12,3 +12,8 @@ def tree_map(f, tree):
     if isinstance(tree, dict):
         return {k: tree_map(f, v) for k, v in tree.items()}
     return None if tree is None else f(tree)
+
+
+def tree_flatten(tree):
+    """The leaves and the tree's structure, as a string with "*" for each leaf."""
+    return tree_leaves(tree), repr(tree_map(lambda _: "*", tree))
