@@ -123,7 +123,7 @@ func TestHookJAXProxiesAreTransparent(t *testing.T) {
 // A jitted step's memory plan, read from the stand-in's compile before its
 // first call (batchfit/_runtime/jax_plan.py): recorded when it fits the
 // pool (1000 bytes, 1 in use), the trial ended as out of memory before the
-// step runs when it needs more than the free memory and the slack (20
+// step runs when it needs more than the free memory and the slack (5
 // bytes here), and the trace shared with the call.
 func TestHookJAXPlan(t *testing.T) {
 	t.Parallel()
@@ -139,8 +139,8 @@ func TestHookJAXPlan(t *testing.T) {
 		stopped    bool
 	}{
 		{"fits", "100,50,40,500", 510, false},
-		{"within the slack", "100,50,40,1005", 1015, false},
-		{"does not fit", "100,50,40,1200", 1210, true},
+		{"within the slack", "100,50,40,993", 1003, false},
+		{"does not fit", "100,50,40,995", 1005, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -162,7 +162,7 @@ func TestHookJAXPlan(t *testing.T) {
 			if r.code != 1 || !ev.PlanStopped || !ev.OOM || ev.Steps != 0 || r.stdout != "" {
 				t.Errorf("exit %d, stdout %q, event %+v: want status 1 before any step, stopped on its plan, OOM", r.code, r.stdout, ev)
 			}
-			wantReq := OOMRequest{Bytes: 1210, Allocated: 1, Reserved: 1, Limit: 1000, Free: 999}
+			wantReq := OOMRequest{Bytes: 1005, Allocated: 1, Reserved: 1, Limit: 1000, Free: 999}
 			if len(ev.OOMRequests) != 1 || ev.OOMRequests[0] != wantReq || ev.OOMsCaught != 0 {
 				t.Errorf("requests %+v (%d caught), want [%+v], none caught", ev.OOMRequests, ev.OOMsCaught, wantReq)
 			}
@@ -174,35 +174,5 @@ func TestHookJAXPlan(t *testing.T) {
 				t.Errorf("summary plan %+v, OOM %v: want the plan marked stopped", sum.Plan, sum.OOM)
 			}
 		})
-	}
-}
-
-// The search's compile caches (BATCHFIT_JAX_CACHE) are jax's options, set as
-// jax is imported; a cache the program's environment names is kept.
-func TestHookJAXCache(t *testing.T) {
-	t.Parallel()
-	py := findPython(t, false)
-	fake, err := filepath.Abs(testdata("fakejaxsteps"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"PYTHONPATH=" + fake, "BATCHFIT_STEPS=0"}
-	ours := runHooked(t, py, append(env, JAXCacheEnv+"=/search/jax-cache"), testdata("fakejaxtrain.py"), "config", "1")
-	theirs := runHooked(t, py, append(env, JAXCacheEnv+"=/search/jax-cache", "JAX_COMPILATION_CACHE_DIR=/mine"), testdata("fakejaxtrain.py"), "config", "1")
-	none := runHooked(t, py, env, testdata("fakejaxtrain.py"), "config", "1")
-	for _, tc := range []struct {
-		r    pyRun
-		want string
-	}{
-		{ours, "jax_compilation_cache_dir /search/jax-cache/compiled\n" +
-			"jax_persistent_cache_enable_xla_caches xla_gpu_per_fusion_autotune_cache_dir\n" +
-			"jax_persistent_cache_min_compile_time_secs 0.0\n" +
-			"jax_persistent_cache_min_entry_size_bytes -1\n"},
-		{theirs, "jax_compilation_cache_dir /mine\n"},
-		{none, "jax_compilation_cache_dir None\n"},
-	} {
-		if tc.r.code != 0 || !strings.HasPrefix(tc.r.stdout, "step 1\n") || !strings.Contains(tc.r.stdout, "\n"+tc.want+"done:") {
-			t.Errorf("exit %d, stdout:\n%s\nwant the options\n%s", tc.r.code, tc.r.stdout, tc.want)
-		}
 	}
 }

@@ -14,14 +14,6 @@ const (
 	XLAAllocatorEnv      = "XLA_PYTHON_CLIENT_ALLOCATOR"
 )
 
-// JAXCacheEnv names, in a trial's environment, the directory of a search's
-// own where the adapter keeps jax's persistent compilation cache and XLA's
-// per-fusion autotune cache (python/batchfit/_runtime/jax_plan.py). Only
-// trials whose result is not a re-check or the proof get it: those run as
-// the user will, compiling and tuning afresh, since XLA may plan a size
-// differently from one compile to the next.
-const JAXCacheEnv = "BATCHFIT_JAX_CACHE"
-
 // JAXDefaultFraction is the share of a card that jaxlib's pool may take
 // when the program sets no fraction: 75 % of the card's memory.
 const JAXDefaultFraction = 0.75

@@ -243,7 +243,7 @@ type XLAPlan struct {
 	Limit     uint64 `json:"limit"`
 	Free      uint64 `json:"free"`
 	// Stopped says the trial ended on this plan before the step ran: its
-	// Need exceeded Free by more than the adapter's slack (2 % of Limit).
+	// Need exceeded Free by more than the adapter's slack (0.5 % of Limit).
 	Stopped bool `json:"stopped"`
 }
 

@@ -53,7 +53,6 @@ func Forkable(argv []string, dir string) bool {
 var perTrialEnv = []string{
 	"BATCHFIT_BATCH_SIZE", "BATCHFIT_STEPS", "BATCHFIT_TRIAL", "BATCHFIT_REPORT",
 	"BATCHFIT_SOAK", adapter.WorstCaseEnv, "BATCHFIT_TRIAL_COOKIE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", adapter.CPUThreadsEnv,
-	adapter.JAXCacheEnv,
 }
 
 // serverEnv is env without the per-trial variables, sorted: the server's

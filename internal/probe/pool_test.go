@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,38 +82,6 @@ func TestPoolThatGrowsIsCapped(t *testing.T) {
 		}
 		if n := len(p.Trials()); n != len(want) {
 			t.Errorf("grows %v, %s: %d trials, want %d", grows, tc.version, n, len(want))
-		}
-	}
-}
-
-// JAX's compile caches (adapter.JAXCacheEnv) are in the search's log folder,
-// for the trials that search only: a held trial, a re-run, a re-check and
-// a confirmation compile as the user's run will, and another framework's
-// program gets none.
-func TestJAXCacheOnlyForSearchTrials(t *testing.T) {
-	dir := t.TempDir()
-	cache := func(fw adapter.Framework, phase string, sp special) string {
-		p := New(Config{Command: []string{"python3", "train.py", "{}"}, LogDir: dir, Framework: fw})
-		p.phase = phase
-		v, _ := adapter.Lookup(p.plan(8, nil, sp).spec.Env, adapter.JAXCacheEnv)
-		return v
-	}
-	want := filepath.Join(dir, "jax-cache")
-	if got := cache(adapter.JAX{}, "", special{}); got != want {
-		t.Errorf("a search trial's cache = %q, want %q", got, want)
-	}
-	if got := cache(adapter.Python{}, string(search.PhaseBracket), special{}); got != want {
-		t.Errorf("a detected framework's search trial's cache = %q, want %q", got, want)
-	}
-	for name, got := range map[string]string{
-		"held":         cache(adapter.JAX{}, "", special{held: true}),
-		"re-run":       cache(adapter.JAX{}, "", special{retry: true}),
-		"re-check":     cache(adapter.JAX{}, string(search.PhaseRecheck), special{}),
-		"confirmation": cache(adapter.JAX{}, string(search.PhaseConfirm), special{}),
-		"torch":        cache(adapter.Torch{}, "", special{}),
-	} {
-		if got != "" {
-			t.Errorf("a %s trial has the compile cache %q", name, got)
 		}
 	}
 }

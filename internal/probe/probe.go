@@ -625,9 +625,6 @@ func (p *Prober) plan(size int, gpus []int, sp special) planned {
 		pl.allocCap = 0 // the held card itself is the limit
 	}
 	pl.spec = p.spec(pl.n, size, gpus, sp, pl.allocCap, pl.base)
-	if dir := p.jaxCache(pl.phase, sp); dir != "" {
-		pl.spec.Env = append(adapter.Without(pl.spec.Env, adapter.JAXCacheEnv), adapter.JAXCacheEnv+"="+dir)
-	}
 	switch {
 	case sp.soak > 0:
 		pl.phase = record.PhaseSoak
@@ -635,26 +632,6 @@ func (p *Prober) plan(size int, gpus []int, sp special) planned {
 		pl.phase = record.PhaseThroughput
 	}
 	return pl
-}
-
-// jaxCache is the directory for the compile caches of a JAX trial in
-// phase (adapter.JAXCacheEnv), or "" where the trial must compile as the
-// user's run will: on a held card, a re-run of a size, a re-check or a
-// confirmation; and for a program of another framework.
-func (p *Prober) jaxCache(phase string, sp special) string {
-	p.mu.Lock()
-	framework := p.framework
-	p.mu.Unlock()
-	name := p.cfg.Framework.Name()
-	switch {
-	case p.cfg.LogDir == "" || sp.held || sp.retry:
-	case phase == string(search.PhaseRecheck) || phase == string(search.PhaseConfirm):
-	case name != adapter.FrameworkJAX && name != adapter.FrameworkAuto:
-	case framework != "" && framework != adapter.FrameworkJAX:
-	default:
-		return filepath.Join(p.cfg.LogDir, "jax-cache")
-	}
-	return ""
 }
 
 // launch runs trial n's spec on gpus to its end, on a held card holding

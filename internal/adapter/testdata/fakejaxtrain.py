@@ -78,14 +78,6 @@ elif mode == "traced":
         tx.update(jax.tree_util.tree_map(jax.core.Tracer, params), opt_state)
         evaluate(params)
         print("step", i + 1)
-elif mode == "config":
-    # The options batchfit's compile cache sets.
-    step = jax.jit(train_step)
-    for i in range(steps):
-        params, opt_state = step(params, opt_state)
-        print("step", i + 1)
-    for name, value in sorted(jax.config.values.items()):
-        print(name, value)
 elif mode == "proxy":
     # What the program sees of a jitted function and of a transformation.
     step = jax.jit(train_step)

@@ -32,8 +32,7 @@ The hook's jobs, one module each:
 - gate: a trial started while another has the GPU waits there before it
   touches the GPU (BATCHFIT_GATE_FD).
 - jax_plan: a jitted step's memory plan, read from XLA's compile before it
-  runs, which ends a trial whose step cannot fit in the pool; the search's
-  compile caches (BATCHFIT_JAX_CACHE).
+  runs, which ends a trial whose step cannot fit in the pool.
 - report: the exit event and writing it; frameworks: what JAX and
   TensorFlow add to it, and the OOMs a program caught.
 - sources: the files the program loaded and opened, and its packages.
@@ -64,7 +63,7 @@ import atexit
 import os
 from types import ModuleType
 
-from batchfit._runtime import gate, jax_plan, report, sources, steps
+from batchfit._runtime import gate, report, sources, steps
 from batchfit._runtime.imports import after_import
 from batchfit._runtime.jax_steps import jax_imported, optax_imported
 from batchfit._runtime.report import (
@@ -118,7 +117,6 @@ def install(path: str | None = None) -> bool:
     gate.install(after_import)
     after_import("torch", torch_imported)
     after_import("jax", jax_imported)
-    after_import("jax", jax_plan.use_cache)
     after_import("optax", optax_imported)
     try:
         from batchfit._runtime import frameworks

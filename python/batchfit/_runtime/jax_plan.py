@@ -1,7 +1,6 @@
-"""What XLA's compile says of a JAX step before it runs, and the search's
-compile caches.
+"""What XLA's compile says of a JAX step before it runs.
 
-The plan. The first call of a jitted step function with new argument shapes
+The first call of a jitted step function with new argument shapes
 is compiled ahead of the call (jitted.lower(...).compile(): jax keeps the
 trace, the lowering and the executable, so the call that follows reuses
 them), and the executable's memory_analysis() says what the step will
@@ -26,12 +25,9 @@ jax_steps), in the process that installed the hook, and only where the
 backend keeps memory statistics (not the CPU). Anything that fails here is
 left to the program's own call.
 
-The caches. batchfit names a directory of the search's own in
-BATCHFIT_JAX_CACHE for trials whose memory is not the proof (a held card's
-trials run as the user will run, without it): jax's persistent compilation
-cache and XLA's per-fusion autotune cache live there, so that a size run
-again loads its executable, and sizes share the tuning of the fusions they
-have in common. A program that set its own compilation cache keeps it.
+No compile cache is used: with jax's persistent compilation cache on, XLA
+planned the same step differently from the user's run, which has none
+(docs/design/jax-step-plan.md).
 """
 
 from __future__ import annotations
@@ -42,53 +38,35 @@ from typing import Any, Callable
 
 from batchfit._runtime.state import state
 
-CACHE_ENV = "BATCHFIT_JAX_CACHE"
 # The share of the pool by which a plan must overrun the free memory to be
 # stopped before it runs.
-PLAN_SLACK = 0.02
+PLAN_SLACK = 0.005
 # Begins the line the adapter writes to stderr for a stopped plan.
 PLAN_STOPPED = "batchfit adapter: XLA's plan does not fit: "
 
 # Signatures judged per step function, at most: a function retraced for
 # every call is left alone after these.
 _MAX_SIGNATURES = 64
+# Functions judged, at most: a program that jits a new function every step
+# is left alone after these.
+_MAX_FUNCTIONS = 256
 
-_judged: dict[int, set[Any]] = {}
+_judged: dict[int, set[Any]] = {}  # signatures judged, by id() of the jitted function's Python function
 _largest: dict[str, int] | None = None
 
 
-def use_cache(jax: Any) -> None:
-    """Point jax's compilation cache (and XLA's autotune cache with it) at
-    BATCHFIT_JAX_CACHE, where batchfit set it, before the first compile."""
-    cache = os.environ.get(CACHE_ENV)
-    if not cache:
-        return
-    config = getattr(jax, "config", None)
-    try:
-        if getattr(config, "jax_compilation_cache_dir", None):
-            return  # the program's own cache
-    except Exception:
-        return
-    for name, value in (
-        ("jax_compilation_cache_dir", os.path.join(cache, "compiled")),
-        ("jax_persistent_cache_min_compile_time_secs", 0.0),
-        ("jax_persistent_cache_min_entry_size_bytes", -1),
-        ("jax_persistent_cache_enable_xla_caches", "xla_gpu_per_fusion_autotune_cache_dir"),
-    ):
-        try:
-            config.update(name, value)
-        except Exception:
-            pass
-
-
-def before_call(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], is_step: Callable[[], bool]) -> None:
-    """Judge jitted's plan for these arguments before it is called, the first
-    time it is called with their shapes; is_step says, after the compile has
-    traced it, whether jitted is a training step."""
+def before_call(jitted: Any, fun: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                is_step: Callable[[], bool]) -> None:
+    """Judge the plan of jitted, made from fun, for these arguments before it
+    is called, the first time fun is called with their shapes (jax.jit(f)
+    made again shares f's trace and executable); is_step says, after the
+    compile has traced it, whether it is a training step."""
     if state.path is None or os.getpid() != state.pid:
         return
     try:
-        seen = _judged.setdefault(id(jitted), set())
+        if id(fun) not in _judged and len(_judged) >= _MAX_FUNCTIONS:
+            return
+        seen = _judged.setdefault(id(fun), set())
         if len(seen) >= _MAX_SIGNATURES:
             return
         signature = _signature(args, kwargs)

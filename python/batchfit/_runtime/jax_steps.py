@@ -121,7 +121,7 @@ class _Traced:
         calls.append(self)
         try:
             if outermost:
-                jax_plan.before_call(self._batchfit_jitted, args, kwargs, self._batchfit_is_step)
+                jax_plan.before_call(self._batchfit_jitted, self._batchfit_fun, args, kwargs, self._batchfit_is_step)
             out = self._batchfit_jitted(*args, **kwargs)
         finally:
             calls.pop()

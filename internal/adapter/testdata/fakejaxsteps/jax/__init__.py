@@ -80,26 +80,6 @@ class _Compiled(object):
         return analysis
 
 
-class _Config(object):
-    """jax.config: its options as attributes, set through update(); the
-    cache directory starts as JAX_COMPILATION_CACHE_DIR, as jax's does."""
-
-    def __init__(self):
-        self.__dict__["values"] = {"jax_compilation_cache_dir": os.environ.get("JAX_COMPILATION_CACHE_DIR")}
-
-    def __getattr__(self, name):
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name)
-
-    def update(self, name, value):
-        self.values[name] = value
-
-
-config = _Config()
-
-
 def jit(*args, **kwargs):
     if not args:
         # The decorator factory of JAX 0.8.1+.
