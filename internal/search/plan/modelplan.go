@@ -158,19 +158,7 @@ func (m *modelPlanner) opening(v View) []int {
 // this one; sizes far above it mostly fail, and a failure so far above
 // its limit that it ends at once leaves no figure of its own.
 func spreadOpening(g Grid, lo, start, k int) []int {
-	from := max(start, lo+g.Step)
-	var sizes []int
-	for i := range k {
-		s := g.Clamp(g.Floor(int(float64(from) * math.Pow(openingSpan, float64(i)/float64(k-1)))))
-		if len(sizes) > 0 && s <= sizes[len(sizes)-1] {
-			s = sizes[len(sizes)-1] + g.Step
-		}
-		if s > g.Max {
-			break
-		}
-		sizes = append(sizes, s)
-	}
-	return sizes
+	return logSpread(g, lo, max(start, lo+g.Step), k, 0)
 }
 
 // spreadAround is the first round of several sizes when the start guesses
@@ -181,14 +169,17 @@ func spreadOpening(g Grid, lo, start, k int) []int {
 // fail, and one success with failures gives no slope; the sizes below it
 // fit, and their peaks give the line the next round predicts from.
 func spreadAround(g Grid, lo, start, k int) []int {
-	below := k / 2
+	return logSpread(g, lo, start, k, k/2)
+}
+
+// logSpread is k grid sizes over openingSpan, evenly apart on a log scale,
+// the first below sizes under from and the rest from it up; each above lo
+// and the one before it, none above the grid's top.
+func logSpread(g Grid, lo, from, k, below int) []int {
 	var sizes []int
 	for i := range k {
 		e := float64(i-below) / float64(k-1)
-		s := g.Clamp(g.Floor(int(math.Round(float64(start) * math.Pow(openingSpan, e)))))
-		if s <= lo {
-			s = lo + g.Step
-		}
+		s := max(g.Clamp(g.Floor(int(float64(from)*math.Pow(openingSpan, e)))), lo+g.Step)
 		if len(sizes) > 0 && s <= sizes[len(sizes)-1] {
 			s = sizes[len(sizes)-1] + g.Step
 		}

@@ -168,31 +168,15 @@ def _keep(plan: dict[str, int]) -> None:
 
 def _stop(plan: dict[str, int]) -> None:
     """End the trial as out of memory, as XLA's error would, before the
-    step runs: the report first (its exception says why, and its refused
-    request is the plan's need against the pool's figures), then the same
-    on stderr, then status 1."""
-    from batchfit._runtime import frameworks, report
+    step runs (steps.leave): its exception says why, and its refused
+    request is the plan's need against the pool's figures; status 1."""
+    from batchfit._runtime import frameworks, steps
 
     gib = 1 << 30
     why = (f"RESOURCE_EXHAUSTED (XLA's plan, before the step ran): the step needs {plan['need'] / gib:.2f} GiB "
            f"more, the pool has {plan['free'] / gib:.2f} GiB free of {plan['limit'] / gib:.2f} GiB")
     try:
         frameworks.plan_refused(plan)
-        event = report.exit_event()
-        event["exception"] = why
-        event["oom"] = True
-        event["plan_stopped"] = True
-        report.write(event)
-        state.reported = True
     except Exception:
         pass
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    try:
-        os.write(2, f"{PLAN_STOPPED}{why}\n".encode("utf-8", "replace"))
-    except OSError:
-        pass
-    os._exit(1)
+    steps.leave({"exception": why, "oom": True, "plan_stopped": True}, 1, f"{PLAN_STOPPED}{why}\n")

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import time
-from typing import Hashable
+from typing import Any, Hashable, NoReturn
 
 from batchfit._runtime import batches, report
 from batchfit._runtime.state import state
@@ -109,9 +109,16 @@ def stop() -> None:
 
     The report is written first and stdout and stderr are flushed, so that
     the log holds everything the program printed."""
+    leave({"stopped": True}, 0)
+
+
+def leave(fields: dict[str, Any], status: int, line: str = "") -> NoReturn:
+    """End the trial now, as stop() does: the exit event with fields added,
+    then the program's output flushed, then line (if any) on stderr, then
+    os._exit(status)."""
     try:
         event = report.exit_event()
-        event["stopped"] = True
+        event.update(fields)
         report.write(event)
         state.reported = True
     except Exception:
@@ -121,4 +128,9 @@ def stop() -> None:
             stream.flush()
         except Exception:
             pass
-    os._exit(0)
+    if line:
+        try:
+            os.write(2, line.encode("utf-8", "replace"))
+        except OSError:
+            pass
+    os._exit(status)
